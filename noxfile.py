@@ -1,0 +1,77 @@
+"""Nox sessions for the gen* monorepo.
+
+Each package's tests run in a virtualenv that holds only that package, gencore
+and their test extras: this is what proves that ``pip install genmol`` alone
+works. Every install goes through ``constraints.txt`` (torch pinned).
+
+    nox                      # lint + every package's tests
+    nox -l                   # list sessions
+    nox -s "tests(package='gencore')" -- -k sinkhorn
+    nox -s bench -- gencore  # one package's benchmarks, anchors installed here only
+    nox -s demo              # the suite's demo, report into ./report
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+CONSTRAINTS = str(ROOT / "constraints.txt")
+PACKAGES = ["gencore", "genimage", "genmol", "gengraph", "genrl", "geninterp"]
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.error_on_missing_interpreters = True
+
+
+def _install(session: nox.Session, *requirements: str) -> None:
+    """Install with the shared constraints; torch first so nothing pulls another build."""
+    session.install("-c", CONSTRAINTS, "torch")
+    session.install("-c", CONSTRAINTS, *requirements)
+
+
+def _package_requirements(package: str, extra: str) -> list[str]:
+    core = f"{ROOT}/packages/gencore"
+    if package == "gencore":
+        return [f"{core}[{extra}]"]
+    return [core, f"{ROOT}/packages/{package}[{extra}]"]
+
+
+@nox.session
+@nox.parametrize("package", PACKAGES)
+def tests(session: nox.Session, package: str) -> None:
+    """Run one package's tests in its own virtualenv (exit 5, no tests collected, counts as success)."""
+    _install(session, *_package_requirements(package, "test"))
+    session.chdir(ROOT / "packages" / package)
+    session.run("pytest", "-q", *session.posargs, success_codes=[0, 5])
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and ruff format --check over the whole repository."""
+    session.install("ruff==0.17.6")
+    session.run("ruff", "check", str(ROOT))
+    session.run("ruff", "format", "--check", str(ROOT))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run one package's benchmarks side by side with the anchors: ``nox -s bench -- gencore``."""
+    if len(session.posargs) != 1 or session.posargs[0] not in PACKAGES:
+        session.error(f"name one package: nox -s bench -- <{'|'.join(PACKAGES)}>")
+    package = session.posargs[0]
+    _install(session, *_package_requirements(package, "bench"))
+    bench_dir = ROOT / "packages" / package / "benchmarks"
+    results = bench_dir / "results"
+    results.mkdir(exist_ok=True)
+    session.chdir(bench_dir)
+    for script in sorted(bench_dir.glob("bench_*.py")):
+        session.run("python", script.name, "--json", str(results / f"{script.stem}.json"))
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The suite's demo on bundled data; writes a report folder with pictures into ./report."""
+    _install(session, *_package_requirements("gencore", "test"))
+    session.run("gencore", "demo", "--out", str(ROOT / "report" / "gencore"))

@@ -1,0 +1,53 @@
+"""Input validation shared by the suite: each check raises :class:`InputError`
+with one sentence naming the offending argument and what was expected."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from gencore.errors import ConfigError, InputError
+
+
+def check_finite(x: torch.Tensor, name: str) -> torch.Tensor:
+    """Raise if ``x`` holds NaN or inf values; return ``x`` unchanged."""
+    if not torch.is_tensor(x):
+        raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}.")
+    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+        bad = int((~torch.isfinite(x)).sum())
+        raise InputError(f"{name} contains {bad} NaN or inf value(s); expected finite numbers.")
+    return x
+
+
+def check_ndim(x: torch.Tensor, ndim: int, name: str, shape_hint: str = "") -> torch.Tensor:
+    """Raise unless ``x`` has exactly ``ndim`` dimensions."""
+    if x.dim() != ndim:
+        hint = f" {shape_hint}" if shape_hint else ""
+        raise InputError(f"{name} must have {ndim} dimension(s){hint}, got shape {tuple(x.shape)}.")
+    return x
+
+
+def check_points(x: torch.Tensor, name: str) -> torch.Tensor:
+    """Validate a point cloud ``[N, D]``: a finite 2-D floating tensor with N >= 1."""
+    check_finite(x, name)
+    check_ndim(x, 2, name, "[N, D]")
+    if x.shape[0] == 0:
+        raise InputError(f"{name} is empty; expected at least one point.")
+    return x
+
+
+def check_same_dim(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -> None:
+    """Raise unless two batches share their trailing (feature) shape."""
+    if a.shape[1:] != b.shape[1:]:
+        raise InputError(
+            f"{name_a} has feature shape {tuple(a.shape[1:])} but {name_b} has "
+            f"{tuple(b.shape[1:])}; they must match."
+        )
+
+
+def check_choice(value: str, choices: Sequence[str], what: str) -> str:
+    """Raise :class:`ConfigError` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise ConfigError(f"unknown {what} {value!r}; expected one of: {', '.join(choices)}.")
+    return value

@@ -1,0 +1,53 @@
+"""Command-line plumbing shared by every package's console script.
+
+A user mistake (a :class:`~gencore.errors.GenError`) becomes one sentence on
+stderr and exit code 2, never a traceback; Ctrl-C exits with 130.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from gencore.errors import GenError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse parser whose usage errors also end in one sentence and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}.\n")
+
+
+def make_parser(prog: str, version: str, description: str) -> argparse.ArgumentParser:
+    """A top-level parser with ``--version`` and a required sub-command slot."""
+    parser = _Parser(prog=prog, description=description)
+    parser.add_argument("--version", action="version", version=f"{prog} {version}")
+    return parser
+
+
+def add_commands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    """Add the sub-command group (``train``, ``sample``, ...) to ``parser``."""
+    return parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+
+def run(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    dispatch: Callable[[argparse.Namespace], int | None],
+) -> int:
+    """Parse ``argv``, call ``dispatch(args)`` and map suite errors to exit code 2."""
+    args = parser.parse_args(argv)
+    if getattr(args, "command", None) is None and getattr(args, "func", None) is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(dispatch(args) or 0)
+    except GenError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,3 @@
+"""genmol: Molecule, protein, peptide and DNA generation on gencore's flow-matching math."""
+
+__version__ = "0.1.0"
