@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import gencore
 import pytest
 
+import gencore
 import genimage
 from genimage.cli import main
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import gencore
 import pytest
 
+import gencore
 import genrl
 from genrl.cli import main
 

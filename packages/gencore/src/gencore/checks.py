@@ -41,8 +41,7 @@ def check_same_dim(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -
     """Raise unless two batches share their trailing (feature) shape."""
     if a.shape[1:] != b.shape[1:]:
         raise InputError(
-            f"{name_a} has feature shape {tuple(a.shape[1:])} but {name_b} has "
-            f"{tuple(b.shape[1:])}; they must match."
+            f"{name_a} has feature shape {tuple(a.shape[1:])} but {name_b} has {tuple(b.shape[1:])}; they must match."
         )
 
 

@@ -80,7 +80,9 @@ def read_json(path: str | os.PathLike) -> Any:
         raise StorageError(f"{str(p)!r} is not valid JSON (line {exc.lineno}: {exc.msg}).") from exc
 
 
-def save_tensors(path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> Path:
+def save_tensors(
+    path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
+) -> Path:
     """Atomically save a flat dict of tensors as safetensors."""
     clean = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
@@ -107,7 +109,9 @@ def save_pretrained(directory: str | os.PathLike, state: dict[str, torch.Tensor]
     return d
 
 
-def load_pretrained(directory: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+def load_pretrained(
+    directory: str | os.PathLike, device: str | torch.device = "cpu"
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Read back what :func:`save_pretrained` wrote: ``(state, config)``."""
     d = Path(directory)
     if not d.is_dir():

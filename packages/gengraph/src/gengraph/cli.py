@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import gencore
 from gencore.command import add_commands, make_parser, run
-
 from gengraph import __version__
 
 
@@ -18,7 +17,11 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = make_parser("gengraph", __version__, "Graph, graph-signal, causal-DAG and manifold generation on gencore's flow-matching math.")
+    parser = make_parser(
+        "gengraph",
+        __version__,
+        "Graph, graph-signal, causal-DAG and manifold generation on gencore's flow-matching math.",
+    )
     commands = add_commands(parser)
     info = commands.add_parser("info", help="print the installed versions")
     info.set_defaults(func=_info)

@@ -1,0 +1,196 @@
+"""The ``gencore`` command.
+
+    gencore toy train   --dataset checkerboard --coupling semidiscrete --steps 3000 --out runs/cb
+    gencore toy compare --dataset checkerboard --couplings independent,sinkhorn,semidiscrete \\
+                        --nfe 1,2,4 --steps 3000 --json out.json
+    gencore demo        --out report/gencore
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gencore import __version__
+from gencore.command import add_commands, make_parser, run
+from gencore.config import load_config
+from gencore.couplings import COUPLINGS
+from gencore.data import DATASETS
+from gencore.errors import ConfigError
+from gencore.io import ensure_dir, write_json, write_text
+from gencore.tables import format_table, pivot
+from gencore.toy_experiment import MMD_KEY
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,4, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2,4, got {text!r}")
+    return values
+
+
+def _name_list(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dataset", help=f"one of {', '.join(DATASETS)} (default checkerboard)")
+    p.add_argument("--steps", type=int, help="training steps per model (default 3000)")
+    p.add_argument("--nfe", type=_int_list, help="Euler budgets to evaluate, e.g. 1,2,4,8")
+    p.add_argument("--batch-size", type=int, dest="batch_size")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--n-data", type=int, dest="n_data", help="finite training set size (toys; default 4096)")
+    p.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per NFE (default 2048)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--config", type=Path, help="YAML file of ToyConfig fields; flags override it")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
+
+
+def _toy_config(args: argparse.Namespace, **extra: Any):
+    from gencore.toy_experiment import ToyConfig
+
+    keys = ("dataset", "steps", "nfe", "batch_size", "lr", "n_data", "n_eval", "seed")
+    overrides = {k: getattr(args, k) for k in keys} | extra
+    if args.no_progress:
+        overrides["progress"] = False
+    return load_config(ToyConfig, args.config, overrides).validate()
+
+
+def _plot_samples(cfg, samples, reference, path: Path, title: str) -> None:
+    from gencore.plots import image_grid, scatter_grid
+
+    if cfg.is_digits:  # pixels on the [-1, 1] scale the model was trained on
+        image_grid(samples, reference, path, title=title)
+    else:
+        scatter_grid(samples, reference, path, title=title)
+
+
+def cmd_toy_train(args: argparse.Namespace) -> int:
+    from gencore.plots import loss_curve
+    from gencore.toy_experiment import config_dict, evaluate, reference_data, train
+
+    cfg = _toy_config(args, coupling=args.coupling)
+    out = ensure_dir(args.out)
+    run_ = train(cfg)
+    records, samples = evaluate(run_)
+    run_.model.save_pretrained(out / "model")
+    if hasattr(run_.coupling, "save"):
+        run_.coupling.save(out / "coupling")
+    write_json(out / "config.json", config_dict(cfg))
+    write_json(out / "metrics.json", {"records": records, "coupling_diagnostics": run_.coupling_diagnostics})
+    _plot_samples(
+        cfg,
+        {cfg.coupling: samples},
+        reference_data(cfg),
+        out / "samples.png",
+        f"{cfg.dataset}: {cfg.coupling}",
+    )
+    loss_curve(run_.losses, out / "loss.png")
+    print(format_table(records, ["coupling", "nfe", "w2", MMD_KEY]))
+    print(f"wrote {out}/: model/, config.json, metrics.json, samples.png, loss.png")
+    return 0
+
+
+def _compare(cfg, couplings: Sequence[str], json_path: Path, figure_dir: Path) -> list[dict[str, Any]]:
+    from gencore.plots import metric_curves
+    from gencore.toy_experiment import compare, config_dict, reference_data
+
+    ensure_dir(json_path.parent)
+    ensure_dir(figure_dir)
+    start = time.perf_counter()
+    records, samples = compare(cfg, couplings)
+    stem = json_path.stem
+    write_json(json_path, {"config": config_dict(cfg), "couplings": list(couplings), "records": records})
+    metric = MMD_KEY if cfg.is_digits else "w2"
+    _plot_samples(
+        cfg,
+        samples,
+        reference_data(cfg),
+        figure_dir / f"{stem}_samples.png",
+        f"{cfg.dataset}, {cfg.steps} steps",
+    )
+    metric_curves(records, metric, figure_dir / f"{stem}_{metric}.png", title=cfg.dataset)
+    print(format_table(pivot(records, "coupling", "nfe", "w2")))
+    print(format_table(pivot(records, "coupling", "nfe", MMD_KEY)))
+    print(f"{len(records)} records in {json_path} ({time.perf_counter() - start:.0f} s); figures in {figure_dir}/")
+    return records
+
+
+def cmd_toy_compare(args: argparse.Namespace) -> int:
+    couplings = args.couplings
+    unknown = [c for c in couplings if c not in COUPLINGS]
+    if unknown or not couplings:
+        raise ConfigError(
+            f"unknown coupling(s) {', '.join(unknown) or '(none given)'}; expected some of: {', '.join(COUPLINGS)}."
+        )
+    cfg = _toy_config(args)
+    json_path = Path(args.json)
+    _compare(cfg, couplings, json_path, Path(args.out) if args.out else json_path.parent)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from gencore.toy_experiment import ToyConfig
+
+    out = ensure_dir(args.out)
+    couplings = ("independent", "sinkhorn", "semidiscrete")
+    sections = []
+    for dataset, steps in (("checkerboard", args.steps), ("digits", args.steps)):
+        print(f"== {dataset}: {', '.join(couplings)}, {steps} steps each")
+        cfg = ToyConfig(dataset=dataset, steps=steps, semidiscrete_fit_steps=steps, progress=not args.no_progress)
+        records = _compare(cfg, couplings, out / f"{dataset}.json", out)
+        metric = MMD_KEY if dataset == "digits" else "w2"
+        sections.append(
+            f"## {dataset}\n\n{metric} of Euler samples (lower is better), {steps} training steps per coupling:\n\n"
+            f"{format_table(pivot(records, 'coupling', 'nfe', metric), markdown=True)}\n\n"
+            f"![samples]({dataset}_samples.png)\n\n![{metric}]({dataset}_{metric}.png)\n"
+        )
+    text = (
+        "# gencore demo\n\nFlow matching with independent, Sinkhorn minibatch-OT and semidiscrete-OT (SD-FM) "
+        "couplings on bundled data, equal training steps, Euler sampling at several NFE.\n\n" + "\n".join(sections)
+    )
+    write_text(out / "README.md", text)
+    print(f"report: {out}/README.md")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = make_parser("gencore", __version__, "Flow-matching and diffusion math of the gen* suite.")
+    commands = add_commands(parser)
+
+    toy = commands.add_parser("toy", help="train and compare flow models on 2-D toys and 8x8 digits")
+    toy_cmds = add_commands(toy)
+    tr = toy_cmds.add_parser("train", help="train one flow model; write metrics, model and a sample plot")
+    _add_run_options(tr)
+    tr.add_argument("--coupling", default="independent", help=f"one of {', '.join(COUPLINGS)}")
+    tr.add_argument("--out", required=True, type=Path, help="output folder")
+    tr.set_defaults(func=cmd_toy_train)
+    cp = toy_cmds.add_parser("compare", help="one model per coupling, equal steps; W2/MMD per (coupling, nfe)")
+    _add_run_options(cp)
+    cp.add_argument("--couplings", required=True, type=_name_list, help="comma-separated coupling names")
+    cp.add_argument("--json", required=True, type=Path, help="where to write the records")
+    cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
+    cp.set_defaults(func=cmd_toy_compare)
+    toy.set_defaults(func=lambda a: toy.print_help())
+
+    demo = commands.add_parser("demo", help="the toy comparison on checkerboard and digits, with pictures")
+    demo.add_argument("--out", type=Path, default=Path("report/gencore"), help="report folder")
+    demo.add_argument("--steps", type=int, default=1000, help="training steps per model")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    return run(parser, argv, lambda args: args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

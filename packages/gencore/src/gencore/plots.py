@@ -1,0 +1,125 @@
+"""Figures for reports: sample scatter grids, digit mosaics and metric-vs-NFE curves.
+
+Matplotlib runs with the non-interactive Agg backend; every figure is written
+atomically (temporary name, then rename) through :mod:`gencore.io`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import torch
+
+from gencore.io import atomic_path
+
+
+def _save(fig: Any, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def scatter_grid(
+    samples: Mapping[str, Mapping[int, torch.Tensor]],
+    reference: torch.Tensor,
+    path: str | os.PathLike,
+    *,
+    title: str = "",
+    max_points: int = 2048,
+) -> None:
+    """Rows: couplings; columns: NFE, then the reference data. 2-D points only."""
+    rows = list(samples)
+    nfes = sorted({k for s in samples.values() for k in s})
+    fig, axes = plt.subplots(len(rows), len(nfes) + 1, figsize=(2.2 * (len(nfes) + 1), 2.2 * len(rows)), squeeze=False)
+    ref = reference[:max_points].cpu()
+    lim = float(ref.abs().max()) * 1.15
+    for i, name in enumerate(rows):
+        for j, k in enumerate([*nfes, None]):
+            ax = axes[i][j]
+            pts = ref if k is None else samples[name][k][:max_points].cpu()
+            ax.scatter(pts[:, 0], pts[:, 1], s=0.6, alpha=0.6, color="black" if k is None else "C0")
+            ax.set_xlim(-lim, lim)
+            ax.set_ylim(-lim, lim)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title("data" if k is None else f"NFE {k}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(name, fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+
+
+def image_grid(
+    samples: Mapping[str, Mapping[int, torch.Tensor]],
+    reference: torch.Tensor,
+    path: str | os.PathLike,
+    *,
+    shape: tuple[int, int] = (8, 8),
+    per_cell: int = 16,
+    title: str = "",
+) -> None:
+    """Rows: couplings; columns: NFE, then data. Each cell is a 4x4 mosaic of images ``[n, H*W]``."""
+    side = int(per_cell**0.5)
+    h, w = shape
+
+    def mosaic(x: torch.Tensor) -> torch.Tensor:
+        imgs = x[: side * side].reshape(side, side, h, w).cpu()
+        return imgs.permute(0, 2, 1, 3).reshape(side * h, side * w)
+
+    rows = list(samples)
+    nfes = sorted({k for s in samples.values() for k in s})
+    fig, axes = plt.subplots(len(rows), len(nfes) + 1, figsize=(2.0 * (len(nfes) + 1), 2.0 * len(rows)), squeeze=False)
+    for i, name in enumerate(rows):
+        for j, k in enumerate([*nfes, None]):
+            ax = axes[i][j]
+            ax.imshow(mosaic(reference if k is None else samples[name][k]), cmap="gray_r", vmin=-1, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title("data" if k is None else f"NFE {k}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(name, fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+
+
+def metric_curves(
+    records: Sequence[Mapping[str, Any]], metric: str, path: str | os.PathLike, *, title: str = ""
+) -> None:
+    """``metric`` against NFE (log-2 axis), one line per coupling."""
+    fig, ax = plt.subplots(figsize=(4.2, 3.2))
+    for name in dict.fromkeys(r["coupling"] for r in records):
+        rs = sorted((r for r in records if r["coupling"] == name), key=lambda r: r["nfe"])
+        ax.plot([r["nfe"] for r in rs], [r[metric] for r in rs], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("Euler NFE")
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    _save(fig, path)
+
+
+def loss_curve(losses: Sequence[float], path: str | os.PathLike, *, title: str = "training loss") -> None:
+    """Training loss with a running mean over 50 steps."""
+    fig, ax = plt.subplots(figsize=(4.2, 3.0))
+    x = torch.tensor(list(losses), dtype=torch.float64)
+    ax.plot(x.numpy(), alpha=0.3, lw=0.6)
+    if x.numel() >= 50:
+        smooth = torch.nn.functional.avg_pool1d(x[None, None], 50, stride=1)[0, 0]
+        ax.plot(range(49, 49 + smooth.numel()), smooth.numpy(), lw=1.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    ax.set_title(title, fontsize=10)
+    _save(fig, path)

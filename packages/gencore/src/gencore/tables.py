@@ -1,0 +1,40 @@
+"""Plain-text and Markdown tables of result records (lists of dicts)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if v == 0 or 1e-3 <= abs(v) < 1e4:
+            return f"{v:.4f}"
+        return f"{v:.3e}"
+    return str(v)
+
+
+def format_table(
+    records: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, *, markdown: bool = False
+) -> str:
+    """Render ``records`` as an aligned text table, or a GitHub Markdown table."""
+    if not records:
+        return "(no records)"
+    cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in records for k in r))
+    rows = [[_fmt(r.get(c, "")) for c in cols] for r in records]
+    if markdown:
+        lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
+    out += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in rows]
+    return "\n".join(out)
+
+
+def pivot(records: Sequence[Mapping[str, Any]], row: str, col: str, value: str) -> list[dict[str, Any]]:
+    """Reshape long records into one row per ``row`` value with a column per ``col`` value."""
+    out: dict[Any, dict[str, Any]] = {}
+    for r in records:
+        out.setdefault(r[row], {row: r[row]})[f"{col}={r[col]}"] = r[value]
+    return list(out.values())

@@ -1,0 +1,101 @@
+"""The gencore command: happy paths on tiny runs, and one-sentence errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import gencore
+from gencore.cli import main
+
+TINY = ["--steps", "30", "--n-data", "256", "--n-eval", "128", "--no-progress"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gencore.cli", *args], capture_output=True, text=True)
+
+
+def test_help_and_version() -> None:
+    assert "toy" in _cli("--help").stdout
+    assert _cli("--version").stdout.strip() == f"gencore {gencore.__version__}"
+
+
+def test_toy_train_writes_its_folder(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    assert (
+        main(
+            [
+                "toy",
+                "train",
+                "--dataset",
+                "moons",
+                "--coupling",
+                "exact",
+                "--nfe",
+                "1,2",
+                "--out",
+                str(out),
+                *TINY,
+            ]
+        )
+        == 0
+    )
+    for name in ("config.json", "metrics.json", "samples.png", "loss.png", "model/model.safetensors"):
+        assert (out / name).is_file(), name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert [r["nfe"] for r in metrics["records"]] == [1, 2]
+    assert all(r["w2"] > 0 for r in metrics["records"])
+    assert not [p for p in out.rglob("*.tmp")]
+
+
+def test_toy_compare_records(tmp_path) -> None:
+    js = tmp_path / "res" / "out.json"
+    rc = main(
+        [
+            "toy",
+            "compare",
+            "--dataset",
+            "8gaussians",
+            "--couplings",
+            "independent,sinkhorn",
+            "--nfe",
+            "1,4",
+            "--json",
+            str(js),
+            *TINY,
+        ]
+    )
+    assert rc == 0
+    records = json.loads(js.read_text())["records"]
+    assert {(r["coupling"], r["nfe"]) for r in records} == {(c, k) for c in ("independent", "sinkhorn") for k in (1, 4)}
+    assert all({"coupling", "nfe", "w2"} <= set(r) for r in records)
+    assert (tmp_path / "res" / "out_samples.png").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["toy", "train", "--dataset", "cifar", "--out", "{tmp}/x"], "unknown dataset 'cifar'"),
+        (["toy", "train", "--coupling", "magic", "--out", "{tmp}/x"], "unknown coupling 'magic'"),
+        (
+            ["toy", "compare", "--couplings", "independent,nope", "--json", "{tmp}/o.json"],
+            "unknown coupling(s) nope",
+        ),
+        (
+            ["toy", "compare", "--couplings", "independent", "--nfe", "1,x", "--json", "{tmp}/o.json"],
+            "comma-separated",
+        ),
+        (["toy", "train", "--out", "{tmp}/file/sub"], "cannot create output folder"),
+        (["toy", "train", "--steps", "0", "--out", "{tmp}/x"], "steps must be a positive integer"),
+    ],
+)
+def test_bad_input_is_one_sentence(tmp_path, args: list[str], needle: str) -> None:
+    (tmp_path / "file").write_text("occupied")
+    proc = _cli(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert needle in proc.stderr
+    assert (tmp_path / "file").read_text() == "occupied"

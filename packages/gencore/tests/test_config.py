@@ -1,0 +1,49 @@
+"""YAML configs with type checks and command-line overrides."""
+
+from __future__ import annotations
+
+import pytest
+
+from gencore.config import load_config
+from gencore.errors import ConfigError
+from gencore.toy_experiment import ToyConfig
+
+
+def test_yaml_then_overrides(tmp_path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("dataset: moons\nsteps: 10\nnfe: [1, 3]\nlr: 0.01\n")
+    cfg = load_config(ToyConfig, path, {"steps": 20, "seed": None})
+    assert (cfg.dataset, cfg.steps, cfg.nfe, cfg.lr, cfg.seed) == ("moons", 20, (1, 3), 0.01, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("stepz: 3\n", "unknown field"),
+        ("steps: many\n", "field 'steps' must be an integer"),
+        ("steps: 2.5\n", "must be an integer"),
+        ("progress: 3\n", "true or false"),
+        ("- 1\n- 2\n", "mapping"),
+        ("a: [1\n", "not valid YAML"),
+    ],
+)
+def test_bad_yaml_names_file_and_field(tmp_path, text: str, match: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match) as exc:
+        load_config(ToyConfig, path)
+    assert "bad.yaml" in str(exc.value)
+
+
+def test_missing_file(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(ToyConfig, tmp_path / "nope.yaml")
+
+
+def test_validate_rejects_bad_values() -> None:
+    with pytest.raises(ConfigError, match="dataset"):
+        ToyConfig(dataset="cifar").validate()
+    with pytest.raises(ConfigError, match="coupling"):
+        ToyConfig(coupling="magic").validate()
+    with pytest.raises(ConfigError, match="steps"):
+        ToyConfig(steps=0).validate()

@@ -1,0 +1,174 @@
+"""gencore.couplings: registry, protocol, independent, exact-OT and Sinkhorn couplings."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gencore.couplings import (
+    COUPLINGS,
+    Coupling,
+    ExactOTCoupling,
+    IndependentCoupling,
+    SemidiscreteCoupling,
+    SinkhornCoupling,
+    exact_ot_permutation,
+    make_coupling,
+    sinkhorn,
+)
+from gencore.errors import ConfigError, InputError
+
+
+def _pair(seed: int, n: int, d: int = 2, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=dtype), torch.randn(n, d, generator=g, dtype=dtype) * 2 + 1
+
+
+def _total_cost(x0, x1):
+    return float(((x0 - x1) ** 2).sum())
+
+
+def test_registry_builds_every_coupling_and_rejects_unknown_names():
+    assert set(COUPLINGS) == {"independent", "exact", "sinkhorn", "semidiscrete"}
+    data = torch.randn(8, 2)
+    built = [
+        make_coupling("independent"),
+        make_coupling("exact"),
+        make_coupling("sinkhorn", epsilon=0.1),
+        make_coupling("semidiscrete", data=data),
+    ]
+    for c, cls in zip(
+        built, (IndependentCoupling, ExactOTCoupling, SinkhornCoupling, SemidiscreteCoupling), strict=True
+    ):
+        assert isinstance(c, cls) and isinstance(c, Coupling)
+        x0, x1 = c(torch.randn(8, 2), torch.randn(8, 2))
+        assert x0.shape == x1.shape == (8, 2)
+    with pytest.raises(ConfigError, match=r"independent, exact, sinkhorn, semidiscrete"):
+        make_coupling("hungarian")
+    with pytest.raises(ConfigError, match="sinkhorn"):
+        make_coupling("sinkhorn", reg=0.1)
+
+
+@pytest.mark.parametrize("coupling", [IndependentCoupling(), ExactOTCoupling(), SinkhornCoupling()])
+def test_input_validation(coupling):
+    x = torch.randn(6, 3)
+    with pytest.raises(InputError, match="batch size"):
+        coupling(x, torch.randn(5, 3))
+    with pytest.raises(InputError, match="feature shape"):
+        coupling(x, torch.randn(6, 4))
+    bad = x.clone()
+    bad[2, 1] = float("nan")
+    with pytest.raises(InputError, match="NaN"):
+        coupling(bad, x)
+    with pytest.raises(InputError):
+        coupling(torch.randn(6), torch.randn(6))
+
+
+def test_independent_identity_and_shuffle():
+    x0, x1 = _pair(0, 10)
+    a, b = IndependentCoupling()(x0, x1)
+    assert a is x0 and b is x1
+    c = IndependentCoupling(shuffle=True)
+    _, s1 = c(x0, x1, generator=torch.Generator().manual_seed(3))
+    _, s2 = c(x0, x1, generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(s1, s2)
+    torch.testing.assert_close(s1.sort(0).values, x1.sort(0).values)  # a permutation of the rows
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 6), d=st.integers(1, 3), seed=st.integers(0, 10_000))
+def test_exact_ot_equals_brute_force_over_permutations(n, d, seed):
+    x0, x1 = _pair(seed, n, d)
+    c = ((x0[:, None] - x1[None]) ** 2).sum(-1).numpy()
+    best = min(sum(c[i, p[i]] for i in range(n)) for p in itertools.permutations(range(n)))
+    perm = exact_ot_permutation(x0, x1)
+    assert sorted(perm.tolist()) == list(range(n))
+    _, paired = ExactOTCoupling()(x0, x1)
+    assert _total_cost(x0, paired) == pytest.approx(best, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 64), seed=st.integers(0, 10_000))
+def test_exact_ot_never_costs_more_than_independent_or_any_plan(n, seed):
+    x0, x1 = _pair(seed, n, 3)
+    _, ot_x1 = ExactOTCoupling()(x0, x1)
+    assert _total_cost(x0, ot_x1) <= _total_cost(x0, x1) + 1e-9
+    # any feasible plan (here the entropic one) transports at a cost >= the OT cost
+    c = ((x0[:, None] - x1[None]) ** 2).sum(-1)
+    plan = sinkhorn(cost=c, epsilon=0.05 * float(c.mean()), tol=1e-12, return_plan=True).plan
+    assert _total_cost(x0, ot_x1) / n <= float((plan * c).sum()) + 1e-9
+
+
+def test_exact_ot_handles_image_shaped_batches():
+    g = torch.Generator().manual_seed(0)
+    x0, x1 = torch.randn(5, 2, 3, generator=g), torch.randn(5, 2, 3, generator=g)
+    a, b = ExactOTCoupling()(x0, x1)
+    flat = exact_ot_permutation(x0.reshape(5, -1), x1.reshape(5, -1))
+    torch.testing.assert_close(b, x1[flat])
+    assert a is x0
+
+
+def test_sinkhorn_coupling_conditionals_match_the_plan():
+    """Row mode: x0 is kept, and j | i is drawn from P_i. / a_i. Frequencies over many draws vs the plan."""
+    x0, x1 = _pair(4, 4)
+    coupling = SinkhornCoupling(0.5, tol=1e-10)
+    eps = coupling.absolute_epsilon(x0, x1)
+    plan = sinkhorn(x=x0, y=x1, epsilon=eps, tol=1e-12, return_plan=True).plan.numpy()
+    gen = torch.Generator().manual_seed(0)
+    counts = np.zeros((4, 4))
+    draws = 400
+    for _ in range(draws):
+        a, b = coupling(x0, x1, generator=gen)
+        assert a is x0 or torch.equal(a, x0)
+        j = torch.cdist(b, x1).argmin(1).numpy()
+        counts[np.arange(4), j] += 1
+    expected = plan * 4  # conditional P(j | i)
+    sd = np.sqrt(expected * (1 - expected) / draws)
+    assert np.all(np.abs(counts / draws - expected) <= 5 * sd + 1e-3)
+
+
+def test_sinkhorn_coupling_pairs_mode_draws_rows_uniformly():
+    x0, x1 = _pair(5, 6)
+    coupling = SinkhornCoupling(0.2, sample="pairs")
+    gen = torch.Generator().manual_seed(1)
+    rows = []
+    for _ in range(200):
+        a, b = coupling(x0, x1, generator=gen)
+        rows += torch.cdist(a, x0).argmin(1).tolist()
+        assert torch.cdist(b, x1).min(1).values.max() < 1e-9  # every target is a row of x1
+    freq = np.bincount(rows, minlength=6) / len(rows)
+    assert np.all(np.abs(freq - 1 / 6) < 5 * np.sqrt((1 / 6) * (5 / 6) / len(rows)))
+
+
+def test_sinkhorn_coupling_small_epsilon_recovers_exact_ot_and_low_memory_agrees():
+    g = torch.Generator().manual_seed(6)
+    x0 = torch.randn(32, 8, generator=g, dtype=torch.float64)
+    x1 = x0[torch.randperm(32, generator=g)] + 0.01 * torch.randn(32, 8, generator=g, dtype=torch.float64)
+    _, exact = ExactOTCoupling()(x0, x1)
+    dense = SinkhornCoupling(1e-2, tol=1e-8)
+    low = SinkhornCoupling(1e-2, tol=1e-8, low_memory=True, chunk_elements=512)
+    _, d = dense(x0, x1, generator=torch.Generator().manual_seed(0))
+    _, lm = low(x0, x1, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(d, exact)
+    torch.testing.assert_close(lm, d)
+    assert dense.last_result.converged and low.last_result.converged and low.last_result.plan is None
+
+
+def test_sinkhorn_coupling_relative_epsilon_is_scale_free():
+    x0, x1 = _pair(7, 16)
+    c = SinkhornCoupling(0.1)
+    _, b1 = c(x0, x1, generator=torch.Generator().manual_seed(2))
+    _, b2 = c(10 * x0, 10 * x1, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(10 * b1, b2)
+    mean_cost = float(((x0[:, None] - x1[None]) ** 2).sum(-1).mean())
+    assert c.absolute_epsilon(x0, x1) == pytest.approx(0.1 * mean_cost, rel=1e-9)
+    assert SinkhornCoupling(0.3, relative=False).absolute_epsilon(x0, x1) == 0.3
+    with pytest.raises(ConfigError):
+        SinkhornCoupling(0.1, sample="all")
+    with pytest.raises(ConfigError):
+        SinkhornCoupling(-1.0)

@@ -1,0 +1,268 @@
+"""Fixed-step, adaptive and stochastic solvers against closed-form solutions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gencore.errors import ConfigError, ConvergenceError, InputError
+from gencore.solvers import (
+    FIXED_STEP_METHODS,
+    dopri5,
+    euler_maruyama,
+    karras_grid,
+    shifted_grid,
+    solve_ode,
+    uniform_grid,
+)
+
+DT = torch.float64
+A = torch.tensor([[-0.5, 2.0], [-2.0, -0.5]], dtype=DT)  # damped rotation
+X0 = torch.tensor([[1.0, 0.5], [-0.3, 2.0]], dtype=DT)
+ORDERS = {"euler": 1.0, "midpoint": 2.0, "heun": 2.0, "rk4": 4.0}
+NFE_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
+
+
+def linear_field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return x @ A.T
+
+
+def linear_exact(x0: torch.Tensor, t0: float, t1: float) -> torch.Tensor:
+    return x0 @ torch.linalg.matrix_exp(A * (t1 - t0)).T
+
+
+def nonautonomous_field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """dx/dt = cos(3t) x + t^2: exercises the stage times."""
+    return torch.cos(3 * t) * x + t**2
+
+
+def nonautonomous_exact(x0: torch.Tensor, t1: float, n: int = 20001) -> torch.Tensor:
+    # x(t) = e^{F(t)} (x0 + int_0^t e^{-F(s)} s^2 ds), F(t) = sin(3t)/3; the integral by Simpson.
+    s = torch.linspace(0.0, t1, n, dtype=DT)
+    g = torch.exp(-torch.sin(3 * s) / 3) * s**2
+    w = torch.ones(n, dtype=DT)
+    w[1:-1:2], w[2:-1:2] = 4.0, 2.0
+    integral = (w * g).sum() * (t1 / (n - 1)) / 3
+    return math.exp(math.sin(3 * t1) / 3) * (x0 + integral)
+
+
+class Counter:
+    def __init__(self, f):
+        self.f, self.calls = f, 0
+
+    def __call__(self, x, t):
+        self.calls += 1
+        assert t.dim() == 0
+        return self.f(x, t)
+
+
+@pytest.mark.parametrize("method", FIXED_STEP_METHODS)
+@pytest.mark.parametrize("problem", ["linear", "nonautonomous"])
+def test_convergence_order(method: str, problem: str) -> None:
+    if problem == "linear":
+        f, exact = linear_field, linear_exact(X0, 0.0, 1.0)
+    else:
+        f, exact = nonautonomous_field, nonautonomous_exact(X0, 1.0)
+    n = 8 if method == "rk4" else 32
+    e1 = (solve_ode(f, X0, steps=n, method=method).x - exact).abs().max()
+    e2 = (solve_ode(f, X0, steps=2 * n, method=method).x - exact).abs().max()
+    order = math.log2(float(e1 / e2))
+    assert abs(order - ORDERS[method]) < 0.3, order
+
+
+@pytest.mark.parametrize("method", FIXED_STEP_METHODS)
+def test_backward_order_and_reversal(method: str) -> None:
+    grid = uniform_grid(40, dtype=DT).flip(0)  # 1 -> 0
+    x1 = linear_exact(X0, 0.0, 1.0)
+    back = solve_ode(linear_field, x1, grid, method=method)
+    fine = solve_ode(linear_field, x1, uniform_grid(80, dtype=DT).flip(0), method=method)
+    e1, e2 = (back.x - X0).abs().max(), (fine.x - X0).abs().max()
+    assert abs(math.log2(float(e1 / e2)) - ORDERS[method]) < 0.3
+    if method == "rk4":
+        fwd = solve_ode(linear_field, X0, steps=200, method="rk4")
+        rev = solve_ode(linear_field, fwd.x, uniform_grid(200, dtype=DT).flip(0), method="rk4")
+        torch.testing.assert_close(rev.x, X0, atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize("method", FIXED_STEP_METHODS)
+def test_nfe_and_trajectory(method: str) -> None:
+    f = Counter(linear_field)
+    grid = karras_grid(7, dtype=DT)
+    sol = solve_ode(f, X0, grid, method=method, return_trajectory=True)
+    assert sol.nfe == f.calls == 7 * NFE_PER_STEP[method]
+    assert sol.trajectory is not None and sol.trajectory.shape == (8, *X0.shape)
+    torch.testing.assert_close(sol.times, grid)
+    torch.testing.assert_close(sol.trajectory[0], X0)
+    torch.testing.assert_close(sol.trajectory[-1], sol.x)
+    assert solve_ode(linear_field, X0, steps=3, method=method).trajectory is None
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    method=st.sampled_from(FIXED_STEP_METHODS),
+    n=st.integers(1, 12),
+    shift=st.floats(0.2, 6.0),
+    backwards=st.booleans(),
+)
+def test_polynomial_fields_integrated_exactly(method: str, n: int, shift: float, backwards: bool) -> None:
+    """Every method integrates dx/dt = c exactly, and order >= 2 methods also dx/dt = 2t, on any grid."""
+    grid = shifted_grid(n, shift, dtype=DT)
+    if backwards:
+        grid = grid.flip(0)
+    c = torch.tensor([[0.7, -1.3]], dtype=DT)
+    sol = solve_ode(lambda x, t: c.expand_as(x), X0, grid, method=method)
+    torch.testing.assert_close(sol.x, X0 + c * (grid[-1] - grid[0]), atol=1e-12, rtol=0)
+    if method != "euler":
+        sol = solve_ode(lambda x, t: 2 * t * torch.ones_like(x), X0, grid, method=method)
+        torch.testing.assert_close(sol.x, X0 + (grid[-1] ** 2 - grid[0] ** 2), atol=1e-12, rtol=0)
+
+
+def test_gradients_flow_and_no_grad() -> None:
+    x0 = X0.clone().requires_grad_(True)
+    h = 1.0 / 10
+    sol = solve_ode(linear_field, x0, steps=10, method="euler")
+    w = torch.tensor([[1.0, -2.0], [0.5, 3.0]], dtype=DT)
+    (sol.x * w).sum().backward()
+    step = torch.eye(2, dtype=DT) + h * A  # x_{k+1} = x_k step^T  =>  dL/dx0 = w step^10
+    torch.testing.assert_close(x0.grad, w @ torch.linalg.matrix_power(step, 10))
+    with torch.no_grad():
+        assert not solve_ode(linear_field, x0, steps=3, method="rk4").x.requires_grad
+        assert not dopri5(linear_field, x0).x.requires_grad
+    # dopri5 gradient matches d x(1) / d x0 = expm(A)
+    x0.grad = None
+    dopri5(linear_field, x0, rtol=1e-10, atol=1e-10).x.mul(w).sum().backward()
+    torch.testing.assert_close(x0.grad, w @ torch.linalg.matrix_exp(A), atol=1e-7, rtol=0)
+
+
+def test_solve_ode_validation() -> None:
+    with pytest.raises(ConfigError):
+        solve_ode(linear_field, X0, steps=4, method="rk45")
+    with pytest.raises(ConfigError):
+        solve_ode(linear_field, X0)
+    with pytest.raises(ConfigError):
+        solve_ode(linear_field, X0, uniform_grid(3), steps=3)
+    with pytest.raises(InputError):
+        solve_ode(linear_field, X0, torch.tensor([0.0, 0.5, 0.4, 1.0]))
+    with pytest.raises(InputError):
+        solve_ode(linear_field, X0, torch.tensor([0.0]))
+
+
+# ---------------------------------------------------------------- dopri5
+
+
+@pytest.mark.parametrize("tol", [1e-4, 1e-7, 1e-10])
+def test_dopri5_meets_tolerance(tol: float) -> None:
+    exact = nonautonomous_exact(X0, 1.0)
+    f = Counter(nonautonomous_field)
+    sol = dopri5(f, X0, 0.0, 1.0, rtol=tol, atol=tol)
+    err = (sol.x - exact).abs()
+    assert bool((err <= 10 * (tol + tol * exact.abs())).all()), float(err.max())
+    assert sol.nfe == f.calls == 2 + 6 * (sol.n_accepted + sol.n_rejected)
+    assert float(sol.times[0]) == 0.0 and float(sol.times[-1]) == 1.0
+    assert bool((sol.times.diff() > 0).all()) and sol.times.shape[0] == sol.n_accepted + 1
+
+
+def test_dopri5_fewer_nfe_at_looser_tolerance() -> None:
+    nfes = [dopri5(linear_field, X0, rtol=tol, atol=tol).nfe for tol in (1e-3, 1e-6, 1e-9)]
+    assert nfes[0] < nfes[1] < nfes[2], nfes
+
+
+def test_dopri5_backward_reverses_forward_and_trajectory() -> None:
+    fwd = dopri5(linear_field, X0, 0.0, 1.0, rtol=1e-10, atol=1e-10, return_trajectory=True)
+    torch.testing.assert_close(fwd.x, linear_exact(X0, 0.0, 1.0), atol=1e-8, rtol=0)
+    back = dopri5(linear_field, fwd.x, 1.0, 0.0, rtol=1e-10, atol=1e-10, return_trajectory=True)
+    torch.testing.assert_close(back.x, X0, atol=1e-8, rtol=0)
+    assert bool((back.times.diff() < 0).all()) and float(back.times[-1]) == 0.0
+    assert fwd.trajectory.shape == (fwd.times.shape[0], *X0.shape)
+    for t, xt in zip(fwd.times[::3], fwd.trajectory[::3]):  # accepted states lie on the solution
+        torch.testing.assert_close(xt, linear_exact(X0, 0.0, float(t)), atol=1e-8, rtol=0)
+
+
+def test_dopri5_first_step_nfe_and_errors() -> None:
+    sol = dopri5(linear_field, X0, first_step=0.1)
+    assert sol.nfe == 1 + 6 * (sol.n_accepted + sol.n_rejected)
+    with pytest.raises(ConvergenceError):
+        dopri5(linear_field, X0, rtol=1e-12, atol=1e-12, max_steps=5)
+    with pytest.raises(ConvergenceError):
+        dopri5(lambda x, t: x / (0.5 - t) ** 2, X0, max_steps=100_000)  # blows up at t = 0.5
+    with pytest.raises(ConfigError):
+        dopri5(linear_field, X0, rtol=0.0, atol=0.0)
+    assert dopri5(linear_field, X0, 0.3, 0.3).nfe == 0
+
+
+def test_dopri5_float32_model_time_dtype() -> None:
+    x0 = X0.float()
+    seen = []
+
+    def f(x, t):
+        seen.append(t.dtype)
+        return x @ A.float().T
+
+    sol = dopri5(f, x0, rtol=1e-5, atol=1e-5)
+    assert set(seen) == {torch.float32} and sol.x.dtype == torch.float32
+    torch.testing.assert_close(sol.x, linear_exact(X0, 0.0, 1.0).float(), atol=1e-4, rtol=0)
+
+
+# ---------------------------------------------------------------- Euler-Maruyama
+
+
+def test_euler_maruyama_ornstein_uhlenbeck_moments() -> None:
+    theta, sig, n_paths, n = 1.5, 0.8, 20000, 200
+    x0 = torch.full((n_paths, 1), 2.0, dtype=DT)
+    g = torch.Generator().manual_seed(0)
+    sol = euler_maruyama(lambda x, t: -theta * x, sig, x0, steps=n, generator=g)
+    assert sol.nfe == n
+    # Closed form of the Euler-Maruyama recursion x' = (1 - theta h) x + sig sqrt(h) z (and the SDE):
+    h = 1.0 / n
+    a = 1 - theta * h
+    mean_em = a**n * 2.0
+    var_em = sig**2 * h * (1 - a ** (2 * n)) / (1 - a**2)
+    var_sde = sig**2 / (2 * theta) * (1 - math.exp(-2 * theta))
+    assert abs(mean_em - 2.0 * math.exp(-theta)) < 5e-3 and abs(var_em - var_sde) < 5e-3
+    m, v = float(sol.x.mean()), float(sol.x.var())
+    assert abs(m - mean_em) < 4 * math.sqrt(var_em / n_paths)
+    assert abs(v - var_em) < 4 * var_em * math.sqrt(2 / (n_paths - 1))
+
+
+def test_euler_maruyama_time_dependent_diffusion_backwards_and_reproducible() -> None:
+    grid = shifted_grid(50, 2.0, dtype=DT).flip(0)  # 1 -> 0, non-uniform
+    x0 = torch.zeros(12000, 2, dtype=DT)
+
+    def diffusion(t):
+        return 0.5 + t
+
+    def run(seed: int, traj: bool = False):
+        gen = torch.Generator().manual_seed(seed)
+        return euler_maruyama(
+            lambda x, t: torch.ones_like(x), diffusion, x0, grid, generator=gen, return_trajectory=traj
+        )
+
+    s1, s2, s3 = run(3, traj=True), run(3), run(4)
+    torch.testing.assert_close(s1.x, s2.x, atol=0, rtol=0)
+    assert not torch.equal(s1.x, s3.x)
+    assert s1.trajectory.shape == (51, 12000, 2)
+    torch.testing.assert_close(s1.trajectory[-1], s1.x)
+    h = grid.diff()
+    var = float((diffusion(grid[:-1]) ** 2 * h.abs()).sum())  # exact for EM: sum g(t_i)^2 |h_i|
+    assert abs(float(s1.x.mean()) - (-1.0)) < 4 * math.sqrt(var / 24000)
+    assert abs(float(s1.x.var()) - var) < 4 * var * math.sqrt(2 / 24000)
+
+
+def test_euler_maruyama_noise_last_step_and_tensor_diffusion() -> None:
+    x0 = torch.zeros(5000, 2, dtype=DT)
+    grid = torch.tensor([0.0, 0.5, 1.0], dtype=DT)
+    scale = torch.tensor([1.0, 0.0], dtype=DT)  # per-coordinate diffusion
+    sol = euler_maruyama(
+        lambda x, t: torch.zeros_like(x),
+        lambda t: scale,
+        x0,
+        grid,
+        generator=torch.Generator().manual_seed(1),
+        noise_last_step=False,
+    )
+    assert bool((sol.x[:, 1] == 0).all())
+    assert abs(float(sol.x[:, 0].var()) - 0.5) < 4 * 0.5 * math.sqrt(2 / 5000)
