@@ -67,7 +67,7 @@ def bench(session: nox.Session) -> None:
     results.mkdir(exist_ok=True)
     session.chdir(bench_dir)
     for script in sorted(bench_dir.glob("bench_*.py")):
-        session.run("python", script.name, "--json", str(results / f"{script.stem}.json"))
+        session.run("python", script.name, str(results / f"{script.stem}.json"))
 
 
 @nox.session

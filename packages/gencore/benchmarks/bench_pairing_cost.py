@@ -19,7 +19,8 @@ A least-squares fit of ``log time`` against ``log B`` gives each method's empiri
 linear, 2 for quadratic). Also reported: the mean squared pairing distance ``|x0 - x1|^2`` of each
 coupling (independent pairing for reference), which is what straighter paths buy.
 
-Run: ``python benchmarks/bench_pairing_cost.py [out.json]`` (2 threads, about two minutes).
+Run: ``python benchmarks/bench_pairing_cost.py [out.json] [threads]`` (default 2 threads, about two
+minutes; see bench_sinkhorn.py on thread counts on a loaded machine).
 """
 
 from __future__ import annotations
@@ -55,8 +56,9 @@ def _repeats(method: str, b: int) -> int:
     return 7
 
 
-def main(out_json: str | None = None) -> list[dict]:
-    torch.set_num_threads(2)
+def main(out_json: str | None = None, threads: int = 2) -> list[dict]:
+    """Run the benchmark with ``threads`` intra-op threads; print the table, write ``out_json``."""
+    torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
     data = eight_gaussians(N_DATA, gen)
     sd = SemidiscreteCoupling(data)
@@ -72,9 +74,7 @@ def main(out_json: str | None = None) -> list[dict]:
     for b in BATCHES:
         x0 = torch.randn(b, 2, generator=gen)
         x1 = data[torch.randint(N_DATA, (b,), generator=gen)]
-        records.append(
-            dict(method="independent", B=b, time_s=0.0, mean_sq_dist=float(((x0 - x1) ** 2).sum(1).mean()))
-        )
+        records.append(dict(method="independent", B=b, time_s=0.0, mean_sq_dist=float(((x0 - x1) ** 2).sum(1).mean())))
         for name, c in couplings.items():
             times = []
             for _ in range(_repeats(name, b)):
@@ -100,6 +100,7 @@ def main(out_json: str | None = None) -> list[dict]:
     for r in records:
         r.update(
             n_data=N_DATA,
+            threads=threads,
             dim=2,
             fit_steps=FIT_STEPS,
             fit_batch=FIT_BATCH,
@@ -125,4 +126,4 @@ def main(out_json: str | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    main(sys.argv[1] if len(sys.argv) > 1 else None, int(sys.argv[2]) if len(sys.argv) > 2 else 2)

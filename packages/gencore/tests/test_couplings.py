@@ -100,8 +100,9 @@ def test_exact_ot_never_costs_more_than_independent_or_any_plan(n, seed):
     assert _total_cost(x0, ot_x1) <= _total_cost(x0, x1) + 1e-9
     # any feasible plan (here the entropic one) transports at a cost >= the OT cost
     c = ((x0[:, None] - x1[None]) ** 2).sum(-1)
-    plan = sinkhorn(cost=c, epsilon=0.05 * float(c.mean()), tol=1e-12, return_plan=True).plan
-    assert _total_cost(x0, ot_x1) / n <= float((plan * c).sum()) + 1e-9
+    res = sinkhorn(cost=c, epsilon=0.05 * float(c.mean()), tol=1e-12, return_plan=True)
+    slack = float(res.marginal_error) * float(c.max())  # an infeasibility of e moves <= e * max C
+    assert _total_cost(x0, ot_x1) / n <= float((res.plan * c).sum()) + slack + 1e-9
 
 
 def test_exact_ot_handles_image_shaped_batches():

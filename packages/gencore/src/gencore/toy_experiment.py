@@ -46,7 +46,7 @@ class ToyConfig:
     steps: int = 3000  # optimiser steps
     batch_size: int = 256
     lr: float = 1e-3
-    ema_decay: float = 0.999  # evaluation uses the EMA weights
+    ema_decay: float = 0.999  # evaluation uses the EMA weights (decay warmed up as (1+s)/(10+s))
     hidden: int = 256
     depth: int = 3
     n_data: int = 4096  # size of the finite training set (digits: all 1,797)
@@ -148,9 +148,10 @@ def train(cfg: ToyConfig, data: torch.Tensor | None = None) -> ToyRun:
         loss.backward()
         opt.step()
         sched.step()
+        decay = min(cfg.ema_decay, (1 + step) / (10 + step))
         with torch.no_grad():
             for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.lerp_(pm, 1.0 - cfg.ema_decay)
+                pe.lerp_(pm, 1.0 - decay)
         losses.append(loss.item())
         if step % 100 == 0:
             bar.set_postfix(loss=f"{losses[-1]:.4f}")

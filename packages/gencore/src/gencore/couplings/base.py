@@ -47,9 +47,7 @@ def check_batch_pair(x0: torch.Tensor, x1: torch.Tensor) -> None:
             f"{tuple(x0.shape)} and {tuple(x1.shape)}."
         )
     if x0.shape[0] != x1.shape[0]:
-        raise InputError(
-            f"x0 has batch size {x0.shape[0]} but x1 has {x1.shape[0]}; a coupling pairs equal batches."
-        )
+        raise InputError(f"x0 has batch size {x0.shape[0]} but x1 has {x1.shape[0]}; a coupling pairs equal batches.")
     if x0.shape[0] == 0:
         raise InputError("x0 and x1 are empty; expected at least one sample.")
     check_same_dim(x0, x1, "x0", "x1")
@@ -81,9 +79,12 @@ def sq_euclidean_cost(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return c.clamp_min_(0.0)
 
 
-def gumbel_like(
-    shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator | None
-) -> torch.Tensor:
+def generator_device(generator: torch.Generator | None) -> torch.device:
+    """Where index draws made with ``generator`` must happen (its device; the CPU without one)."""
+    return generator.device if generator is not None else torch.device("cpu")
+
+
+def gumbel_like(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """Standard Gumbel noise ``-log(-log U)``, ``U ~ Uniform(0, 1)``, drawn with ``generator``."""
     u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
     tiny = torch.finfo(like.dtype).tiny

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from gencore.couplings.base import check_batch_pair
+from gencore.couplings.base import check_batch_pair, generator_device
 
 
 class IndependentCoupling:
@@ -31,7 +31,8 @@ class IndependentCoupling:
         check_batch_pair(x0, x1)
         if not self.shuffle:
             return x0, x1
-        perm = torch.randperm(x1.shape[0], generator=generator, device="cpu").to(x1.device)
+        perm = torch.randperm(x1.shape[0], generator=generator, device=generator_device(generator))
+        perm = perm.to(x1.device)
         return x0, x1[perm]
 
     def __repr__(self) -> str:

@@ -46,7 +46,7 @@ from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from gencore.checks import check_choice, check_finite, check_points
-from gencore.couplings.base import check_positive, max_inner_product, sq_euclidean_cost
+from gencore.couplings.base import check_positive, generator_device, max_inner_product, sq_euclidean_cost
 from gencore.errors import ConfigError, InputError
 from gencore.io import load_pretrained, save_pretrained
 
@@ -186,9 +186,7 @@ class SemidiscreteCoupling(nn.Module):
 
     # ------------------------------------------------------------------ fitting
     def _noise(self, n: int, generator: torch.Generator | None) -> torch.Tensor:
-        return torch.randn(
-            n, self.data.shape[1], generator=generator, device=self.data.device, dtype=self.data.dtype
-        )
+        return torch.randn(n, self.data.shape[1], generator=generator, device=self.data.device, dtype=self.data.dtype)
 
     def _soft_mass(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """``sum_i softmax_j((<x_i, y_j> + bias_j) / eps)`` -> ``[N]``, two chunked passes over the data."""
@@ -212,7 +210,7 @@ class SemidiscreteCoupling(nn.Module):
         step = max(self.query_chunk, 4096)
         for s0 in range(0, n_samples, step):
             idx = self._assign_flat(self._noise(min(step, n_samples - s0), generator), g, generator)
-            counts += torch.bincount(idx, minlength=self.n_points)
+            counts.index_add_(0, idx, torch.ones_like(idx))  # bincount without a device sync
             if sum(k.numel() for k in kept) < keep:
                 kept.append(idx)
         return counts, torch.cat(kept)[:keep] if keep else None
@@ -291,11 +289,10 @@ class SemidiscreteCoupling(nn.Module):
                 freq = self._soft_mass(x, self._bias(g)) / batch_size
             else:
                 idx = self._assign_flat(x, g, None)
-                freq = torch.bincount(idx, minlength=n).to(g.dtype) / batch_size
+                freq = torch.zeros_like(g).index_add_(0, idx, torch.full_like(idx, 1, dtype=g.dtype))
+                freq.div_(batch_size)
             grad = freq.neg_().add_(1.0 / n)  # ascent direction of the semi-dual
-            rate = (
-                lr * (0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * (step - 1) / n_steps))) if lr_decay else lr
-            )
+            rate = lr * (0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * (step - 1) / n_steps))) if lr_decay else lr
             if optimizer == "adam":
                 m1.mul_(beta1).add_(grad, alpha=1 - beta1)
                 m2.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
@@ -316,7 +313,7 @@ class SemidiscreteCoupling(nn.Module):
             bar.close()
         self.potential.copy_(g_ema)
         self.fit_steps += n_steps
-        diag = self.diagnose(n_samples=diagnose_samples, generator=generator, warn=warn)
+        diag = self.diagnose(n_samples=diagnose_samples, generator=generator, warn=warn, _stacklevel=5)
         diag.chi2_history, diag.chi2_steps, diag.n_steps = history, hist_steps, n_steps
         return diag
 
@@ -332,6 +329,7 @@ class SemidiscreteCoupling(nn.Module):
         w2_points: int = 512,
         w2_draws: int = 10,
         warn: bool = True,
+        _stacklevel: int = 3,
     ) -> SemidiscreteDiagnostics:
         """Check the current potential on ``n_samples`` fresh noise draws (default ``min(max(16 N,
         8192), 2^20)``) and ``warnings.warn`` about what looks off:
@@ -360,7 +358,7 @@ class SemidiscreteCoupling(nn.Module):
         unassigned = float((counts == 0).double().mean())
         p0 = math.exp(m * math.log1p(-1.0 / n)) if n > 1 else 0.0
         sd0 = math.sqrt(p0 * (1 - p0) / n)
-        draw = torch.randint(n, (1 + max(2, w2_draws), k), generator=generator, device="cpu")
+        draw = torch.randint(n, (1 + max(2, w2_draws), k), generator=generator, device=generator_device(generator))
         ref = self.data[draw[0].to(self.data.device)]
         w2_assigned = _w2(self.data[kept], ref)
         null = torch.tensor([_w2(self.data[d.to(self.data.device)], ref) for d in draw[1:]])
@@ -398,7 +396,8 @@ class SemidiscreteCoupling(nn.Module):
         )
         if warn:
             for msg in msgs:
-                warnings.warn(f"SemidiscreteCoupling: {msg}; fit longer or lower lr.", stacklevel=2)
+                # point at the caller: diagnose <- no_grad wrapper <- caller (two more from fit)
+                warnings.warn(f"SemidiscreteCoupling: {msg}; fit longer or lower lr.", stacklevel=_stacklevel)
         self.last_diagnostics = diag
         return diag
 
@@ -445,9 +444,7 @@ class SemidiscreteCoupling(nn.Module):
         state, cfg = load_pretrained(directory, device)
         if data is None:
             if "data" not in state:
-                raise InputError(
-                    f"{str(directory)!r} was saved without its data (store_data=False); pass data=."
-                )
+                raise InputError(f"{str(directory)!r} was saved without its data (store_data=False); pass data=.")
             data = state["data"].reshape(-1, *cfg["feature_shape"])
         sd = cls(
             data.to(device),
