@@ -22,7 +22,7 @@ def test_ot_pairing_straightens_one_step_samples() -> None:
         n_eval=256,
         nfe=(1,),
         progress=False,
-        semidiscrete_fit_steps=300,
+        semidiscrete_fit_steps=1500,
         semidiscrete_batch_size=512,
     )
     records, samples = compare(cfg, ("independent", "exact", "semidiscrete"))

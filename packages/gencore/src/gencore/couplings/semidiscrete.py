@@ -282,7 +282,7 @@ class SemidiscreteCoupling(nn.Module):
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=n_steps, desc="semidiscrete fit")
+            bar = tqdm(total=n_steps, desc="semidiscrete fit", disable=None)  # None: hidden when not a TTY
         for step in range(1, n_steps + 1):
             x = self._noise(batch_size, generator)
             if self.epsilon > 0:
