@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gencore import __version__
-from gencore.command import add_commands, make_parser, run
+from gencore.command import add_commands, package_parser, run
 from gencore.config import load_config
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
@@ -161,8 +161,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = make_parser("gencore", __version__, "Flow-matching and diffusion math of the gen* suite.")
-    commands = add_commands(parser)
+    parser, commands = package_parser("gencore", __version__, "Flow-matching and diffusion math of the gen* suite.")
 
     toy = commands.add_parser("toy", help="train and compare flow models on 2-D toys and 8x8 digits")
     toy_cmds = add_commands(toy)
@@ -188,8 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    return run(parser, argv, lambda args: args.func(args))
+    return run(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -33,18 +33,38 @@ def add_commands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
     return parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
 
+def package_parser(
+    prog: str, version: str, description: str
+) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """A package command's parser with its sub-command group and the shared ``info`` verb."""
+    parser = make_parser(prog, version, description)
+    commands = add_commands(parser)
+    info = commands.add_parser("info", help="print the installed versions")
+    info.set_defaults(func=lambda args: _print_info(prog, version))
+    return parser, commands
+
+
+def _print_info(prog: str, version: str) -> int:
+    import torch
+
+    from gencore import __version__ as core_version
+
+    print(f"{prog} {version} on gencore {core_version}, torch {torch.__version__}")
+    return 0
+
+
 def run(
     parser: argparse.ArgumentParser,
     argv: Sequence[str] | None,
-    dispatch: Callable[[argparse.Namespace], int | None],
+    dispatch: Callable[[argparse.Namespace], int | None] | None = None,
 ) -> int:
-    """Parse ``argv``, call ``dispatch(args)`` and map suite errors to exit code 2."""
+    """Parse ``argv``, call ``dispatch(args)`` (default: the verb's ``func``) and map suite errors to exit code 2."""
     args = parser.parse_args(argv)
-    if getattr(args, "command", None) is None and getattr(args, "func", None) is None:
+    if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
     try:
-        return int(dispatch(args) or 0)
+        return int((dispatch or (lambda a: a.func(a)))(args) or 0)
     except GenError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -140,7 +140,9 @@ def train(cfg: ToyConfig, data: torch.Tensor | None = None) -> ToyRun:
     matcher = FlowMatcher(coupling=coupling)
     losses: list[float] = []
     start = time.perf_counter()
-    bar = tqdm(range(cfg.steps), desc=f"{cfg.dataset}/{cfg.coupling}", disable=None if cfg.progress else True, leave=False)
+    bar = tqdm(
+        range(cfg.steps), desc=f"{cfg.dataset}/{cfg.coupling}", disable=None if cfg.progress else True, leave=False
+    )
     for step in bar:
         idx = torch.randint(data.shape[0], (cfg.batch_size,), generator=g)
         loss = matcher.loss(model, data[idx], generator=g)

@@ -1,36 +1,24 @@
-"""The ``genmol`` command. Verbs arrive with the package's issues; today it reports
-its version and the gencore it runs on."""
+"""The ``genmol`` command. Its verbs arrive with the package's issues; today it answers
+``--help``, ``--version`` and ``info``."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
-import gencore
-from gencore.command import add_commands, make_parser, run
+from gencore.command import package_parser, run
 from genmol import __version__
 
-
-def _info(args: argparse.Namespace) -> int:
-    print(f"genmol {__version__} on gencore {gencore.__version__}")
-    return 0
+DESCRIPTION = "Molecule, protein, peptide and DNA generation on gencore's flow-matching math."
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = make_parser(
-        "genmol",
-        __version__,
-        "Molecule, protein, peptide and DNA generation on gencore's flow-matching math.",
-    )
-    commands = add_commands(parser)
-    info = commands.add_parser("info", help="print the installed versions")
-    info.set_defaults(func=_info)
+    parser, _commands = package_parser("genmol", __version__, DESCRIPTION)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    return run(parser, argv, lambda args: args.func(args))
+    return run(build_parser(), argv)
 
 
 if __name__ == "__main__":

@@ -1,36 +1,24 @@
-"""The ``genrl`` command. Verbs arrive with the package's issues; today it reports
-its version and the gencore it runs on."""
+"""The ``genrl`` command. Its verbs arrive with the package's issues; today it answers
+``--help``, ``--version`` and ``info``."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
 
-import gencore
-from gencore.command import add_commands, make_parser, run
+from gencore.command import package_parser, run
 from genrl import __version__
 
-
-def _info(args: argparse.Namespace) -> int:
-    print(f"genrl {__version__} on gencore {gencore.__version__}")
-    return 0
+DESCRIPTION = "Offline and online reinforcement learning with generative policies on gencore's flow-matching math."
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = make_parser(
-        "genrl",
-        __version__,
-        "Offline and online reinforcement learning with generative policies on gencore's flow-matching math.",
-    )
-    commands = add_commands(parser)
-    info = commands.add_parser("info", help="print the installed versions")
-    info.set_defaults(func=_info)
+    parser, _commands = package_parser("genrl", __version__, DESCRIPTION)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    return run(parser, argv, lambda args: args.func(args))
+    return run(build_parser(), argv)
 
 
 if __name__ == "__main__":
