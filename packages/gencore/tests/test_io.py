@@ -51,3 +51,12 @@ def test_unwritable_folder_is_a_storage_error(tmp_path) -> None:
     blocker.write_text("x")
     with pytest.raises(StorageError, match=r"cannot create output folder"):
         write_json(blocker / "sub" / "out.json", {})
+
+
+def test_written_files_get_the_usual_permissions(tmp_path) -> None:
+    umask = os.umask(0o022)
+    try:
+        write_json(tmp_path / "out.json", {})
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644

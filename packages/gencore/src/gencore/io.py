@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -46,9 +46,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     target = Path(path)
     ensure_dir(target.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    # A fresh unique name that the writer creates itself, so the file gets the usual permissions
+    # (0666 less the umask) rather than mkstemp's private 0600.
+    tmp_path = target.parent / f".{target.name}.{uuid.uuid4().hex}.tmp"
     try:
         yield tmp_path
         os.replace(tmp_path, target)

@@ -29,12 +29,12 @@ from gencore.couplings import COUPLINGS, make_coupling
 from gencore.data import DATASETS, get_dataset
 from gencore.errors import ConfigError
 from gencore.flow_matching import FlowMatcher
-from gencore.metrics import mmd, wasserstein2
+from gencore.metrics import DEFAULT_BANDWIDTH_MULTIPLIERS, median_pairwise_distance, mmd, wasserstein2
 from gencore.nn import MLPVelocity
 from gencore.solvers import solve_ode
 
 DIGITS_SIZE = 1797
-MMD_KEY = "mmd2_rbf_unbiased"  # squared MMD, sum of RBF kernels at 0.25..4 x median distance
+MMD_KEY = "mmd2_rbf_unbiased"  # squared MMD, sum of RBF kernels at 0.25..4 x the reference set's median distance
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,6 +188,10 @@ def evaluate(
     cfg = run.config
     reference = reference_data(cfg) if reference is None else reference
     noise = evaluation_noise(cfg, run.data.shape[1])
+    # One kernel for every model: bandwidths from the reference set alone, not from the pooled sample
+    # (a pooled median would change with each model's samples and make MMDs incomparable).
+    median = median_pairwise_distance(reference)
+    bandwidths = [c * median for c in DEFAULT_BANDWIDTH_MULTIPLIERS]
     records, samples = [], {}
     for k in cfg.nfe:
         x = generate(run.model, noise, k)
@@ -199,7 +203,7 @@ def evaluate(
                 "coupling": cfg.coupling,
                 "nfe": k,
                 "w2": wasserstein2(x[:n], reference[:n]),
-                MMD_KEY: mmd(x, reference, estimator="unbiased").value,
+                MMD_KEY: mmd(x, reference, bandwidths=bandwidths, estimator="unbiased").value,
                 "steps": cfg.steps,
                 "train_seconds": round(run.train_seconds, 3),
                 "coupling_seconds": round(run.coupling_seconds, 3),
