@@ -1,0 +1,153 @@
+"""Exactly resumable per-rank batches of a map-style dataset.
+
+Epoch ``e`` shuffles the ``len(dataset)`` indices with ``torch.utils.data.DistributedSampler``
+(seed ``seed``, ``set_epoch(e)``, ``drop_last=True``); rank ``r`` of ``W`` receives the
+indices ``perm[r::W]`` and cuts them into consecutive micro-batches of ``b`` samples
+(a trailing partial micro-batch is dropped). Micro-batch ``k`` of all ranks together is
+therefore ``perm[k W b : (k + 1) W b]``: the same samples a single process would take with
+micro-batches of ``W b``, which is what makes a W-process run equal a 1-process run with the
+same global batch. The position is ``(epoch, micro)``: the number of micro-batches this rank
+has consumed in the current epoch; resuming skips exactly those.
+
+Iterable (streaming) datasets shard themselves: inside ``__iter__`` they call
+:func:`data_shard` to learn their shard ``(index, count)`` over every (rank, DataLoader
+worker) pair, and may define ``set_epoch(epoch)``, which is called before each pass. An
+epoch ends when the stream does; on resume the ``micro`` batches already consumed in the
+epoch are read again and discarded (exact when the stream is a deterministic function of
+the epoch and shard; worker seeds are derived from the run seed, rank and epoch). The
+W-process = 1-process equality holds for map-style datasets only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, get_worker_info
+
+from gencore.errors import ConfigError
+
+
+def data_shard() -> tuple[int, int]:
+    """``(index, count)`` of the calling stream shard: ``index = rank * workers + worker_id``.
+
+    Call it inside an ``IterableDataset.__iter__``; yield only items ``i`` with
+    ``i % count == index`` (or an equivalent split) so that no two ranks/workers repeat data.
+    """
+    if dist.is_available() and dist.is_initialized():
+        rank, world = dist.get_rank(), dist.get_world_size()
+    else:
+        rank, world = int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+    info = get_worker_info()
+    wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+    return rank * nw + wid, world * nw
+
+
+@dataclass
+class DataPosition:
+    """Where the next micro-batch comes from: ``micro`` batches of ``epoch`` already used."""
+
+    epoch: int = 0
+    micro: int = 0
+
+
+class RankBatches:
+    """Endless iterator of this rank's micro-batches, with a resumable :class:`DataPosition`."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        *,
+        micro_batch_size: int,
+        rank: int,
+        world_size: int,
+        seed: int,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        position: DataPosition | None = None,
+    ) -> None:
+        self.iterable = isinstance(dataset, IterableDataset)
+        if self.iterable:
+            n = 0
+        else:
+            try:
+                n = len(dataset)  # type: ignore[arg-type]
+            except TypeError:
+                raise ConfigError(
+                    "dataset must be a torch IterableDataset or a map-style Dataset with a length."
+                ) from None
+        self.dataset = dataset
+        self.micro = micro_batch_size
+        self.rank = rank
+        self.world = world_size
+        self.seed = seed
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.position = position or DataPosition()
+        self.per_epoch = (n // world_size) // micro_batch_size
+        if not self.iterable and self.per_epoch < 1:
+            raise ConfigError(
+                f"the dataset has {n} samples, fewer than one micro-batch on every rank "
+                f"({world_size} x {micro_batch_size}); use a smaller global_batch_size."
+            )
+        self._it: Iterator[Any] | None = None
+
+    def _epoch_indices(self, epoch: int) -> list[int]:
+        sampler = DistributedSampler(
+            self.dataset, num_replicas=self.world, rank=self.rank, shuffle=True, seed=self.seed, drop_last=True
+        )
+        sampler.set_epoch(epoch)
+        return list(sampler)[: self.per_epoch * self.micro]
+
+    def _open(self) -> None:
+        pos = self.position
+        # a private generator: DataLoader draws its worker base seed from it, not from the global RNG
+        g = torch.Generator().manual_seed((self.seed * 1_000_003 + pos.epoch * 7919 + self.rank) % 2**63)
+        common = {
+            "batch_size": self.micro,
+            "drop_last": True,
+            "num_workers": self.num_workers,
+            "pin_memory": self.pin_memory,
+            "generator": g,
+        }
+        if self.iterable:
+            if callable(getattr(self.dataset, "set_epoch", None)):
+                self.dataset.set_epoch(pos.epoch)  # type: ignore[attr-defined]
+            self._it = iter(DataLoader(self.dataset, **common))
+            for k in range(pos.micro):  # replay the part of the epoch already consumed
+                try:
+                    next(self._it)
+                except StopIteration:
+                    raise ConfigError(
+                        f"the stream of epoch {pos.epoch} ended after {k} micro-batches, before the resume "
+                        f"position {pos.micro}; it must replay identically for an exact resume."
+                    ) from None
+            return
+        indices = self._epoch_indices(pos.epoch)[pos.micro * self.micro :]
+        self._it = iter(DataLoader(self.dataset, sampler=indices, **common))
+
+    def __iter__(self) -> RankBatches:
+        return self
+
+    def __next__(self) -> Any:
+        if not self.iterable and self.position.micro >= self.per_epoch:
+            self.position = DataPosition(self.position.epoch + 1, 0)
+            self._it = None
+        if self._it is None:
+            self._open()
+        try:
+            batch = next(self._it)  # type: ignore[arg-type]
+        except StopIteration:
+            if not self.iterable or self.position.micro == 0:
+                raise ConfigError(
+                    f"the data stream yielded no complete micro-batch of {self.micro} in epoch {self.position.epoch}."
+                ) from None
+            self.position = DataPosition(self.position.epoch + 1, 0)
+            self._open()
+            return next(self)
+        self.position = DataPosition(self.position.epoch, self.position.micro + 1)
+        return batch

@@ -1,0 +1,52 @@
+"""Exponential moving average (EMA) of a network's weights, kept as a separate module.
+
+After optimiser update ``s`` (0-based) every floating-point parameter and buffer of the EMA
+copy moves towards the trained network,
+
+    theta_ema <- d_s theta_ema + (1 - d_s) theta,    d_s = min(decay, (1 + s) / (10 + s)),
+
+the warm-up of TensorFlow's ``ExponentialMovingAverage(num_updates=...)`` so the average is
+not dominated by the random initialisation early on (Polyak & Juditsky 1992, "Acceleration
+of stochastic approximation by averaging"; used for sampling in Song et al. 2021, Karras
+et al. 2022). Non-float buffers (counters) are copied. The EMA module is never DDP-wrapped:
+every rank holds identical trained weights after each step, so its EMA is identical too.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+
+class EMA:
+    """An EMA copy of ``model`` (frozen, eval mode), updated with :meth:`update`."""
+
+    def __init__(self, model: torch.nn.Module, decay: float) -> None:
+        self.decay = float(decay)
+        self.module = copy.deepcopy(model).requires_grad_(False).eval()
+        self.updates = 0
+
+    def decay_at(self, step: int) -> float:
+        """``d_s = min(decay, (1 + s) / (10 + s))``."""
+        return min(self.decay, (1.0 + step) / (10.0 + step))
+
+    @torch.no_grad()
+    def update(self, model: torch.nn.Module) -> None:
+        """Move the average one step towards ``model`` (the unwrapped network)."""
+        d = self.decay_at(self.updates)
+        ema_state = self.module.state_dict(keep_vars=True)
+        for name, value in model.state_dict(keep_vars=True).items():
+            target = ema_state[name]
+            if target.dtype.is_floating_point or target.dtype.is_complex:
+                target.lerp_(value.detach().to(target.dtype), 1.0 - d)
+            else:
+                target.copy_(value.detach())
+        self.updates += 1
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach() for k, v in self.module.state_dict().items()}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor], updates: int) -> None:
+        self.module.load_state_dict(state)
+        self.updates = int(updates)

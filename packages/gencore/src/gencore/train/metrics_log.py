@@ -1,0 +1,87 @@
+"""Run metrics: JSON lines always, TensorBoard when it is installed (rank 0 only).
+
+``out_dir/metrics.jsonl`` gets one JSON object per logged step (``step``, ``loss``, ``lr``,
+``grad_norm``, ``samples_per_s``, ``peak_memory_mb`` and the task's metrics). On resume the
+file is cut back to the records of steps up to the checkpoint's step, so a resumed run's log
+reads like an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak allocated accelerator memory (CUDA), else the process's peak resident set size, in MiB."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return rss / 2**20 if sys.platform == "darwin" else rss / 2**10
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        value = value.detach().item() if value.numel() == 1 else value.detach().tolist()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # JSON has no NaN/inf
+    return value
+
+
+class MetricsLogger:
+    """Append metrics records; a no-op on ranks other than 0 (``enabled=False``)."""
+
+    def __init__(self, out_dir: Path, *, enabled: bool, resume_step: int | None = None) -> None:
+        self.enabled = enabled
+        self.path = Path(out_dir) / "metrics.jsonl"
+        self._tb: Any = None
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None and self.path.exists():
+            self._truncate(resume_step)
+        elif resume_step is None and self.path.exists():
+            self.path.unlink()
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(Path(out_dir) / "tensorboard"))
+        except ImportError:  # tensorboard not installed
+            self._tb = None
+
+    def _truncate(self, step: int) -> None:
+        kept = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= step:
+                    kept.append(line)
+            except json.JSONDecodeError:  # a line cut by a kill
+                continue
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def log(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        clean = {k: _jsonable(v) for k, v in record.items()}
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(clean) + "\n")
+            fh.flush()
+        if self._tb is not None:
+            step = int(clean.get("step", 0))
+            for k, v in clean.items():
+                if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    self._tb.add_scalar(k, v, step)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None

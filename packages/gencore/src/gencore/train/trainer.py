@@ -1,0 +1,374 @@
+"""The training loop of :mod:`gencore.train`: DDP, accumulation, EMA, exact resume, fault policy.
+
+One optimiser step at 0-based index ``s`` on each of ``W`` ranks:
+
+1. ``A = grad_accum_steps`` micro-batches of ``b = B / (W A)`` samples (``B`` the global
+   batch); for each, ``loss_m`` = the task's per-sample mean (plus LayerSync when
+   configured), backward of ``loss_m / A`` (DDP's all-reduce only on the last, via
+   ``no_sync``); DDP averages the gradients over ranks, so ``g = (1/B) sum_i grad l_i``.
+2. One all-reduce of ``[sum_m loss_m / A, finite, stop]`` gives the global mean loss, whether
+   every rank's loss was finite and whether any rank received SIGTERM/SIGINT.
+3. ``||g||_2`` (clipped to ``clip_grad_norm`` if set). A non-finite loss or norm either
+   skips the update (``nan_policy="skip"``: no optimiser or EMA update, the schedule still
+   advances) or raises :class:`~gencore.errors.GenError` naming the step (``"stop"``); no
+   checkpoint is written from a corrupted state.
+4. Optimiser update with ``lr * lr_factor(s)`` (linear warm-up, then cosine or constant),
+   EMA update with decay ``min(decay, (1+s)/(10+s))``.
+
+Checkpoints (``out_dir/checkpoints/step-*``, written by rank 0 through
+:func:`gencore.train.checkpoint.save_checkpoint`) hold groups ``model``, ``ema``,
+``optimizer``, ``scheduler`` and ``rng-rank{r}`` for every rank ``r`` (rank 0 gathers every
+rank's python/numpy/torch RNG states and its loss generator with a collective, so one atomic
+folder holds the whole run), and in ``extra`` the data position, EMA update count, world size
+and the config. Resuming restores all of it on every rank, so on CPU a run killed at any
+point and resumed from its last checkpoint ends bit-identical to an uninterrupted run
+(same world size and config; all ranks must see ``out_dir``).
+
+PyTorch DDP: Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data
+Parallel Training" (VLDB).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import random
+import signal
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import Dataset
+from tqdm.auto import tqdm
+
+from gencore.errors import ConfigError, GenError
+from gencore.io import ensure_dir
+from gencore.train import checkpoint as ckpt
+from gencore.train.config import Task, TrainConfig
+from gencore.train.data import DataPosition, RankBatches
+from gencore.train.distributed import DistInfo, all_reduce_sum, barrier, gather_state, setup, teardown
+from gencore.train.ema import EMA
+from gencore.train.layersync import LayerSync
+from gencore.train.metrics_log import MetricsLogger, peak_memory_mb
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Trainer.fit` returns (on every rank)."""
+
+    step: int  # optimiser steps completed (including skipped ones)
+    model: torch.nn.Module  # the trained network (unwrapped)
+    ema: torch.nn.Module  # its EMA copy, used for sampling
+    interrupted: bool = False  # True when stopped by SIGTERM/SIGINT (a checkpoint was written)
+    skipped_steps: list[int] = field(default_factory=list)  # steps dropped by nan_policy="skip"
+    last_loss: float = math.nan
+    checkpoint: Path | None = None  # the last checkpoint written (rank 0), if any
+    out_dir: Path = Path(".")
+
+
+def _to_device(batch: Any, device: torch.device) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=True)
+    if isinstance(batch, dict):
+        return {k: _to_device(v, device) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_to_device(v, device) for v in batch)
+    return batch
+
+
+def _config_record(cfg: TrainConfig) -> dict[str, Any]:
+    out = dataclasses.asdict(cfg)
+    out["out_dir"] = str(cfg.out_dir)
+    out["resume"] = None if cfg.resume is None else str(cfg.resume)
+    return out
+
+
+def _build_optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr, betas=tuple(cfg.betas), weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.betas[0], weight_decay=cfg.weight_decay)
+
+
+def _grad_norm(params: list[torch.nn.Parameter], clip: float | None) -> torch.Tensor:
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.zeros(())
+    if clip is not None:
+        return torch.nn.utils.clip_grad_norm_(params, clip)
+    return torch.nn.utils.get_total_norm(grads)
+
+
+class Trainer:
+    """Train ``task`` on ``dataset`` with ``config``: ``Trainer(cfg).fit(task, dataset)``.
+
+    Works alone, under ``torchrun``, or in workers started by :func:`gencore.train.launch.launch`
+    (the process group is created from the environment when ``WORLD_SIZE > 1``).
+    """
+
+    def __init__(self, config: TrainConfig, *, device: str | torch.device | None = None) -> None:
+        self.cfg = config.validate()
+        self.device = device
+        self._signal: int | None = None
+
+    # ------------------------------------------------------------------ signals
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signal = signum
+
+    @contextlib.contextmanager
+    def _signals(self) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    # ------------------------------------------------------------------ checkpoints
+    def _save(
+        self,
+        info: DistInfo,
+        step: int,
+        model: torch.nn.Module,
+        ema: EMA,
+        opt: torch.optim.Optimizer,
+        sched: torch.optim.lr_scheduler.LRScheduler,
+        gen: torch.Generator,
+        data: RankBatches,
+    ) -> Path | None:
+        """Collective: every rank contributes its RNG state; rank 0 writes the folder."""
+        rng = {"global": ckpt.capture_rng_state(), "generator": gen.get_state()}
+        tensors, meta = ckpt.flatten_state(rng)
+        gathered = gather_state(tensors, meta, info)
+        path = None
+        if info.is_main:
+            groups: dict[str, Any] = {
+                "model": {k: v.detach() for k, v in model.state_dict().items()},
+                "ema": ema.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+            }
+            for r, (t, m) in enumerate(gathered):
+                groups[f"rng-rank{r}"] = ckpt.unflatten_state(t, m)
+            extra = {
+                "data_epoch": data.position.epoch,
+                "data_micro": data.position.micro,
+                "ema_updates": ema.updates,
+                "world_size": info.world_size,
+                "config": _config_record(self.cfg),
+            }
+            path = ckpt.save_checkpoint(
+                Path(self.cfg.out_dir) / "checkpoints", step, groups, extra, keep_last=self.cfg.keep_last
+            )
+        barrier(info)
+        return path
+
+    def _load(self, info: DistInfo) -> ckpt.Checkpoint | None:
+        resume = self.cfg.resume
+        root = Path(self.cfg.out_dir) / "checkpoints"
+        if resume is None:
+            if ckpt.find_checkpoints(root):
+                raise ConfigError(
+                    f"{str(root)!r} already holds checkpoints; pass resume='auto' to continue that run "
+                    "or choose a new out_dir."
+                )
+            return None
+        if resume == "auto":
+            return ckpt.load_latest(root)
+        return ckpt.load_checkpoint(Path(resume))
+
+    # ------------------------------------------------------------------ loop
+    def fit(self, task: Task, dataset: Dataset) -> TrainResult:
+        """Run (or resume) training to ``config.steps`` steps; see the module docstring."""
+        if not isinstance(getattr(task, "model", None), torch.nn.Module) or not callable(getattr(task, "loss", None)):
+            raise ConfigError("task must have a `model` (torch.nn.Module) and a `loss(model, batch, generator)`.")
+        info = setup(self.device)
+        try:
+            with self._signals():
+                return self._fit(task, dataset, info)
+        finally:
+            teardown(info)
+
+    def _fit(self, task: Task, dataset: Dataset, info: DistInfo) -> TrainResult:
+        cfg = self.cfg
+        out = Path(cfg.out_dir)
+        if info.is_main:
+            ensure_dir(out)
+        barrier(info)
+        micro = cfg.micro_batch_size(info.world_size)
+        model = task.model.to(info.device)
+        params = [p for p in model.parameters() if p.requires_grad]
+        ema = EMA(model, cfg.ema_decay)
+        opt = _build_optimizer(cfg, params)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cfg.lr_factor(s))
+        gen = torch.Generator(device=info.device)
+
+        loaded = self._load(info)
+        if loaded is None:
+            start = 0
+            rank_seed = cfg.seed * 1_000_003 + info.rank
+            random.seed(rank_seed)
+            np.random.seed(rank_seed % 2**32)  # noqa: NPY002 (the global stream tasks may use)
+            torch.manual_seed(rank_seed)
+            gen.manual_seed(rank_seed + 17)
+            position = DataPosition()
+        else:
+            start = int(loaded.step)
+            ex = loaded.extra
+            if ex.get("world_size") != info.world_size:
+                warnings.warn(
+                    f"resuming a {ex.get('world_size')}-process checkpoint with {info.world_size} processes: "
+                    "weights and optimiser continue, but the data order and RNG streams are not those of the "
+                    "original run.",
+                    stacklevel=2,
+                )
+            model.load_state_dict(loaded.groups["model"])
+            ema.load_state_dict(loaded.groups["ema"], ex["ema_updates"])
+            opt.load_state_dict(loaded.groups["optimizer"])
+            sched.load_state_dict(loaded.groups["scheduler"])
+            rng = loaded.groups.get(f"rng-rank{info.rank}")
+            if rng is not None:
+                ckpt.restore_rng_state(rng["global"])
+                gen.set_state(rng["generator"].to("cpu"))
+            else:
+                gen.manual_seed(cfg.seed * 1_000_003 + info.rank + 17 + start)
+            position = DataPosition(int(ex["data_epoch"]), int(ex["data_micro"]))
+
+        data = RankBatches(
+            dataset,
+            micro_batch_size=micro,
+            rank=info.rank,
+            world_size=info.world_size,
+            seed=cfg.seed,
+            num_workers=cfg.num_workers,
+            pin_memory=info.device.type == "cuda",
+            position=position,
+        )
+        net: torch.nn.Module = model
+        if info.distributed:
+            net = DistributedDataParallel(
+                model,
+                device_ids=[info.device.index] if info.device.type == "cuda" else None,
+                find_unused_parameters=cfg.find_unused_parameters,
+            )
+        loss_fn = task.loss
+        layersync = None
+        if cfg.layersync_pairs:
+            layersync = LayerSync(model, cfg.layersync_pairs, cfg.layersync_weight)
+            loss_fn = layersync.wrap_loss(task.loss)
+        use_bf16 = cfg.precision == "bf16" and (info.device.type == "cuda" or cfg.cpu_autocast)
+        if cfg.precision == "bf16" and not use_bf16 and info.is_main:
+            warnings.warn("precision='bf16' ignored on CPU (set cpu_autocast=True to force it).", stacklevel=2)
+
+        logger = MetricsLogger(out, enabled=info.is_main, resume_step=None if loaded is None else start)
+        bar = tqdm(
+            total=cfg.steps,
+            initial=start,
+            desc="train",
+            disable=None if (cfg.progress and info.is_main) else True,
+            dynamic_ncols=True,
+        )
+        result = TrainResult(step=start, model=model, ema=ema.module, out_dir=out)
+        last_saved = start if loaded is not None else -1
+        t_last, steps_since = time.perf_counter(), 0
+        has_sample = callable(getattr(task, "sample", None))
+        try:
+            model.train()
+            for step in range(start, cfg.steps):
+                opt.zero_grad(set_to_none=True)
+                loss_acc = torch.zeros((), device=info.device)  # no host sync until the step's all-reduce
+                metric_acc: dict[str, Any] = {}
+                for m in range(cfg.grad_accum_steps):
+                    batch = _to_device(next(data), info.device)
+                    last = m == cfg.grad_accum_steps - 1
+                    sync = contextlib.nullcontext() if (last or not info.distributed) else net.no_sync()
+                    with sync:
+                        with torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                            loss, metrics = loss_fn(net, batch, gen)
+                        if loss.ndim != 0:
+                            raise ConfigError(f"task.loss must return a scalar, got shape {tuple(loss.shape)}.")
+                        (loss.float() / cfg.grad_accum_steps).backward()
+                    loss_acc += loss.detach().float() / cfg.grad_accum_steps
+                    for k, v in metrics.items():
+                        v = v.detach().float() if isinstance(v, torch.Tensor) else float(v)
+                        metric_acc[k] = metric_acc.get(k, 0.0) + v / cfg.grad_accum_steps
+                gnorm = _grad_norm(params, cfg.clip_grad_norm).to(info.device)
+                loss_ok = torch.isfinite(loss_acc)
+                flags = torch.stack(
+                    [
+                        torch.where(loss_ok, loss_acc, torch.zeros_like(loss_acc)),
+                        (loss_ok & torch.isfinite(gnorm)).float(),
+                        torch.tensor(float(self._signal is not None), device=info.device),
+                    ]
+                )
+                stats = all_reduce_sum(flags, info)  # one host sync per step
+                finite = int(stats[1].item()) == info.world_size
+                mean_loss = stats[0].item() / info.world_size if finite else math.nan
+                if finite:
+                    opt.step()
+                    ema.update(model)
+                elif cfg.nan_policy == "stop":
+                    raise GenError(
+                        f"non-finite loss or gradient at step {step} (loss {float(loss_acc)}, "
+                        f"grad norm {float(gnorm)}); stopping as nan_policy='stop' asks "
+                        "(no checkpoint written from this state)."
+                    )
+                else:
+                    opt.zero_grad(set_to_none=True)
+                    result.skipped_steps.append(step)
+                lr_used = opt.param_groups[0]["lr"]
+                sched.step()
+                done = step + 1
+                result.step, result.last_loss = done, mean_loss
+                steps_since += 1
+                bar.update(1)
+                if done % cfg.log_every == 0 or done == cfg.steps or not finite:
+                    now = time.perf_counter()
+                    rate = cfg.global_batch_size * steps_since / max(now - t_last, 1e-9)
+                    t_last, steps_since = now, 0
+                    record = {
+                        "step": done,
+                        "loss": mean_loss,
+                        "lr": lr_used,
+                        "grad_norm": float(gnorm),
+                        "samples_per_s": rate,
+                        "peak_memory_mb": peak_memory_mb(info.device),
+                        "skipped": not finite,
+                        **{k: float(v) for k, v in metric_acc.items() if k not in ("step", "loss", "lr")},
+                    }
+                    logger.log(record)
+                    bar.set_postfix(loss=f"{mean_loss:.4g}", sps=f"{rate:.0f}")
+                if has_sample and cfg.sample_every and done % cfg.sample_every == 0 and info.is_main:
+                    with torch.no_grad():
+                        task.sample(ema.module, done, out / "samples")  # type: ignore[attr-defined]
+                stop = stats[2].item() > 0
+                if stop or done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
+                    result.checkpoint = self._save(info, done, model, ema, opt, sched, gen, data)
+                    last_saved = done
+                if stop:
+                    result.interrupted = True
+                    break
+            if result.step == cfg.steps and last_saved != cfg.steps and cfg.steps > start:
+                result.checkpoint = self._save(info, cfg.steps, model, ema, opt, sched, gen, data)
+        finally:
+            bar.close()
+            logger.close()
+            if layersync is not None:
+                layersync.remove()
+        return result
+
+
+def fit(task: Task, dataset: Dataset, config: TrainConfig, *, device: str | torch.device | None = None) -> TrainResult:
+    """Shorthand for ``Trainer(config, device=device).fit(task, dataset)``."""
+    return Trainer(config, device=device).fit(task, dataset)

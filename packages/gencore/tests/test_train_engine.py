@@ -1,0 +1,207 @@
+"""Single-process engine checks: accumulation, exact in-process resume, NaN policies, metrics, LayerSync wiring."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import IterableDataset
+
+from gencore.errors import ConfigError, GenError
+from gencore.train import DataPosition, RankBatches, TrainConfig, Trainer, find_checkpoints
+from gencore.train.data import data_shard
+from gencore.train.example import RegressionTask, regression_data
+
+
+def _cfg(tmp: Path, **kw) -> TrainConfig:
+    base = {
+        "steps": 8,
+        "global_batch_size": 16,
+        "lr": 1e-2,
+        "warmup_steps": 2,
+        "ema_decay": 0.9,
+        "progress": False,
+        "log_every": 1,
+        "out_dir": tmp,
+    }
+    return TrainConfig(**(base | kw))
+
+
+def _run(cfg: TrainConfig, **task_kw):
+    return Trainer(cfg, device="cpu").fit(RegressionTask(**task_kw), regression_data(64))
+
+
+def _same(a: torch.nn.Module, b: torch.nn.Module, exact: bool = True) -> None:
+    for (k, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+        if exact:
+            assert torch.equal(x, y), k
+        else:
+            torch.testing.assert_close(x, y, rtol=0, atol=1e-6)
+
+
+def test_accumulation_matches_one_big_batch(tmp_path: Path) -> None:
+    # SGD: the update scales with the gradient, so a wrong 1/A would show (Adam would hide it)
+    one = _run(_cfg(tmp_path / "a", grad_accum_steps=1, steps=6, optimizer="sgd", lr=0.2))
+    four = _run(_cfg(tmp_path / "b", grad_accum_steps=4, steps=6, optimizer="sgd", lr=0.2))
+    _same(one.model, four.model, exact=False)
+    _same(one.ema, four.ema, exact=False)
+
+
+def test_resume_from_checkpoint_is_bit_identical(tmp_path: Path) -> None:
+    kw = {"noise": 0.3, "dropout": 0.2}
+    full = _run(_cfg(tmp_path / "full", steps=10, clip_grad_norm=0.5, checkpoint_every=4), **kw)
+    part = tmp_path / "part"
+    first = _run(_cfg(part, steps=10, clip_grad_norm=0.5, checkpoint_every=4), **kw)
+    _same(first.model, full.model)
+    # forget everything after step 4 (64 samples / 16 = 4 steps per epoch: resume crosses an epoch boundary)
+    for p in find_checkpoints(part / "checkpoints")[:-1]:
+        shutil.rmtree(p)
+    assert [p.name for p in find_checkpoints(part / "checkpoints")] == ["step-000000004"]
+    resumed = _run(_cfg(part, steps=10, clip_grad_norm=0.5, checkpoint_every=4, resume="auto"), **kw)
+    assert resumed.step == 10
+    _same(resumed.model, full.model)
+    _same(resumed.ema, full.ema)
+    steps = [json.loads(line)["step"] for line in (part / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 11))
+
+
+def test_existing_checkpoints_need_resume(tmp_path: Path) -> None:
+    _run(_cfg(tmp_path, steps=2))
+    with pytest.raises(ConfigError, match="resume"):
+        _run(_cfg(tmp_path, steps=2))
+
+
+def test_nan_skip_drops_the_update(tmp_path: Path) -> None:
+    # constant LR so that the first 3 steps are the same in both runs
+    ref = _run(_cfg(tmp_path / "ref", steps=3, warmup_steps=0, schedule="constant"))
+    bad = _run(_cfg(tmp_path / "bad", steps=4, warmup_steps=0, schedule="constant"), nan_at=(3,))
+    assert bad.skipped_steps == [3]
+    _same(bad.model, ref.model)
+    _same(bad.ema, ref.ema)
+    records = [json.loads(line) for line in (tmp_path / "bad" / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["skipped"] is True and records[-1]["loss"] == "nan"
+    assert all(torch.isfinite(p).all() for p in bad.model.parameters())
+
+
+def test_nan_stop_raises_naming_the_step(tmp_path: Path) -> None:
+    with pytest.raises(GenError, match="step 2"):
+        _run(_cfg(tmp_path, steps=5, nan_policy="stop", grad_accum_steps=2), nan_at=(5,))
+    assert find_checkpoints(tmp_path / "checkpoints") == []
+
+
+def test_metrics_and_final_checkpoint(tmp_path: Path) -> None:
+    res = _run(_cfg(tmp_path, steps=4, log_every=2))
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [2, 4]
+    for key in ("loss", "lr", "grad_norm", "samples_per_s", "peak_memory_mb", "mse"):
+        assert key in records[0]
+    assert records[0]["lr"] == pytest.approx(1e-2)  # step index 1 of a 2-step warm-up
+    assert res.checkpoint is not None and res.checkpoint.name == "step-000000004"
+
+
+def test_layersync_through_config(tmp_path: Path) -> None:
+    res = _run(_cfg(tmp_path / "ls", steps=3, layersync_pairs=(("0", "2"), ("2", "4")), layersync_weight=0.2))
+    records = [json.loads(line) for line in (tmp_path / "ls" / "metrics.jsonl").read_text().splitlines()]
+    assert all(-1.0 <= r["layersync"] <= 1.0 for r in records)
+    zero = _run(_cfg(tmp_path / "zero", steps=3, layersync_pairs=(("0", "2"),), layersync_weight=0.0))
+    plain = _run(_cfg(tmp_path / "plain", steps=3))
+    _same(zero.model, plain.model)
+    assert any(not torch.equal(a, b) for a, b in zip(res.model.parameters(), plain.model.parameters()))
+
+
+def test_rank_batches_union_is_the_single_process_batch() -> None:
+    data = regression_data(50)
+    one = RankBatches(data, micro_batch_size=8, rank=0, world_size=1, seed=3)
+    two = [RankBatches(data, micro_batch_size=2, rank=r, world_size=2, seed=3) for r in range(2)]
+    assert one.per_epoch == 6  # 50 // 8
+    for _ in range(14):  # crosses two epoch boundaries
+        (x1, _), parts = next(one), []
+        for _ in range(2):  # two accumulation micro-batches per rank
+            parts += [next(b)[0] for b in two]
+        got = torch.cat(parts)
+        assert sorted(map(tuple, got.tolist())) == sorted(map(tuple, x1.tolist()))
+    pos = two[0].position
+    resumed = RankBatches(data, micro_batch_size=2, rank=0, world_size=2, seed=3, position=pos)
+    assert torch.equal(next(resumed)[0], next(two[0])[0])
+
+
+def test_sample_callback_gets_the_ema_model(tmp_path: Path) -> None:
+    calls = []
+
+    class Sampling(RegressionTask):
+        def sample(self, model_ema, step, out_dir):
+            assert not torch.is_grad_enabled() and not model_ema.training
+            calls.append(step)
+
+    Trainer(_cfg(tmp_path, steps=6, sample_every=2), device="cpu").fit(Sampling(), regression_data(64))
+    assert calls == [2, 4, 6]
+
+
+class _Stream(IterableDataset):
+    """A deterministic stream per (epoch, shard): 37 items split over shards, reshuffled per epoch."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.data = regression_data(37)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        index, count = data_shard()
+        order = torch.randperm(37, generator=torch.Generator().manual_seed(100 + self.epoch))
+        for i in order[index::count].tolist():
+            yield self.data[i]
+
+
+def test_stream_resumes_at_the_exact_batch() -> None:
+    full = RankBatches(_Stream(), micro_batch_size=5, rank=0, world_size=1, seed=0)
+    seq = [next(full)[0] for _ in range(20)]  # 7 batches per epoch: crosses two epochs
+    part = RankBatches(_Stream(), micro_batch_size=5, rank=0, world_size=1, seed=0)
+    for _ in range(9):
+        next(part)
+    assert part.position == DataPosition(1, 2)
+    resumed = RankBatches(_Stream(), micro_batch_size=5, rank=0, world_size=1, seed=0, position=part.position)
+    for k in range(9, 20):
+        assert torch.equal(next(resumed)[0], seq[k])
+    assert not torch.equal(seq[0], seq[7])  # epochs differ
+
+
+def test_stream_training_resume_is_bit_identical(tmp_path: Path) -> None:
+    def run(out: Path, **kw):
+        cfg = _cfg(out, steps=9, global_batch_size=5, checkpoint_every=3, **kw)
+        return Trainer(cfg, device="cpu").fit(RegressionTask(noise=0.2), _Stream())
+
+    full = run(tmp_path / "full")
+    run(tmp_path / "part")
+    for p in find_checkpoints(tmp_path / "part" / "checkpoints")[:-1]:
+        shutil.rmtree(p)
+    _same(run(tmp_path / "part", resume="auto").model, full.model)
+
+
+def test_bf16_is_off_on_cpu_unless_forced(tmp_path: Path) -> None:
+    fp32 = _run(_cfg(tmp_path / "a", steps=3))
+    with pytest.warns(UserWarning, match="bf16"):
+        same = _run(_cfg(tmp_path / "b", steps=3, precision="bf16"))
+    _same(same.model, fp32.model)
+    forced = _run(_cfg(tmp_path / "c", steps=3, precision="bf16", cpu_autocast=True))
+    assert all(p.dtype == torch.float32 for p in forced.model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(forced.model.parameters(), fp32.model.parameters()))
+
+
+def test_non_finite_gradient_with_finite_loss_is_caught(tmp_path: Path) -> None:
+    class BadGrad(RegressionTask):
+        def loss(self, model, batch, generator):
+            loss, metrics = super().loss(model, batch, generator)
+            if self.calls == 3:  # the call just made was step 2
+                w = self.model[0].weight[0, 0]
+                loss = loss + torch.sqrt(w - w.detach())  # value 0, d/dw = +inf
+            return loss, metrics
+
+    with pytest.raises(GenError, match="step 2"):
+        Trainer(_cfg(tmp_path / "stop", steps=4, nan_policy="stop"), device="cpu").fit(BadGrad(), regression_data(64))
+    res = Trainer(_cfg(tmp_path / "skip", steps=4), device="cpu").fit(BadGrad(), regression_data(64))
+    assert res.skipped_steps == [2] and all(torch.isfinite(p).all() for p in res.model.parameters())
