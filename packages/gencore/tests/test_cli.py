@@ -43,7 +43,7 @@ def test_toy_train_writes_its_folder(tmp_path, capsys) -> None:
         )
         == 0
     )
-    for name in ("config.json", "metrics.json", "samples.png", "loss.png", "model/model.safetensors"):
+    for name in ("config.json", "metrics.json", "metrics.jsonl", "samples.png", "loss.png", "model/model.safetensors"):
         assert (out / name).is_file(), name
     metrics = json.loads((out / "metrics.json").read_text())
     assert [r["nfe"] for r in metrics["records"]] == [1, 2]
@@ -99,3 +99,18 @@ def test_bad_input_is_one_sentence(tmp_path, args: list[str], needle: str) -> No
     assert "Traceback" not in proc.stderr
     assert needle in proc.stderr
     assert (tmp_path / "file").read_text() == "occupied"
+
+
+@pytest.mark.distributed
+def test_toy_train_with_two_processes_then_refuses_to_overwrite(tmp_path) -> None:
+    out = tmp_path / "run"
+    args = ["toy", "train", "--dataset", "moons", "--nfe", "1", "--out", str(out), *TINY]
+    proc = _cli(*args, "--nproc", "2", "--checkpoint-every", "10")
+    assert proc.returncode == 0, proc.stderr
+    steps = [json.loads(line)["step"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert steps[-1] == 30
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [f"step-{s:09d}" for s in (10, 20, 30)]
+    before = (out / "config.json").read_text()
+    again = _cli(*args)  # same folder, no --resume: refused, nothing touched
+    assert again.returncode == 2 and "--resume auto" in again.stderr and "Traceback" not in again.stderr
+    assert (out / "config.json").read_text() == before

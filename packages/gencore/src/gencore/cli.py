@@ -75,25 +75,30 @@ def cmd_toy_train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
     from gencore.toy_experiment import config_dict, evaluate, reference_data, train
 
-    cfg = _toy_config(args, coupling=args.coupling)
+    cfg = _toy_config(args, coupling=args.coupling, ema_decay=args.ema_decay)
     out = ensure_dir(args.out)
-    run_ = train(cfg)
+    engine = {
+        "resume": args.resume,
+        "checkpoint_every": args.checkpoint_every,
+        "keep_last": args.keep_last,
+        "precision": args.precision,
+        "nan_policy": args.nan_policy,
+        "clip_grad_norm": args.clip_grad_norm,
+    }
+    run_ = train(cfg, out_dir=out, nproc=args.nproc, **{k: v for k, v in engine.items() if v is not None})
+    # written after the engine accepted the folder, so a refused run leaves an existing run untouched
+    write_json(out / "config.json", config_dict(cfg) | {"engine": engine, "nproc": args.nproc})
+    if run_.interrupted:
+        print(f"interrupted: a checkpoint is in {out}/checkpoints; continue with --resume auto")
+        return 0
     records, samples = evaluate(run_)
-    run_.model.save_pretrained(out / "model")
-    if hasattr(run_.coupling, "save"):
-        run_.coupling.save(out / "coupling")
-    write_json(out / "config.json", config_dict(cfg))
     write_json(out / "metrics.json", {"records": records, "coupling_diagnostics": run_.coupling_diagnostics})
     _plot_samples(
-        cfg,
-        {cfg.coupling: samples},
-        reference_data(cfg),
-        out / "samples.png",
-        f"{cfg.dataset}: {cfg.coupling}",
+        cfg, {cfg.coupling: samples}, reference_data(cfg), out / "samples.png", f"{cfg.dataset}: {cfg.coupling}"
     )
     loss_curve(run_.losses, out / "loss.png")
     print(format_table(records, ["coupling", "nfe", "w2", MMD_KEY]))
-    print(f"wrote {out}/: model/, config.json, metrics.json, samples.png, loss.png")
+    print(f"wrote {out}/: model/, checkpoints/, metrics.jsonl, config.json, metrics.json, samples.png, loss.png")
     return 0
 
 
@@ -168,7 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
     tr = toy_cmds.add_parser("train", help="train one flow model; write metrics, model and a sample plot")
     _add_run_options(tr)
     tr.add_argument("--coupling", default="independent", help=f"one of {', '.join(COUPLINGS)}")
-    tr.add_argument("--out", required=True, type=Path, help="output folder")
+    tr.add_argument("--out", required=True, type=Path, help="output folder (run folder of the training engine)")
+    eng = tr.add_argument_group("training engine (gencore.train)")
+    eng.add_argument("--nproc", type=int, default=1, help="train in N local processes (DDP, gloo on CPU; default 1)")
+    eng.add_argument(
+        "--resume",
+        help="'auto': continue from the newest valid checkpoint in OUT/checkpoints, or a checkpoint folder; "
+        "without it, an OUT that already holds checkpoints is refused",
+    )
+    eng.add_argument("--ema-decay", type=float, dest="ema_decay", help="EMA decay of the weights used for sampling")
+    eng.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 autocast (GPU; ignored on CPU)")
+    eng.add_argument("--checkpoint-every", type=int, dest="checkpoint_every", help="steps between checkpoints")
+    eng.add_argument("--keep-last", type=int, dest="keep_last", help="checkpoints kept (default 3)")
+    eng.add_argument("--nan-policy", choices=("skip", "stop"), dest="nan_policy", help="on a NaN/inf loss or gradient")
+    eng.add_argument("--clip-grad-norm", type=float, dest="clip_grad_norm", help="max global gradient norm")
     tr.set_defaults(func=cmd_toy_train)
     cp = toy_cmds.add_parser("compare", help="one model per coupling, equal steps; W2/MMD per (coupling, nfe)")
     _add_run_options(cp)

@@ -7,7 +7,7 @@ atomically (temporary name, then rename) through :mod:`gencore.io`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -25,27 +25,25 @@ def _save(fig: Any, path: str | os.PathLike) -> None:
     plt.close(fig)
 
 
-def scatter_grid(
+def _panel_grid(
     samples: Mapping[str, Mapping[int, torch.Tensor]],
     reference: torch.Tensor,
     path: str | os.PathLike,
+    draw: Callable[[Any, torch.Tensor, bool], None],
     *,
-    title: str = "",
-    max_points: int = 2048,
+    cell: float,
+    title: str,
 ) -> None:
-    """Rows: couplings; columns: NFE, then the reference data. 2-D points only."""
+    """Rows: couplings; columns: each NFE, then the reference. ``draw(ax, points, is_reference)``."""
     rows = list(samples)
     nfes = sorted({k for s in samples.values() for k in s})
-    fig, axes = plt.subplots(len(rows), len(nfes) + 1, figsize=(2.2 * (len(nfes) + 1), 2.2 * len(rows)), squeeze=False)
-    ref = reference[:max_points].cpu()
-    lim = float(ref.abs().max()) * 1.15
+    fig, axes = plt.subplots(
+        len(rows), len(nfes) + 1, figsize=(cell * (len(nfes) + 1), cell * len(rows)), squeeze=False
+    )
     for i, name in enumerate(rows):
         for j, k in enumerate([*nfes, None]):
             ax = axes[i][j]
-            pts = ref if k is None else samples[name][k][:max_points].cpu()
-            ax.scatter(pts[:, 0], pts[:, 1], s=0.6, alpha=0.6, color="black" if k is None else "C0")
-            ax.set_xlim(-lim, lim)
-            ax.set_ylim(-lim, lim)
+            draw(ax, reference if k is None else samples[name][k], k is None)
             ax.set_xticks([])
             ax.set_yticks([])
             if i == 0:
@@ -55,6 +53,26 @@ def scatter_grid(
     if title:
         fig.suptitle(title, fontsize=10)
     _save(fig, path)
+
+
+def scatter_grid(
+    samples: Mapping[str, Mapping[int, torch.Tensor]],
+    reference: torch.Tensor,
+    path: str | os.PathLike,
+    *,
+    title: str = "",
+    max_points: int = 2048,
+) -> None:
+    """Scatter plots of 2-D samples, one row per coupling, one column per NFE, then the data."""
+    lim = float(reference[:max_points].abs().max()) * 1.15
+
+    def draw(ax: Any, pts: torch.Tensor, is_ref: bool) -> None:
+        pts = pts[:max_points].cpu().numpy()
+        ax.scatter(pts[:, 0], pts[:, 1], s=0.6, alpha=0.6, color="black" if is_ref else "C0")
+        ax.set_xlim(-lim, lim)
+        ax.set_ylim(-lim, lim)
+
+    _panel_grid(samples, reference, path, draw, cell=2.2, title=title)
 
 
 def image_grid(
@@ -66,30 +84,15 @@ def image_grid(
     per_cell: int = 16,
     title: str = "",
 ) -> None:
-    """Rows: couplings; columns: NFE, then data. Each cell is a 4x4 mosaic of images ``[n, H*W]``."""
+    """Mosaics of ``sqrt(per_cell)^2`` images ``[n, H*W]`` (pixels in [-1, 1]) per coupling and NFE, then data."""
     side = int(per_cell**0.5)
     h, w = shape
 
-    def mosaic(x: torch.Tensor) -> torch.Tensor:
+    def draw(ax: Any, x: torch.Tensor, is_ref: bool) -> None:
         imgs = x[: side * side].reshape(side, side, h, w).cpu()
-        return imgs.permute(0, 2, 1, 3).reshape(side * h, side * w)
+        ax.imshow(imgs.permute(0, 2, 1, 3).reshape(side * h, side * w).numpy(), cmap="gray_r", vmin=-1, vmax=1)
 
-    rows = list(samples)
-    nfes = sorted({k for s in samples.values() for k in s})
-    fig, axes = plt.subplots(len(rows), len(nfes) + 1, figsize=(2.0 * (len(nfes) + 1), 2.0 * len(rows)), squeeze=False)
-    for i, name in enumerate(rows):
-        for j, k in enumerate([*nfes, None]):
-            ax = axes[i][j]
-            ax.imshow(mosaic(reference if k is None else samples[name][k]), cmap="gray_r", vmin=-1, vmax=1)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if i == 0:
-                ax.set_title("data" if k is None else f"NFE {k}", fontsize=9)
-            if j == 0:
-                ax.set_ylabel(name, fontsize=9)
-    if title:
-        fig.suptitle(title, fontsize=10)
-    _save(fig, path)
+    _panel_grid(samples, reference, path, draw, cell=2.0, title=title)
 
 
 def metric_curves(
@@ -110,14 +113,15 @@ def metric_curves(
     _save(fig, path)
 
 
-def loss_curve(losses: Sequence[float], path: str | os.PathLike, *, title: str = "training loss") -> None:
-    """Training loss with a running mean over 50 steps."""
+def loss_curve(losses: Sequence[tuple[int, float]], path: str | os.PathLike, *, title: str = "training loss") -> None:
+    """Logged ``(step, loss)`` pairs with a running mean over 20 records."""
     fig, ax = plt.subplots(figsize=(4.2, 3.0))
-    x = torch.tensor(list(losses), dtype=torch.float64)
-    ax.plot(x.numpy(), alpha=0.3, lw=0.6)
-    if x.numel() >= 50:
-        smooth = torch.nn.functional.avg_pool1d(x[None, None], 50, stride=1)[0, 0]
-        ax.plot(range(49, 49 + smooth.numel()), smooth.numpy(), lw=1.2)
+    steps = [s for s, _ in losses]
+    x = torch.tensor([v for _, v in losses], dtype=torch.float64)
+    ax.plot(steps, x.numpy(), alpha=0.3, lw=0.6)
+    if x.numel() >= 20:
+        smooth = torch.nn.functional.avg_pool1d(x[None, None], 20, stride=1)[0, 0]
+        ax.plot(steps[19:], smooth.numpy(), lw=1.2)
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
     ax.set_yscale("log")

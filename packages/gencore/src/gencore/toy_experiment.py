@@ -14,24 +14,28 @@ the full data set for digits) with exact W2 and MMD.
 
 from __future__ import annotations
 
-import copy
-import math
+import contextlib
+import json
+import os
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
+from torch.utils.data import TensorDataset
 
 from gencore.checks import check_choice, check_points
-from gencore.couplings import COUPLINGS, make_coupling
+from gencore.couplings import COUPLINGS, SemidiscreteCoupling, make_coupling
 from gencore.data import DATASETS, get_dataset
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, GenError
 from gencore.flow_matching import FlowMatcher
 from gencore.metrics import DEFAULT_BANDWIDTH_MULTIPLIERS, median_pairwise_distance, mmd, wasserstein2
 from gencore.nn import MLPVelocity
 from gencore.solvers import solve_ode
+from gencore.train import TrainConfig, Trainer, launch
 
 DIGITS_SIZE = 1797
 MMD_KEY = "mmd2_rbf_unbiased"  # squared MMD, sum of RBF kernels at 0.25..4 x the reference set's median distance
@@ -80,16 +84,16 @@ class ToyConfig:
 
 @dataclass
 class ToyRun:
-    """A trained toy model with its data, coupling and timings."""
+    """A trained toy model (EMA weights) with its data, coupling and timings."""
 
     config: ToyConfig
-    model: MLPVelocity  # EMA weights
+    model: MLPVelocity | None  # EMA weights; None when the run was interrupted
     data: torch.Tensor  # the finite training set [N, D]
-    coupling: Any
-    losses: list[float]
+    losses: list[tuple[int, float]]  # (step, loss) as logged by the engine
     train_seconds: float
     coupling_seconds: float
     coupling_diagnostics: dict[str, Any] = field(default_factory=dict)
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT; a checkpoint was written
 
 
 def training_data(cfg: ToyConfig) -> torch.Tensor:
@@ -123,50 +127,104 @@ def build_coupling(cfg: ToyConfig, data: torch.Tensor, generator: torch.Generato
     return make_coupling(cfg.coupling), {}
 
 
-def train(cfg: ToyConfig, data: torch.Tensor | None = None) -> ToyRun:
-    """Train one flow model on the finite data set with the configured coupling."""
+class ToyFlowTask:
+    """The engine task: an MLP velocity trained by flow matching with the configured coupling.
+
+    Every rank builds (and, for semidiscrete, fits) the same coupling from the same seed.
+    """
+
+    def __init__(self, cfg: ToyConfig, data: torch.Tensor) -> None:
+        start = time.perf_counter()
+        self.coupling, self.coupling_diagnostics = build_coupling(
+            cfg, data, torch.Generator().manual_seed(cfg.seed + 1)
+        )
+        self.coupling_seconds = time.perf_counter() - start
+        torch.manual_seed(cfg.seed)
+        self.model = MLPVelocity(data.shape[1], hidden=cfg.hidden, depth=cfg.depth)
+        self.matcher = FlowMatcher(coupling=self.coupling)
+
+    def loss(self, model: torch.nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
+        (x1,) = batch
+        return self.matcher.loss(model, x1, generator=generator), {}
+
+
+def engine_config(cfg: ToyConfig, out_dir: str | os.PathLike, **engine: Any) -> TrainConfig:
+    """The engine settings of a toy run: ``cfg``'s optimisation fields plus ``engine`` overrides."""
+    base = {
+        "steps": cfg.steps,
+        "global_batch_size": cfg.batch_size,
+        "optimizer": "adam",
+        "lr": cfg.lr,
+        "schedule": "cosine",
+        "ema_decay": cfg.ema_decay,
+        "seed": cfg.seed,
+        "progress": cfg.progress,
+        "out_dir": str(out_dir),
+    }
+    return TrainConfig(**(base | engine))
+
+
+def _train_worker(cfg: ToyConfig, data: torch.Tensor, train_cfg: TrainConfig) -> dict[str, Any]:
+    """Runs on every rank: train, then rank 0 saves the EMA model (and a fitted coupling)."""
+    task = ToyFlowTask(cfg, data)
+    start = time.perf_counter()
+    result = Trainer(train_cfg).fit(task, TensorDataset(data))
+    seconds = time.perf_counter() - start
+    out = Path(train_cfg.out_dir)
+    if int(os.environ.get("RANK", "0") or 0) == 0 and not result.interrupted:
+        result.ema.save_pretrained(out / "model")
+        if isinstance(task.coupling, SemidiscreteCoupling):
+            task.coupling.save(out / "coupling")
+    return {
+        "interrupted": result.interrupted,
+        "train_seconds": seconds,
+        "coupling_seconds": task.coupling_seconds,
+        "coupling_diagnostics": task.coupling_diagnostics,
+    }
+
+
+def _logged_losses(out_dir: Path) -> list[tuple[int, float]]:
+    path = out_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [(int(r["step"]), float(r["loss"])) for r in rows if "loss" in r]
+
+
+def train(
+    cfg: ToyConfig,
+    data: torch.Tensor | None = None,
+    *,
+    out_dir: str | os.PathLike | None = None,
+    nproc: int = 1,
+    **engine: Any,
+) -> ToyRun:
+    """Train one flow model on the finite data set through :mod:`gencore.train`.
+
+    ``out_dir`` receives the engine's ``metrics.jsonl`` and ``checkpoints/`` plus ``model/`` (EMA
+    weights) and ``coupling/`` (a fitted semidiscrete potential); None uses a temporary folder.
+    ``nproc > 1`` trains in that many processes (torch's elastic launcher, gloo on CPU); ``engine``
+    overrides :class:`~gencore.train.TrainConfig` fields (``resume``, ``checkpoint_every``, ...).
+    """
     cfg.validate()
     data = training_data(cfg) if data is None else check_points(data, "data")
-    torch.manual_seed(cfg.seed)
-    g = torch.Generator().manual_seed(cfg.seed)
-    start = time.perf_counter()
-    coupling, diagnostics = build_coupling(cfg, data, torch.Generator().manual_seed(cfg.seed + 1))
-    coupling_seconds = time.perf_counter() - start
-
-    model = MLPVelocity(data.shape[1], hidden=cfg.hidden, depth=cfg.depth)
-    ema = copy.deepcopy(model).requires_grad_(False)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * s / cfg.steps)))
-    matcher = FlowMatcher(coupling=coupling)
-    losses: list[float] = []
-    start = time.perf_counter()
-    bar = tqdm(
-        range(cfg.steps), desc=f"{cfg.dataset}/{cfg.coupling}", disable=None if cfg.progress else True, leave=False
-    )
-    for step in bar:
-        idx = torch.randint(data.shape[0], (cfg.batch_size,), generator=g)
-        loss = matcher.loss(model, data[idx], generator=g)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        decay = min(cfg.ema_decay, (1 + step) / (10 + step))
-        with torch.no_grad():
-            for pe, pm in zip(ema.parameters(), model.parameters()):
-                pe.lerp_(pm, 1.0 - decay)
-        losses.append(loss.item())
-        if step % 100 == 0:
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
-    return ToyRun(
-        config=cfg,
-        model=ema,
-        data=data,
-        coupling=coupling,
-        losses=losses,
-        train_seconds=time.perf_counter() - start,
-        coupling_seconds=coupling_seconds,
-        coupling_diagnostics=diagnostics,
-    )
+    with contextlib.ExitStack() as stack:
+        out = Path(out_dir) if out_dir is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        train_cfg = engine_config(cfg, out, **engine).validate()
+        results = launch(_train_worker, cfg, data, train_cfg, nproc=nproc)
+        info = results.get(0) or {"interrupted": True, "train_seconds": 0.0, "coupling_seconds": 0.0}
+        interrupted = bool(info["interrupted"])
+        model = None if interrupted else MLPVelocity.from_pretrained(out / "model")
+        return ToyRun(
+            config=cfg,
+            model=model,
+            data=data,
+            losses=_logged_losses(out),
+            train_seconds=info["train_seconds"],
+            coupling_seconds=info["coupling_seconds"],
+            coupling_diagnostics=info.get("coupling_diagnostics", {}),
+            interrupted=interrupted,
+        )
 
 
 @torch.no_grad()
@@ -226,6 +284,8 @@ def compare(
     samples: dict[str, dict[int, torch.Tensor]] = {}
     for name in couplings:
         run = train(replace(cfg, coupling=name), data)
+        if run.interrupted:
+            raise GenError(f"training with the {name!r} coupling was interrupted; no records were written.")
         recs, samples[name] = evaluate(run, reference)
         records += recs
     return records, samples

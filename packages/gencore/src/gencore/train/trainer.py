@@ -180,7 +180,7 @@ class Trainer:
         if resume is None:
             if ckpt.find_checkpoints(root):
                 raise ConfigError(
-                    f"{str(root)!r} already holds checkpoints; pass resume='auto' to continue that run "
+                    f"{str(root)!r} already holds checkpoints; pass resume='auto' (--resume auto) to continue that run "
                     "or choose a new out_dir."
                 )
             return None
