@@ -118,7 +118,7 @@ def test_cpu_generator_gives_same_numbers_for_cuda_data() -> None:
     fm = FlowMatcher(BrownianBridgePath(0.5))
     x0, x1 = torch.randn(16, 2), torch.randn(16, 2)
     cpu = fm(x0, x1, generator=_gen(11))
-    gpu = fm(x0.cuda(), x1.cuda(), generator=_gen(11))
+    gpu = fm(x0.to("cuda"), x1.to("cuda"), generator=_gen(11))
     for a, b in zip(cpu, gpu):
         assert b.is_cuda
         torch.testing.assert_close(a, b.cpu())
