@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, TensorDataset, get_worker_info
 
 from gencore.errors import ConfigError
 
@@ -128,6 +128,13 @@ class RankBatches:
                     ) from None
             return
         indices = self._epoch_indices(pos.epoch)[pos.micro * self.micro :]
+        if isinstance(self.dataset, TensorDataset) and self.num_workers == 0 and not self.pin_memory:
+            # In-memory tensors: index whole micro-batches at once. Same batches as the DataLoader's
+            # per-sample fetch and collate (a stack of rows), without B Python calls per batch.
+            chunks = torch.tensor(indices, dtype=torch.long).split(self.micro)
+            tensors = self.dataset.tensors
+            self._it = (tuple(t[c] for t in tensors) for c in chunks)
+            return
         self._it = iter(DataLoader(self.dataset, sampler=indices, **common))
 
     def __iter__(self) -> RankBatches:

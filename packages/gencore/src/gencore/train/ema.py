@@ -26,22 +26,46 @@ class EMA:
         self.decay = float(decay)
         self.module = copy.deepcopy(model).requires_grad_(False).eval()
         self.updates = 0
+        self._cache: tuple | None = None
 
     def decay_at(self, step: int) -> float:
         """``d_s = min(decay, (1 + s) / (10 + s))``."""
         return min(self.decay, (1.0 + step) / (10.0 + step))
 
+    def _pairs(self, model: torch.nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor], list[tuple]]:
+        """(EMA floats, model floats, other pairs), cached per model: walking the module tree every step
+        costs as much as the update itself. Parameters and buffers are updated in place, so the cached
+        tensors stay the live ones (a module that replaces a buffer object must build a new EMA)."""
+        if self._cache is None or self._cache[0] is not model:
+            avg, new, other = [], [], []
+            for target, value in zip(
+                [*self.module.parameters(), *self.module.buffers()], [*model.parameters(), *model.buffers()]
+            ):
+                if (target.dtype.is_floating_point or target.dtype.is_complex) and value.dtype == target.dtype:
+                    avg.append(target)
+                    new.append(value)
+                else:
+                    other.append((target, value))
+            self._cache = (model, avg, new, other)
+        return self._cache[1], self._cache[2], self._cache[3]
+
     @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
-        """Move the average one step towards ``model`` (the unwrapped network)."""
+        """Move the average one step towards ``model`` (the unwrapped network).
+
+        Floating parameters and buffers are averaged with one fused ``_foreach_lerp_``; other
+        buffers (counters) are copied. The EMA copy was deep-copied from ``model``, so both list
+        their tensors in the same order.
+        """
         d = self.decay_at(self.updates)
-        ema_state = self.module.state_dict(keep_vars=True)
-        for name, value in model.state_dict(keep_vars=True).items():
-            target = ema_state[name]
+        avg, new, other = self._pairs(model)
+        if avg:
+            torch._foreach_lerp_(avg, new, 1.0 - d)
+        for target, value in other:
             if target.dtype.is_floating_point or target.dtype.is_complex:
-                target.lerp_(value.detach().to(target.dtype), 1.0 - d)
+                target.lerp_(value.to(target.dtype), 1.0 - d)
             else:
-                target.copy_(value.detach())
+                target.copy_(value)
         self.updates += 1
 
     def state_dict(self) -> dict[str, torch.Tensor]:
