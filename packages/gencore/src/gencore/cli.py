@@ -22,7 +22,15 @@ from gencore.data import DATASETS
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json, write_text
 from gencore.tables import format_table, pivot
-from gencore.toy_experiment import MMD_KEY
+from gencore.toy_experiment import (
+    MMD_KEY,
+    ToyConfig,
+    compare,
+    config_dict,
+    evaluate,
+    reference_data,
+    train,
+)
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -53,8 +61,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _toy_config(args: argparse.Namespace, **extra: Any):
-    from gencore.toy_experiment import ToyConfig
-
     keys = ("dataset", "steps", "nfe", "batch_size", "lr", "n_data", "n_eval", "seed")
     overrides = {k: getattr(args, k) for k in keys} | extra
     if args.no_progress:
@@ -73,7 +79,6 @@ def _plot_samples(cfg, samples, reference, path: Path, title: str) -> None:
 
 def cmd_toy_train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
-    from gencore.toy_experiment import config_dict, evaluate, reference_data, train
 
     cfg = _toy_config(args, coupling=args.coupling, ema_decay=args.ema_decay)
     out = ensure_dir(args.out)
@@ -104,7 +109,6 @@ def cmd_toy_train(args: argparse.Namespace) -> int:
 
 def _compare(cfg, couplings: Sequence[str], json_path: Path, figure_dir: Path) -> list[dict[str, Any]]:
     from gencore.plots import metric_curves
-    from gencore.toy_experiment import compare, config_dict, reference_data
 
     ensure_dir(json_path.parent)
     ensure_dir(figure_dir)
@@ -141,8 +145,6 @@ def cmd_toy_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from gencore.toy_experiment import ToyConfig
-
     out = ensure_dir(args.out)
     couplings = ("independent", "sinkhorn", "semidiscrete")
     sections = []
