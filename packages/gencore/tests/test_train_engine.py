@@ -205,3 +205,23 @@ def test_non_finite_gradient_with_finite_loss_is_caught(tmp_path: Path) -> None:
         Trainer(_cfg(tmp_path / "stop", steps=4, nan_policy="stop"), device="cpu").fit(BadGrad(), regression_data(64))
     res = Trainer(_cfg(tmp_path / "skip", steps=4), device="cpu").fit(BadGrad(), regression_data(64))
     assert res.skipped_steps == [2] and all(torch.isfinite(p).all() for p in res.model.parameters())
+
+
+def test_tensorboard_scalars_match_the_jsonl_log(tmp_path: Path) -> None:
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    _run(_cfg(tmp_path, steps=4, log_every=1))
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    events = accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    for key in ("loss", "lr", "grad_norm", "mse"):
+        scalars = events.Scalars(key)
+        assert [e.step for e in scalars] == [r["step"] for r in records], key
+        assert [e.value for e in scalars] == pytest.approx([r[key] for r in records], rel=1e-6), key
+
+
+def test_fsdp_setting_is_validated_and_ignored_by_one_process(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="parallel"):
+        TrainConfig(parallel="zero3").validate()
+    plain = _run(_cfg(tmp_path / "a"))
+    single = _run(_cfg(tmp_path / "b", parallel="fsdp"))  # one process: nothing to shard
+    _same(plain.model, single.model)

@@ -89,6 +89,8 @@ def cmd_toy_train(args: argparse.Namespace) -> int:
         "precision": args.precision,
         "nan_policy": args.nan_policy,
         "clip_grad_norm": args.clip_grad_norm,
+        "sample_every": args.sample_every,
+        "parallel": args.parallel,
     }
     run_ = train(cfg, out_dir=out, nproc=args.nproc, **{k: v for k, v in engine.items() if v is not None})
     # written after the engine accepted the folder, so a refused run leaves an existing run untouched
@@ -189,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--keep-last", type=int, dest="keep_last", help="checkpoints kept (default 3)")
     eng.add_argument("--nan-policy", choices=("skip", "stop"), dest="nan_policy", help="on a NaN/inf loss or gradient")
     eng.add_argument("--clip-grad-norm", type=float, dest="clip_grad_norm", help="max global gradient norm")
+    eng.add_argument(
+        "--sample-every", type=int, dest="sample_every", help="steps between sample pictures in OUT/samples (EMA model)"
+    )
+    eng.add_argument("--parallel", choices=("ddp", "fsdp"), help="with --nproc > 1: DDP (default) or FSDP2 fully_shard")
     tr.set_defaults(func=cmd_toy_train)
     cp = toy_cmds.add_parser("compare", help="one model per coupling, equal steps; W2/MMD per (coupling, nfe)")
     _add_run_options(cp)

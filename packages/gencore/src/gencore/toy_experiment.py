@@ -36,8 +36,10 @@ from gencore.metrics import DEFAULT_BANDWIDTH_MULTIPLIERS, median_pairwise_dista
 from gencore.nn import MLPVelocity
 from gencore.solvers import solve_ode
 from gencore.train import TrainConfig, Trainer, launch
+from gencore.train.distributed import is_main_process
 
 DIGITS_SIZE = 1797
+SAMPLE_PICTURE_POINTS = 1024  # points (or digits) drawn by the periodic sample callback
 MMD_KEY = "mmd2_rbf_unbiased"  # squared MMD, sum of RBF kernels at 0.25..4 x the reference set's median distance
 
 
@@ -142,10 +144,25 @@ class ToyFlowTask:
         torch.manual_seed(cfg.seed)
         self.model = MLPVelocity(data.shape[1], hidden=cfg.hidden, depth=cfg.depth)
         self.matcher = FlowMatcher(coupling=self.coupling)
+        self.cfg = cfg
+        self.reference = data[:SAMPLE_PICTURE_POINTS]
 
     def loss(self, model: torch.nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         (x1,) = batch
         return self.matcher.loss(model, x1, generator=generator), {}
+
+    def sample(self, model: torch.nn.Module, step: int, out_dir: Path) -> None:
+        """The engine's periodic callback: Euler samples of the EMA model at the largest NFE, as a picture."""
+        from gencore.plots import image_grid, scatter_grid
+
+        device = next(model.parameters()).device
+        noise = torch.randn(self.reference.shape, generator=torch.Generator().manual_seed(self.cfg.seed + 30_000))
+        nfe = max(self.cfg.nfe)
+        x = generate(model, noise.to(device), nfe).cpu()
+        if not is_main_process():
+            return
+        draw = image_grid if self.cfg.is_digits else scatter_grid
+        draw({f"step {step}": {nfe: x}}, self.reference, Path(out_dir) / f"step-{step:07d}.png", title=self.cfg.dataset)
 
 
 def engine_config(cfg: ToyConfig, out_dir: str | os.PathLike, **engine: Any) -> TrainConfig:

@@ -27,6 +27,7 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULES = ("cosine", "constant")
 PRECISIONS = ("fp32", "bf16")
 NAN_POLICIES = ("skip", "stop")
+PARALLELISMS = ("ddp", "fsdp")
 
 
 @runtime_checkable
@@ -80,6 +81,8 @@ class TrainConfig:
     layersync_pairs: tuple[tuple[str, str], ...] = ()  # (weak, strong) module names; () disables
     layersync_weight: float = 0.2
     find_unused_parameters: bool = False  # passed to DDP
+    parallel: str = "ddp"  # ddp | fsdp (FSDP2 fully_shard; see gencore.train.sharding)
+    fsdp_units: tuple[str, ...] = ()  # class names of submodules sharded as their own units (fsdp)
 
     def validate(self) -> TrainConfig:
         """Check every field, raising :class:`ConfigError` naming the first bad one."""
@@ -94,6 +97,7 @@ class TrainConfig:
             ("schedule", self.schedule, SCHEDULES),
             ("precision", self.precision, PRECISIONS),
             ("nan_policy", self.nan_policy, NAN_POLICIES),
+            ("parallel", self.parallel, PARALLELISMS),
         ):
             if value not in options:
                 raise ConfigError(f"{name} must be one of {', '.join(options)}, got {value!r}.")

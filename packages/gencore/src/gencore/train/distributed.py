@@ -77,6 +77,11 @@ def setup(device: str | torch.device | None = None) -> DistInfo:
     return DistInfo(dist.get_rank(), dist.get_world_size(), local, dev, dist.get_backend())
 
 
+def is_main_process() -> bool:
+    """True on rank 0 of a process group, or when no group is initialised (for tasks that write files)."""
+    return not dist.is_initialized() or dist.get_rank() == 0
+
+
 def teardown(info: DistInfo) -> None:
     """Destroy the process group if :func:`setup` made one (safe to call twice)."""
     if info.distributed and dist.is_initialized():

@@ -32,22 +32,26 @@ class EMA:
         """``d_s = min(decay, (1 + s) / (10 + s))``."""
         return min(self.decay, (1.0 + step) / (10.0 + step))
 
-    def _pairs(self, model: torch.nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor], list[tuple]]:
-        """(EMA floats, model floats, other pairs), cached per model: walking the module tree every step
-        costs as much as the update itself. Parameters and buffers are updated in place, so the cached
-        tensors stay the live ones (a module that replaces a buffer object must build a new EMA)."""
+    def _pairs(self, model: torch.nn.Module) -> tuple[dict[type, tuple[list, list]], list[tuple]]:
+        """({tensor type: (EMA floats, model floats)}, other pairs), cached per model: walking the module
+        tree every step costs as much as the update itself. Floats are grouped by tensor type because a
+        fused update cannot mix FSDP's sharded ``DTensor`` parameters with plain buffers. Parameters and
+        buffers are updated in place, so the cached tensors stay the live ones (a module that replaces a
+        buffer object must build a new EMA)."""
         if self._cache is None or self._cache[0] is not model:
-            avg, new, other = [], [], []
+            floats: dict[type, tuple[list, list]] = {}
+            other = []
             for target, value in zip(
                 [*self.module.parameters(), *self.module.buffers()], [*model.parameters(), *model.buffers()]
             ):
                 if (target.dtype.is_floating_point or target.dtype.is_complex) and value.dtype == target.dtype:
+                    avg, new = floats.setdefault(type(target), ([], []))
                     avg.append(target)
                     new.append(value)
                 else:
                     other.append((target, value))
-            self._cache = (model, avg, new, other)
-        return self._cache[1], self._cache[2], self._cache[3]
+            self._cache = (model, floats, other)
+        return self._cache[1], self._cache[2]
 
     @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
@@ -58,8 +62,8 @@ class EMA:
         their tensors in the same order.
         """
         d = self.decay_at(self.updates)
-        avg, new, other = self._pairs(model)
-        if avg:
+        floats, other = self._pairs(model)
+        for avg, new in floats.values():
             torch._foreach_lerp_(avg, new, 1.0 - d)
         for target, value in other:
             if target.dtype.is_floating_point or target.dtype.is_complex:

@@ -26,6 +26,7 @@ from torch.utils.data import Dataset, TensorDataset
 from gencore.io import save_tensors
 from gencore.train.config import TrainConfig
 from gencore.train.launch import launch
+from gencore.train.sharding import is_sharded
 from gencore.train.trainer import Trainer
 
 
@@ -84,6 +85,8 @@ def worker(cfg_kwargs: dict[str, Any], task_kwargs: dict[str, Any], n_data: int)
     cfg = TrainConfig(**cfg_kwargs)
     task = RegressionTask(**task_kwargs)
     result = Trainer(cfg, device="cpu").fit(task, regression_data(n_data))
+    if is_sharded(result.model):  # FSDP ranks other than 0 keep only their shards
+        return {}
     state = {k: v.detach().cpu().clone() for k, v in result.model.state_dict().items()}
     if not result.interrupted and int(os.environ.get("RANK", "0")) == 0:
         save_tensors(Path(cfg.out_dir) / "final.safetensors", state)

@@ -31,6 +31,7 @@ Parallel Training" (VLDB).
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import random
@@ -51,6 +52,7 @@ from tqdm.auto import tqdm
 from gencore.errors import ConfigError, GenError
 from gencore.io import ensure_dir
 from gencore.train import checkpoint as ckpt
+from gencore.train import sharding
 from gencore.train.config import Task, TrainConfig
 from gencore.train.data import DataPosition, RankBatches
 from gencore.train.distributed import DistInfo, all_reduce_sum, barrier, gather_state, setup, teardown
@@ -151,12 +153,18 @@ class Trainer:
         rng = {"global": ckpt.capture_rng_state(), "generator": gen.get_state()}
         tensors, meta = ckpt.flatten_state(rng)
         gathered = gather_state(tensors, meta, info)
+        if sharding.is_sharded(model):  # collectives: every rank takes part, rank 0 receives
+            weights = sharding.full_model_state(model)
+            averaged = sharding.full_model_state(ema.module)
+            optimizer = sharding.full_optimizer_state(model, opt)
+        else:
+            weights, averaged, optimizer = model.state_dict(), ema.state_dict(), opt.state_dict()
         path = None
         if info.is_main:
             groups: dict[str, Any] = {
-                "model": {k: v.detach() for k, v in model.state_dict().items()},
-                "ema": ema.state_dict(),
-                "optimizer": opt.state_dict(),
+                "model": {k: v.detach() for k, v in weights.items()},
+                "ema": {k: v.detach() for k, v in averaged.items()},
+                "optimizer": optimizer,
                 "scheduler": sched.state_dict(),
             }
             for r, (t, m) in enumerate(gathered):
@@ -166,6 +174,7 @@ class Trainer:
                 "data_micro": data.position.micro,
                 "ema_updates": ema.updates,
                 "world_size": info.world_size,
+                "parallel": "fsdp" if sharding.is_sharded(model) else "ddp",
                 "config": _config_record(self.cfg),
             }
             path = ckpt.save_checkpoint(
@@ -208,13 +217,29 @@ class Trainer:
         barrier(info)
         micro = cfg.micro_batch_size(info.world_size)
         model = task.model.to(info.device)
-        params = [p for p in model.parameters() if p.requires_grad]
+        fsdp = cfg.parallel == "fsdp" and info.distributed
+        loaded = self._load(info)
+        if loaded is not None:
+            saved_mode = loaded.extra.get("parallel", "ddp")
+            if saved_mode != ("fsdp" if fsdp else "ddp"):
+                raise ConfigError(
+                    f"checkpoint {str(loaded.path)!r} holds {saved_mode} optimiser state; resume it with "
+                    f"{'parallel=fsdp in a multi-process run' if saved_mode == 'fsdp' else 'parallel=ddp'}."
+                )
+            model.load_state_dict(loaded.groups["model"])  # the whole state, before any sharding
         ema = EMA(model, cfg.ema_decay)
+        if loaded is not None:
+            ema.load_state_dict(loaded.groups["ema"], loaded.extra["ema_updates"])
+        template = None
+        if fsdp:
+            template = copy.deepcopy(model).cpu() if info.is_main else None  # to hand back whole weights
+            sharding.shard(model, cfg.fsdp_units)
+            sharding.shard(ema.module, cfg.fsdp_units)
+        params = [p for p in model.parameters() if p.requires_grad]
         opt = _build_optimizer(cfg, params)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cfg.lr_factor(s))
         gen = torch.Generator(device=info.device)
 
-        loaded = self._load(info)
         if loaded is None:
             start = 0
             rank_seed = cfg.seed * 1_000_003 + info.rank
@@ -233,9 +258,10 @@ class Trainer:
                     "original run.",
                     stacklevel=2,
                 )
-            model.load_state_dict(loaded.groups["model"])
-            ema.load_state_dict(loaded.groups["ema"], ex["ema_updates"])
-            opt.load_state_dict(loaded.groups["optimizer"])
+            if fsdp:
+                sharding.load_optimizer_state(model, opt, loaded.groups["optimizer"])
+            else:
+                opt.load_state_dict(loaded.groups["optimizer"])
             sched.load_state_dict(loaded.groups["scheduler"])
             rng = loaded.groups.get(f"rng-rank{info.rank}")
             if rng is not None:
@@ -256,7 +282,7 @@ class Trainer:
             position=position,
         )
         net: torch.nn.Module = model
-        if info.distributed:
+        if info.distributed and not fsdp:
             net = DistributedDataParallel(
                 model,
                 device_ids=[info.device.index] if info.device.type == "cuda" else None,
@@ -292,7 +318,11 @@ class Trainer:
                 for m in range(cfg.grad_accum_steps):
                     batch = _to_device(next(data), info.device)
                     last = m == cfg.grad_accum_steps - 1
-                    sync = contextlib.nullcontext() if (last or not info.distributed) else net.no_sync()
+                    if fsdp:
+                        model.set_requires_gradient_sync(last)  # type: ignore[operator]
+                        sync = contextlib.nullcontext()
+                    else:
+                        sync = contextlib.nullcontext() if (last or not info.distributed) else net.no_sync()
                     with sync:
                         with torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=use_bf16):
                             loss, metrics = loss_fn(net, batch, gen)
@@ -303,7 +333,7 @@ class Trainer:
                     for k, v in metrics.items():
                         v = v.detach().float() if isinstance(v, torch.Tensor) else float(v)
                         metric_acc[k] = metric_acc.get(k, 0.0) + v / cfg.grad_accum_steps
-                gnorm = _grad_norm(params, cfg.clip_grad_norm).to(info.device)
+                gnorm = sharding.full_tensor(_grad_norm(params, cfg.clip_grad_norm)).to(info.device)
                 loss_ok = torch.isfinite(loss_acc)
                 flags = torch.stack(
                     [
@@ -349,7 +379,7 @@ class Trainer:
                     }
                     logger.log(record)
                     bar.set_postfix(loss=f"{mean_loss:.4g}", sps=f"{rate:.0f}")
-                if has_sample and cfg.sample_every and done % cfg.sample_every == 0 and info.is_main:
+                if has_sample and cfg.sample_every and done % cfg.sample_every == 0 and (info.is_main or fsdp):
                     with torch.no_grad():
                         task.sample(ema.module, done, out / "samples")  # type: ignore[attr-defined]
                 stop = stats[2].item() > 0
@@ -361,6 +391,13 @@ class Trainer:
                     break
             if result.step == cfg.steps and last_saved != cfg.steps and cfg.steps > start:
                 result.checkpoint = self._save(info, cfg.steps, model, ema, opt, sched, gen, data)
+            if fsdp:  # hand back whole (unsharded) networks on rank 0
+                weights, averaged = sharding.full_model_state(model), sharding.full_model_state(ema.module)
+                if template is not None:
+                    result.ema = copy.deepcopy(template).requires_grad_(False).eval()
+                    result.ema.load_state_dict(averaged)
+                    template.load_state_dict(weights)
+                    result.model = template
         finally:
             bar.close()
             logger.close()
