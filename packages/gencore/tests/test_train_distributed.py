@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -132,3 +133,22 @@ def test_fsdp_matches_ddp_and_resumes_exactly(tmp_path: Path) -> None:
     resumed = launch(worker, fsdp_cfg | {"resume": "auto"}, task, 64, nproc=2)[0]
     for k, v in fsdp.items():
         assert torch.equal(resumed[k], v), k
+
+
+def test_two_node_rendezvous_equals_one_process(tmp_path: Path) -> None:
+    """Two torchrun agents (one process per 'node') meet through a c10d rendezvous, as on a cluster."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["--steps", "8", "--noise", "0", "--dropout", "0"]
+    main(["--out", str(tmp_path / "one"), *args])
+    agent = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
+    agent += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gencore-test"]
+    agent += ["-m", "gencore.train.example", "--out", str(tmp_path / "two"), *args]
+    nodes = [subprocess.Popen(agent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
+    for node in nodes:
+        assert node.wait(timeout=120) == 0, node.stderr.read().decode()[-2000:]
+    one = load_tensors(tmp_path / "one" / "final.safetensors")
+    two = load_tensors(tmp_path / "two" / "final.safetensors")
+    for k, v in one.items():
+        torch.testing.assert_close(two[k], v, rtol=0, atol=1e-6)

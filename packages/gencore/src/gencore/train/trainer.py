@@ -6,9 +6,10 @@ One optimiser step at 0-based index ``s`` on each of ``W`` ranks:
    batch); for each, ``loss_m`` = the task's per-sample mean (plus LayerSync when
    configured), backward of ``loss_m / A`` (DDP's all-reduce only on the last, via
    ``no_sync``); DDP averages the gradients over ranks, so ``g = (1/B) sum_i grad l_i``.
-2. One all-reduce of ``[sum_m loss_m / A, finite, stop]`` gives the global mean loss, whether
-   every rank's loss was finite and whether any rank received SIGTERM/SIGINT.
-3. ``||g||_2`` (clipped to ``clip_grad_norm`` if set). A non-finite loss or norm either
+2. ``||g||_2`` (clipped to ``clip_grad_norm`` if set), then one all-reduce of
+   ``[sum_m loss_m / A, ||g||, stop]`` (the step's only host sync): the global mean loss (non-finite
+   as soon as one rank's is) and whether any rank received SIGTERM/SIGINT.
+3. A non-finite loss or norm either
    skips the update (``nan_policy="skip"``: no optimiser or EMA update, the schedule still
    advances) or raises :class:`~gencore.errors.GenError` naming the step (``"stop"``); no
    checkpoint is written from a corrupted state.
@@ -313,11 +314,12 @@ class Trainer:
             model.train()
             for step in range(start, cfg.steps):
                 opt.zero_grad(set_to_none=True)
-                loss_acc = torch.zeros((), device=info.device)  # no host sync until the step's all-reduce
+                accum = cfg.grad_accum_steps
+                loss_acc: torch.Tensor | None = None  # stays on the device: no host sync until the step's check
                 metric_acc: dict[str, Any] = {}
-                for m in range(cfg.grad_accum_steps):
+                for m in range(accum):
                     batch = _to_device(next(data), info.device)
-                    last = m == cfg.grad_accum_steps - 1
+                    last = m == accum - 1
                     if fsdp:
                         model.set_requires_gradient_sync(last)  # type: ignore[operator]
                         sync = contextlib.nullcontext()
@@ -328,30 +330,34 @@ class Trainer:
                             loss, metrics = loss_fn(net, batch, gen)
                         if loss.ndim != 0:
                             raise ConfigError(f"task.loss must return a scalar, got shape {tuple(loss.shape)}.")
-                        (loss.float() / cfg.grad_accum_steps).backward()
-                    loss_acc += loss.detach().float() / cfg.grad_accum_steps
+                        (loss.float() / accum if accum > 1 else loss.float()).backward()
+                    part = loss.detach().float()
+                    loss_acc = part if loss_acc is None else loss_acc + part
                     for k, v in metrics.items():
                         v = v.detach().float() if isinstance(v, torch.Tensor) else float(v)
-                        metric_acc[k] = metric_acc.get(k, 0.0) + v / cfg.grad_accum_steps
-                gnorm = sharding.full_tensor(_grad_norm(params, cfg.clip_grad_norm)).to(info.device)
-                loss_ok = torch.isfinite(loss_acc)
-                flags = torch.stack(
-                    [
-                        torch.where(loss_ok, loss_acc, torch.zeros_like(loss_acc)),
-                        (loss_ok & torch.isfinite(gnorm)).float(),
-                        torch.tensor(float(self._signal is not None), device=info.device),
-                    ]
-                )
-                stats = all_reduce_sum(flags, info)  # one host sync per step
-                finite = int(stats[1].item()) == info.world_size
-                mean_loss = stats[0].item() / info.world_size if finite else math.nan
+                        metric_acc[k] = metric_acc.get(k, 0.0) + v / accum
+                if accum > 1:
+                    loss_acc = loss_acc / accum
+                gnorm = sharding.full_tensor(_grad_norm(params, cfg.clip_grad_norm)).to(info.device, torch.float32)
+                # one host sync per step. The grad norm is already global (DDP/FSDP reduced the gradients); the
+                # summed loss is non-finite as soon as one rank's is, so every rank takes the same decision.
+                if info.distributed:
+                    signalled = torch.tensor(float(self._signal is not None), device=info.device)
+                    loss_sum, gnorm_sum, stop_votes = all_reduce_sum(torch.stack([loss_acc, gnorm, signalled]), info)
+                    loss_value, gnorm_value = float(loss_sum) / info.world_size, float(gnorm_sum) / info.world_size
+                    stop = float(stop_votes) > 0
+                else:
+                    loss_value, gnorm_value = torch.stack([loss_acc, gnorm]).tolist()
+                    stop = self._signal is not None
+                finite = math.isfinite(loss_value) and math.isfinite(gnorm_value)
+                mean_loss = loss_value if finite else math.nan
                 if finite:
                     opt.step()
                     ema.update(model)
                 elif cfg.nan_policy == "stop":
                     raise GenError(
-                        f"non-finite loss or gradient at step {step} (loss {float(loss_acc)}, "
-                        f"grad norm {float(gnorm)}); stopping as nan_policy='stop' asks "
+                        f"non-finite loss or gradient at step {step} (loss {loss_value}, "
+                        f"grad norm {gnorm_value}); stopping as nan_policy='stop' asks "
                         "(no checkpoint written from this state)."
                     )
                 else:
@@ -371,7 +377,7 @@ class Trainer:
                         "step": done,
                         "loss": mean_loss,
                         "lr": lr_used,
-                        "grad_norm": float(gnorm),
+                        "grad_norm": gnorm_value,
                         "samples_per_s": rate,
                         "peak_memory_mb": peak_memory_mb(info.device),
                         "skipped": not finite,
@@ -382,7 +388,6 @@ class Trainer:
                 if has_sample and cfg.sample_every and done % cfg.sample_every == 0 and (info.is_main or fsdp):
                     with torch.no_grad():
                         task.sample(ema.module, done, out / "samples")  # type: ignore[attr-defined]
-                stop = stats[2].item() > 0
                 if stop or done == cfg.steps or (cfg.checkpoint_every and done % cfg.checkpoint_every == 0):
                     result.checkpoint = self._save(info, done, model, ema, opt, sched, gen, data)
                     last_saved = done
