@@ -152,3 +152,17 @@ def test_two_node_rendezvous_equals_one_process(tmp_path: Path) -> None:
     two = load_tensors(tmp_path / "two" / "final.safetensors")
     for k, v in one.items():
         torch.testing.assert_close(two[k], v, rtol=0, atol=1e-6)
+
+
+def test_ctrl_c_on_a_two_process_launch_checkpoints_and_exits_promptly(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gencore.cli", "toy", "train", "--dataset", "moons", "--steps", "100000"]
+    cmd += ["--nproc", "2", "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    _wait_for(lambda: (out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text()) > 0, proc, 120)
+    start = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the launcher and its workers
+    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()[-2000:]
+    assert time.monotonic() - start < 20  # not the elastic agent's 30 s shutdown timeout
+    assert "continue with --resume auto" in proc.stdout.read().decode()
+    assert find_checkpoints(out / "checkpoints")

@@ -13,6 +13,7 @@ its arguments and return value picklable (workers are spawned).
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,23 @@ from gencore.errors import ConfigError, GenError
 def in_worker() -> bool:
     """True inside a process started by torchrun / elastic launch (or any env:// multi-process run)."""
     return "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
+
+
+def _worker(entry: Callable[..., Any], *args: Any) -> Any:
+    """A launched worker: run ``entry``; after a SIGTERM/SIGINT, leave at once.
+
+    torch's spawn wrapper makes a finished worker wait for the agent's go-ahead, which an agent
+    shutting down after a signal never gives (it SIGKILLs after ``shutdown_timeout``); the
+    checkpoint is on disk by now and the launcher returns ``{}`` for an interrupted run anyway.
+    """
+    from gencore.train.trainer import signal_received
+
+    value = entry(*args)
+    if signal_received() is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    return value
 
 
 def launch(
@@ -63,7 +81,7 @@ def launch(
         shutdown_timeout=shutdown_timeout,
     )
     try:
-        return dict(elastic_launch(config, entry)(*args))
+        return dict(elastic_launch(config, _worker)(entry, *args))
     except ChildFailedError as exc:
         raise GenError(f"{nproc}-process training failed: {exc.format_msg().strip()}") from exc
     except SignalException:

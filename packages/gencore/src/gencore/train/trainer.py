@@ -76,6 +76,14 @@ class TrainResult:
     out_dir: Path = Path(".")
 
 
+_SIGNALLED: int | None = None  # the SIGTERM/SIGINT a Trainer in this process stopped for, if any
+
+
+def signal_received() -> int | None:
+    """The signal that interrupted a :meth:`Trainer.fit` in this process (None if none did)."""
+    return _SIGNALLED
+
+
 def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=True)
@@ -124,7 +132,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ signals
     def _on_signal(self, signum: int, frame: Any) -> None:
-        self._signal = signum
+        global _SIGNALLED
+        self._signal = _SIGNALLED = signum
 
     @contextlib.contextmanager
     def _signals(self) -> Any:
