@@ -21,6 +21,7 @@ from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json, write_text
+from gencore.manifolds.command import register as register_manifolds
 from gencore.tables import format_table, pivot
 from gencore.toy_experiment import (
     MMD_KEY,
@@ -209,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=1000, help="training steps per model")
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(func=cmd_demo)
+    register_manifolds(commands)
     return parser
 
 

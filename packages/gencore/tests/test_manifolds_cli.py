@@ -1,0 +1,45 @@
+"""``gencore manifold compare``: records per (method, nfe), figures, and one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gencore.cli import main
+
+
+@pytest.mark.parametrize("manifold", ["sphere", "torus", "ball"])
+def test_compare_writes_records_and_figures(tmp_path, manifold):
+    out = tmp_path / "run.json"
+    rc = main(
+        [
+            "manifold", "compare", "--manifold", manifold, "--methods", "rfm,gfm-lsd,gfm-psd,gfm-esd",
+            "--nfe", "1,2", "--steps", "3", "--batch-size", "16", "--hidden", "8", "--n-eval", "32",
+            "--json", str(out), "--out", str(tmp_path / "figs"), "--no-progress",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    records = json.loads(out.read_text())["records"]
+    assert [(r["method"], r["nfe"]) for r in records] == [
+        (m, k) for m in ("rfm", "gfm-lsd", "gfm-psd", "gfm-esd") for k in (1, 2)
+    ]
+    assert all(isinstance(r["mmd"], float) for r in records)
+    assert (tmp_path / "figs" / "run_samples.png").stat().st_size > 0
+    assert (tmp_path / "figs" / "run_mmd.png").stat().st_size > 0
+
+
+def test_unknown_method_is_one_sentence_and_exit_2(tmp_path, capsys):
+    rc = main(
+        ["manifold", "compare", "--manifold", "sphere", "--methods", "rfm,magic", "--json", str(tmp_path / "x.json")]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "unknown method(s) magic" in err and "Traceback" not in err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_unknown_manifold_is_rejected_by_the_parser(tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["manifold", "compare", "--manifold", "klein", "--json", str(tmp_path / "x.json")])
+    assert exc.value.code == 2
