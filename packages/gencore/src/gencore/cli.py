@@ -20,6 +20,7 @@ from gencore.config import load_config
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
 from gencore.errors import ConfigError
+from gencore.flowmaps.command import register as register_flowmaps
 from gencore.io import ensure_dir, write_json, write_text
 from gencore.manifolds.command import register as register_manifolds
 from gencore.tables import format_table, pivot
@@ -210,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--steps", type=int, default=1000, help="training steps per model")
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(func=cmd_demo)
+    register_flowmaps(commands)
     register_manifolds(commands)
     return parser
 

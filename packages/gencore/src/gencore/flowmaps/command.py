@@ -1,0 +1,150 @@
+"""``gencore flowmap compare``: few-step flow maps (MeanFlow, CMT, pi-Flow) against baselines on a 2-D toy.
+
+    gencore flowmap compare --methods meanflow,cmt,piflow,regress,teacher --nfe 1,2 --steps 1500 \\
+                            --json out/flowmap.json --out out/figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from gencore.command import add_commands
+from gencore.config import load_config
+from gencore.data import TOY_DATASETS
+from gencore.io import atomic_path, ensure_dir, write_json
+from gencore.tables import format_table, pivot
+from gencore.toy_experiment import MMD_KEY
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2, got {text!r}")
+    return values
+
+
+def _name_list(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _plot_samples(samples: dict, reference, path: Path, title: str, max_points: int = 2048) -> None:
+    """One row per method, one column per NFE (blank where a method has no such NFE), then the data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    nfes = sorted({k for s in samples.values() for k in s})
+    rows = list(samples)
+    fig, axes = plt.subplots(len(rows), len(nfes) + 1, figsize=(2.2 * (len(nfes) + 1), 2.2 * len(rows)), squeeze=False)
+    lim = float(reference.abs().max()) * 1.15
+    for i, name in enumerate(rows):
+        for j, k in enumerate([*nfes, None]):
+            ax = axes[i][j]
+            pts = reference if k is None else samples[name].get(k)
+            if pts is not None:
+                pts = pts[:max_points].cpu().numpy()
+                ax.scatter(pts[:, 0], pts[:, 1], s=0.6, alpha=0.6, color="black" if k is None else "C0")
+            else:
+                ax.set_frame_on(False)  # keeps the row label of a method without this NFE
+            ax.set_xlim(-lim, lim)
+            ax.set_ylim(-lim, lim)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if i == 0:
+                ax.set_title("data" if k is None else f"NFE {k}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(name, fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    _save(fig, path)
+
+
+def _plot_w2(records: list[dict], path: Path, title: str) -> None:
+    """W2 against NFE (log-2 axis), one line per method (the teacher as a single point)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.4, 3.2))
+    for name in dict.fromkeys(r["method"] for r in records):
+        rs = sorted((r for r in records if r["method"] == name), key=lambda r: r["nfe"])
+        ax.plot([r["nfe"] for r in rs], [r["w2"] for r in rs], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("NFE (network evaluations per sample)")
+    ax.set_ylabel("W2 to data")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=10)
+    _save(fig, path)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from gencore.flowmaps.experiment import FlowMapConfig, check_methods, compare, config_dict
+
+    methods = check_methods(args.methods)
+    keys = ("dataset", "steps", "nfe", "teacher_steps", "cmt_steps", "batch_size", "lr", "n_eval", "seed")
+    overrides = {k: getattr(args, k) for k in keys} | {"derivative": args.derivative}
+    if args.no_progress:
+        overrides["progress"] = False
+    cfg = load_config(FlowMapConfig, args.config, overrides).validate()
+    json_path = Path(args.json)
+    figure_dir = Path(args.out) if args.out else json_path.parent
+    ensure_dir(json_path.parent)
+    ensure_dir(figure_dir)
+    start = time.perf_counter()
+    records, samples, reference = compare(cfg, methods)
+    seconds = time.perf_counter() - start
+    write_json(
+        json_path, {"config": config_dict(cfg), "methods": list(methods), "seconds": seconds, "records": records}
+    )
+    stem = json_path.stem
+    _plot_samples(samples, reference, figure_dir / f"{stem}_samples.png", f"{cfg.dataset}, {cfg.steps} steps")
+    _plot_w2(records, figure_dir / f"{stem}_w2.png", cfg.dataset)
+    columns = ["method", "nfe", "w2", MMD_KEY, "modes_covered", "in_support", "train_steps", "train_seconds"]
+    print(format_table(records, [c for c in columns if any(c in r for r in records)]))
+    print(format_table(pivot(records, "method", "nfe", "w2")))
+    print(f"{len(records)} records in {json_path} ({seconds:.0f} s); figures in {figure_dir}/")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``gencore flowmap compare``."""
+    flowmap = commands.add_parser("flowmap", help="train and compare few-step flow maps (MeanFlow, CMT, pi-Flow)")
+    sub = add_commands(flowmap)
+    cp = sub.add_parser("compare", help="one model per method, shared teacher; W2/MMD per (method, nfe)")
+    cp.add_argument(
+        "--methods",
+        required=True,
+        type=_name_list,
+        help="comma-separated: meanflow, cmt, piflow, regress (1-step baseline), teacher (32-NFE Euler)",
+    )
+    cp.add_argument("--nfe", type=_int_list, help="network evaluations per sample, e.g. 1,2 (default 1,2)")
+    cp.add_argument("--steps", type=int, help="training steps per student (cmt: post-training steps; default 1500)")
+    cp.add_argument("--teacher-steps", type=int, dest="teacher_steps", help="teacher training steps (default 2000)")
+    cp.add_argument("--cmt-steps", type=int, dest="cmt_steps", help="CMT mid-training steps (default 500)")
+    cp.add_argument("--derivative", choices=("jvp", "fd"), help="MeanFlow's d/ds u: exact JVP or finite difference")
+    cp.add_argument("--dataset", help=f"one of {', '.join(TOY_DATASETS)} (default checkerboard)")
+    cp.add_argument("--batch-size", type=int, dest="batch_size")
+    cp.add_argument("--lr", type=float)
+    cp.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per (method, nfe) (default 1024)")
+    cp.add_argument("--seed", type=int)
+    cp.add_argument("--config", type=Path, help="YAML file of FlowMapConfig fields; flags override it")
+    cp.add_argument("--json", required=True, type=Path, help="where to write the records")
+    cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
+    cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    cp.set_defaults(func=cmd_compare)
+    flowmap.set_defaults(func=lambda a: flowmap.print_help())

@@ -1,0 +1,160 @@
+"""MeanFlow: the analytic Gaussian flow map, the MeanFlow identity (JVP and finite difference), and training."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gencore.errors import ConfigError
+from gencore.flowmaps import (
+    MeanFlow,
+    TwoTimeMLP,
+    flow_map,
+    gaussian_average_velocity,
+    gaussian_flow_map,
+    gaussian_velocity,
+    meanflow_target,
+    sample_flow_map,
+    total_derivative,
+)
+from gencore.solvers import solve_ode
+
+MEAN = torch.tensor([1.5, -0.5], dtype=torch.float64)
+STD = 0.4
+
+
+def exact_u(x, s, t):
+    return gaussian_average_velocity(x, s, t, MEAN, STD)
+
+
+def _x(n: int = 64, seed: int = 0) -> torch.Tensor:
+    return 2.0 * torch.randn(n, 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_gaussian_flow_map_semigroup(r: float, s: float, t: float) -> None:
+    x = _x()
+    composed = gaussian_flow_map(gaussian_flow_map(x, r, s, MEAN, STD), s, t, MEAN, STD)
+    torch.testing.assert_close(composed, gaussian_flow_map(x, r, t, MEAN, STD), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gaussian_flow_map(x, s, s, MEAN, STD), x, rtol=0, atol=1e-14)
+
+
+def test_gaussian_flow_map_solves_the_velocity_ode_and_pushes_noise_to_the_target() -> None:
+    x0 = _x(256)
+    sol = solve_ode(lambda x, t: gaussian_velocity(x, t, MEAN, STD), x0, steps=200, method="rk4")
+    torch.testing.assert_close(sol.x, gaussian_flow_map(x0, 0.0, 1.0, MEAN, STD), rtol=0, atol=1e-9)
+    z = torch.randn(20_000, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    x1 = gaussian_flow_map(z, 0.0, 1.0, MEAN, STD)
+    torch.testing.assert_close(x1.mean(0), MEAN, rtol=0, atol=0.02)
+    torch.testing.assert_close(x1.std(0), torch.full((2,), STD, dtype=torch.float64), rtol=0, atol=0.01)
+
+
+def test_flow_map_of_exact_average_velocity_is_the_analytic_map_and_composes() -> None:
+    x = _x()
+    for r, s, t in [(0.0, 0.3, 1.0), (0.1, 0.6, 0.9), (0.8, 0.2, 0.5)]:
+        torch.testing.assert_close(flow_map(exact_u, x, r, t), gaussian_flow_map(x, r, t, MEAN, STD))
+        torch.testing.assert_close(flow_map(exact_u, flow_map(exact_u, x, r, s), s, t), flow_map(exact_u, x, r, t))
+
+
+def _pairs(n: int = 64):
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.rand(n, generator=g, dtype=torch.float64), torch.rand(n, generator=g, dtype=torch.float64)
+    s, t = 0.05 + 0.9 * torch.minimum(a, b), 0.05 + 0.9 * torch.maximum(a, b)
+    x_s = gaussian_flow_map(_x(n), 0.0, s, MEAN, STD)  # on-distribution states at their times
+    return x_s, s, t, gaussian_velocity(x_s, s, MEAN, STD)
+
+
+def test_meanflow_target_is_exact_at_the_analytic_solution_with_jvp() -> None:
+    x, s, t, v = _pairs()
+    u, u_tgt = meanflow_target(exact_u, x, s, t, v, derivative="jvp")
+    torch.testing.assert_close(u, exact_u(x, s, t))
+    torch.testing.assert_close(u_tgt, u, rtol=0, atol=1e-12)
+    assert float(MeanFlow().adaptive_loss(u - u_tgt)) < 1e-18
+    # the correction term is far from zero, so a wrong sign or a wrong tangent would not pass
+    _, du = total_derivative(exact_u, x, s, t, v)
+    assert float(((t - s)[:, None] * du).abs().max()) > 0.1
+    _, wrong = meanflow_target(exact_u, x, s, t, -v)
+    assert float((wrong - u).abs().max()) > 0.1
+
+
+def test_meanflow_target_finite_difference_is_second_order() -> None:
+    x, s, t, v = _pairs()
+    errors = []
+    for h in (1e-2, 5e-3, 2.5e-3):
+        u, u_tgt = meanflow_target(exact_u, x, s, t, v, derivative="fd", fd_eps=h)
+        errors.append(float((u_tgt - u).abs().max()))
+    for a, b in itertools.pairwise(errors):
+        assert 3.0 < a / b < 5.0  # central difference: error ~ h^2
+    # float64 at h = 1e-5: truncation ~ 1e-10 |d3u/ds3|, round-off ~ 1e-16 / 1e-5
+    u, u_tgt = meanflow_target(exact_u, x, s, t, v, derivative="fd", fd_eps=1e-5)
+    assert float((u_tgt - u).abs().max()) < 1e-8
+
+
+def _net(seed: int = 0) -> TwoTimeMLP:
+    torch.manual_seed(seed)
+    return TwoTimeMLP(2, hidden=32, depth=2).double()
+
+
+def test_jvp_total_derivative_matches_autograd_and_finite_differences_on_a_network() -> None:
+    net = _net()
+    x, s, t, v = _pairs(16)
+    _u, du = total_derivative(net, x, s, t, v, derivative="jvp")
+    # reverse-mode reference: d/de u(x + e v, s + e, t) at e = 0, one output coordinate at a time
+    e = torch.zeros(x.shape[0], 1, dtype=x.dtype, requires_grad=True)
+    out = net(x + e * v, s + e[:, 0], t)
+    ref = torch.stack([torch.autograd.grad(out[:, i].sum(), e, retain_graph=True)[0][:, 0] for i in range(2)], 1)
+    torch.testing.assert_close(du, ref, rtol=1e-10, atol=1e-10)
+    _, du_fd = total_derivative(net, x, s, t, v, derivative="fd", fd_eps=1e-5)
+    torch.testing.assert_close(du_fd, du, rtol=0, atol=1e-7)
+
+
+def test_loss_gradients_reach_the_weights_but_not_through_the_target() -> None:
+    net = _net()
+    x, s, t, v = _pairs(16)
+    for derivative in ("jvp", "fd"):
+        u, u_tgt = meanflow_target(net, x, s, t, v, derivative=derivative)
+        assert u.requires_grad and not u_tgt.requires_grad
+        net.zero_grad()
+        MeanFlow().adaptive_loss(u - u_tgt).backward()
+        assert all(p.grad is not None for p in net.parameters())
+
+
+def test_meanflow_times_respect_ratio_and_order() -> None:
+    mf = MeanFlow(ratio=0.25)
+    s, t = mf.times(20_000, torch.zeros(1), torch.Generator().manual_seed(0))
+    assert bool((s <= t).all())
+    assert abs(float((s != t).double().mean()) - 0.25) < 0.02
+    with pytest.raises(ConfigError):
+        MeanFlow(ratio=1.5)
+    with pytest.raises(ConfigError):
+        MeanFlow(derivative="autodiff")
+
+
+def _train_one_step_error(ratio: float, derivative: str, steps: int = 800) -> float:
+    """Mean distance of the learned 1-step map ``X_{0,1}`` to the exact Gaussian flow map."""
+    torch.manual_seed(0)
+    net = TwoTimeMLP(2, hidden=64, depth=2)
+    mf = MeanFlow(ratio=ratio, derivative=derivative)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(0)
+    mean = MEAN.float()
+    for _ in range(steps):
+        loss = mf.loss(net, mean + STD * torch.randn(256, 2, generator=g), generator=g)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    z = torch.randn(2048, 2, generator=torch.Generator().manual_seed(5))
+    return float((sample_flow_map(net, z, 1) - gaussian_flow_map(z, 0.0, 1.0, mean, STD)).norm(dim=1).mean())
+
+
+def test_meanflow_training_learns_the_one_step_map_that_flow_matching_alone_does_not() -> None:
+    # ratio 0 is plain flow matching on the diagonal s = t: the jump u(x, 0, 1) is never trained
+    fm_only = _train_one_step_error(0.0, "jvp")
+    assert fm_only > 0.8
+    for derivative in ("jvp", "fd"):
+        assert _train_one_step_error(0.5, derivative) < 0.4 * fm_only

@@ -1,0 +1,125 @@
+"""pi-Flow: the closed-form GMM policy velocity against an independent score-based reference, rollouts,
+and the imitation loss."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from gencore.errors import ConfigError, InputError
+from gencore.flowmaps import (
+    GaussianMixture,
+    PiFlow,
+    PolicyNet,
+    gmm_velocity_reference,
+    policy_rollout,
+    policy_velocity,
+    sample_policy,
+)
+from gencore.solvers import solve_ode
+
+WEIGHTS = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+MEANS = torch.tensor([[2.0, 0.0], [-1.0, 1.5], [0.5, -2.0]], dtype=torch.float64)
+STD = 0.3
+
+
+def teacher(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """The exact velocity of the linear-path flow N(0, I) -> GMM, one time per sample allowed."""
+    t = torch.as_tensor(t, dtype=x.dtype).expand(x.shape[0])
+    return torch.cat([gmm_velocity_reference(x[i : i + 1], float(t[i]), WEIGHTS, MEANS, STD) for i in range(len(x))])
+
+
+def exact_posterior(x_src: torch.Tensor, t_src: float) -> GaussianMixture:
+    """p(x1 | x_{t_src}) of the GMM data law by Bayes' rule: again a GMM (per sample)."""
+    lik_prec = t_src**2 / (1.0 - t_src) ** 2
+    prec = 1.0 / STD**2 + lik_prec
+    means = (MEANS[None] / STD**2 + (t_src / (1.0 - t_src) ** 2) * x_src[:, None, :]) / prec
+    marg_var = t_src**2 * STD**2 + (1.0 - t_src) ** 2
+    logits = torch.log(WEIGHTS)[None] - 0.5 * (x_src[:, None, :] - t_src * MEANS[None]).square().sum(-1) / marg_var
+    log_var = torch.full_like(logits, -torch.log(torch.tensor(prec, dtype=torch.float64)).item())
+    return GaussianMixture(logits, means, log_var)
+
+
+def _x(n: int = 32, seed: int = 0) -> torch.Tensor:
+    return 1.5 * torch.randn(n, 2, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("t", [0.05, 0.3, 0.6, 0.9, 0.97])
+def test_policy_with_the_true_mixture_is_the_exact_gmm_velocity(t: float) -> None:
+    x = _x()
+    mix = GaussianMixture.shared(WEIGHTS, MEANS, STD, x.shape[0])
+    v = policy_velocity(mix, x, t, torch.zeros_like(x), 0.0)  # at t_src = 0, x_src does not matter
+    torch.testing.assert_close(v, gmm_velocity_reference(x, t, WEIGHTS, MEANS, STD), rtol=1e-9, atol=1e-9)
+    v_other_src = policy_velocity(mix, x, t, _x(seed=9), 0.0)
+    torch.testing.assert_close(v_other_src, v, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("t_src", "t"), [(0.2, 0.2), (0.2, 0.5), (0.5, 0.9), (0.7, 0.75)])
+def test_policy_from_the_exact_posterior_reproduces_the_teacher_later(t_src: float, t: float) -> None:
+    x_src = _x(seed=1)
+    mix = exact_posterior(x_src, t_src)
+    x_t = _x(seed=2)  # any later state, not only the one on x_src's trajectory
+    v = policy_velocity(mix, x_t, t, x_src, t_src)
+    torch.testing.assert_close(v, gmm_velocity_reference(x_t, t, WEIGHTS, MEANS, STD), rtol=1e-8, atol=1e-8)
+
+
+def test_policy_rollout_converges_to_the_exact_ode_solution() -> None:
+    x0 = _x(16, seed=3)
+    mix = GaussianMixture.shared(WEIGHTS, MEANS, STD, x0.shape[0])
+    t_end = 0.95  # the reference solver evaluates at its end point, where 1 - t must stay away from 0
+    exact = solve_ode(
+        lambda x, t: gmm_velocity_reference(x, float(t), WEIGHTS, MEANS, STD),
+        x0,
+        grid=torch.linspace(1e-6, t_end, 801, dtype=torch.float64),
+        method="rk4",
+    ).x
+    errors = []
+    for n in (50, 100, 200, 400):
+        x, _, _ = policy_rollout(mix, x0, 0.0, t_end, n)
+        errors.append(float((x - exact).norm(dim=1).max()))
+    for a, b in itertools.pairwise(errors):
+        assert 1.6 < a / b < 2.4  # Euler: first order
+    assert errors[-1] < 5e-3
+
+
+def test_rollout_trajectory_and_times_line_up() -> None:
+    x0 = _x(4)
+    mix = GaussianMixture.shared(WEIGHTS, MEANS, STD, 4)
+    x, traj, times = policy_rollout(mix, x0, 0.25, 0.75, 5, return_trajectory=True)
+    assert traj.shape == (5, 4, 2) and times.shape == (5,)
+    torch.testing.assert_close(traj[0], x0)
+    torch.testing.assert_close(times, torch.tensor([0.25, 0.35, 0.45, 0.55, 0.65], dtype=torch.float64))
+    step = traj[-1] + 0.1 * policy_velocity(mix, traj[-1], times[-1], x0, 0.25)
+    torch.testing.assert_close(x, step)
+
+
+@pytest.mark.parametrize("nfe", [1, 2])
+def test_imitation_loss_vanishes_for_the_exact_policy_and_sampling_follows_the_teacher(nfe: int) -> None:
+    x0 = _x(16, seed=4)
+    distill = PiFlow(teacher, substeps=16, points=3)
+    loss = distill.loss(exact_posterior, x0, nfe=nfe, generator=torch.Generator().manual_seed(0))
+    assert float(loss) < 1e-16
+    wrong = PiFlow(lambda x, t: teacher(x, t) + 0.1, substeps=16, points=3)
+    assert float(wrong.loss(exact_posterior, x0, nfe=nfe)) == pytest.approx(0.02, rel=1e-6)  # |(0.1, 0.1)|^2
+
+
+def test_policy_net_gradients_and_sampling() -> None:
+    torch.manual_seed(0)
+    net = PolicyNet(2, components=4, hidden=32, depth=2).double()
+    distill = PiFlow(teacher, substeps=8, points=2)
+    loss = distill.loss(net, _x(8), nfe=2, generator=torch.Generator().manual_seed(0))
+    loss.backward()
+    assert all(p.grad is not None and bool(torch.isfinite(p.grad).all()) for p in net.parameters())
+    assert sample_policy(net, _x(8), 2, substeps=8).shape == (8, 2)
+
+
+def test_bad_inputs_raise_suite_errors() -> None:
+    with pytest.raises(InputError):
+        GaussianMixture(torch.zeros(2, 3), torch.zeros(2, 4, 2), torch.zeros(2, 3))
+    mix = GaussianMixture.shared(WEIGHTS, MEANS, STD, 2)
+    with pytest.raises(ConfigError):
+        policy_rollout(mix, _x(2), 0.5, 0.25, 4)
+    with pytest.raises(ConfigError):
+        PiFlow(teacher, substeps=0)
