@@ -19,6 +19,7 @@ from gencore.command import add_commands, package_parser, run
 from gencore.config import load_config
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
+from gencore.discrete.command import register as register_discrete
 from gencore.errors import ConfigError
 from gencore.flowmaps.command import register as register_flowmaps
 from gencore.io import ensure_dir, write_json, write_text
@@ -212,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(func=cmd_demo)
     register_flowmaps(commands)
+    register_discrete(commands)
     register_manifolds(commands)
     return parser
 

@@ -1,0 +1,412 @@
+"""Few-step discrete diffusion with a learnable, non-Markovian forward process.
+
+Reference: "Forward-Learned Discrete Diffusion: Learning how to noise to denoise faster" (FLDD),
+ICLR 2026 (arXiv:2605.18204). Instead of a fixed Markov noising chain the forward process is defined
+by learnable per-step marginals ``q_phi(z_s | x)`` and, between consecutive steps, the posterior
+``q(z_{s-1} | z_s, x)`` given by the *maximum coupling* of the two marginals. The reverse model stays
+factorised over positions and is trained jointly with ``phi`` on the usual T-step variational bound.
+
+Discrete steps ``s = 0..T``: ``z_0 = x`` (data) and ``z_T`` = all mask (pure noise). Every position
+``i`` has its own marginal ``q_phi(z_s^i | x^i)`` over ``K + 1`` states (the ``K`` tokens and the mask
+``K``), one categorical per (step, position, clean token); the marginals of the inner steps
+``1..T-1`` are learned and start at the linear masking schedule ``q(z_s = mask | x) = s / T``.
+With ``learnable=False`` they *are* the masking schedule, and the maximum-coupling posterior reduces
+to masked diffusion's posterior (unmask with probability ``1/s``): the fixed-schedule baseline with the
+same T-step bound and sampler.
+
+Maximum coupling. For consecutive marginals ``a = q(z_{s-1} | x)`` and ``b = q(z_s | x)`` the coupling
+that maximises ``P(z_{s-1} = z_s)`` keeps the shared mass ``min(a, b)`` on the diagonal and moves the
+excess ``a - min(a, b)`` independently; as a conditional (:func:`maximum_coupling_posterior`)::
+
+    q(z_{s-1} = j | z_s = k, x) = r_k [j = k] + (1 - r_k) (a_j - min(a_j, b_j)) / TV(a, b),
+    r_k = min(1, a_k / b_k),
+
+so a state is kept with probability ``r_k`` and otherwise jumps to a state drawn from the excess of
+``a``. Summed against ``b`` it returns ``a`` exactly and ``P(z_{s-1} = z_s) = sum_k min(a_k, b_k)``.
+
+Reverse model (the x0-parameterisation of masked diffusion, unchanged):
+``p_theta(z_{s-1}^i | z_s) = sum_k w_k q(z_{s-1}^i | z_s^i, x^i = k)`` with
+``w = softmax(logits_i + log q_phi(z_s^i | x^i = k))``: the denoiser's logits at time
+``t = 1 - s / T`` (suite convention, ``t = 1`` data) reweighted by how likely each clean token makes the
+observed state. For the masking schedule the reweighting is exactly the usual carry-over of unmasked
+tokens; in general it zeroes clean tokens that cannot have produced ``z_s^i``. The optimal denoiser
+logits are ``log q(x^i = k | z_s) - log q_phi(z_s^i | x^i = k)``.
+
+Bound (negative ELBO, nats per position): ``sum_{s=1}^{T} E_{z_s ~ q_phi(z_s | x)}
+sum_i KL(q(z_{s-1}^i | z_s^i, x^i) || p_theta(z_{s-1}^i | z_s)) / L``; the ``s = 1`` term is the
+reconstruction ``-log p_theta(x | z_1)`` and the prior term is zero because ``z_T`` is all mask under
+both processes. Each term needs one sample of the *marginal* ``z_s`` only (the forward is
+non-Markovian, so no path is simulated).
+
+Gradients for ``phi``: the expectations over ``z_s`` are over discrete states. For the first
+``gumbel_fraction`` of training ``z_s`` is drawn with the straight-through Gumbel-softmax (the forward
+value is an exact sample, the backward pass uses the relaxed sample at temperature ``tau``, annealed
+geometrically from ``tau_start`` to ``tau_end``; see :meth:`LearnableForwardProcess.temperature`).
+Afterwards gradients are unbiased REINFORCE: each sequence gets ``reinforce_samples`` independent
+``z_s`` per step and the score-function term of each uses the leave-one-out mean of the others as
+baseline. Differences from the paper: marginals here depend on ``(step, position, x^i)`` only, not on
+the whole sequence ``x`` through a network, which keeps ``p_theta`` an exact mixture over one
+position's clean token; and the time passed to the network is the step index mapped to ``[0, 1]``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
+from gencore.errors import ConfigError, InputError
+
+_LOG_FLOOR = -1.0e4  # stands in for log(0) in tables contracted with one-hot states
+_P_FLOOR = 1.0e-30
+
+
+def maximum_coupling_posterior(prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
+    """Conditional ``q(z_{s-1} = j | z_s = k)`` of the maximum coupling of two categoricals.
+
+    Args:
+        prev: ``[..., S]`` probabilities of ``z_{s-1}`` (``a``); cur: ``[..., S]`` probabilities of ``z_s`` (``b``).
+
+    Returns:
+        ``[..., S, S]`` with rows indexed by ``k`` (the state of ``z_s``) and columns by ``j``. Rows of
+        states with ``b_k = 0`` (never conditioned on) keep the state. Differentiable in both inputs.
+    """
+    if prev.shape != cur.shape:
+        raise InputError(f"marginals must have the same shape, got {tuple(prev.shape)} and {tuple(cur.shape)}.")
+    shared = torch.minimum(prev, cur)
+    excess = prev - shared
+    tv = excess.sum(-1, keepdim=True)
+    jump = excess / tv.clamp_min(1e-12)
+    positive = cur > 0
+    ratio = torch.where(positive, prev / torch.where(positive, cur, torch.ones_like(cur)), torch.ones_like(cur))
+    stay = ratio.clamp(max=1.0)
+    eye = torch.eye(prev.shape[-1], dtype=prev.dtype, device=prev.device)
+    return stay[..., :, None] * eye + (1.0 - stay)[..., :, None] * jump[..., None, :]
+
+
+def masking_marginals(vocab_size: int, length: int, steps: int) -> torch.Tensor:
+    """Linear masking schedule as marginals ``[steps + 1, length, K, K + 1]``: ``q(z_s = mask | x) = s / steps``."""
+    k = vocab_size
+    frac = torch.arange(steps + 1, dtype=torch.float32) / steps
+    table = torch.zeros(steps + 1, length, k, k + 1)
+    table[..., :k] = (1 - frac)[:, None, None, None] * torch.eye(k)
+    table[..., k] = frac[:, None, None]
+    return table
+
+
+class LearnableForwardProcess(nn.Module, DiscreteProcess):
+    """T-step discrete diffusion whose forward marginals are learned (FLDD) or fixed to masking.
+
+    Args:
+        vocab_size: ``K``; the mask is state ``K`` and the network input is the one-hot of ``z_s`` over
+            ``K + 1`` states (``input_dim = K + 1``).
+        length: sequence length ``L`` (the marginals are per position).
+        steps: number of discrete steps ``T >= 1`` (the method is meant for 2 to 10); sampling uses ``T``
+            network evaluations.
+        learnable: learn the inner marginals (True) or keep the linear masking schedule (False).
+        gumbel_fraction: share of training (``progress`` in :meth:`update_schedule`) that uses
+            straight-through Gumbel-softmax gradients before switching to REINFORCE.
+        tau_start, tau_end: Gumbel temperature, annealed geometrically over the Gumbel phase.
+        reinforce_samples: ``z`` samples per sequence and step in the REINFORCE phase (>= 2, the
+            leave-one-out baseline needs two).
+        logit_scale: the learned logits are ``init + logit_scale * (raw + shift)`` so that the optimiser's
+            step size moves the marginals at a useful rate; ``raw`` ``[T-1, L, K, K+1]`` holds one set
+            of logits per (step, position, clean token) and ``shift`` adds a per-(step, position)
+            parameter to the mask logit of every clean token: the same family of marginals, with one
+            strong-signal direction per position (how much of that position is still hidden).
+        init_floor: probability given at initialisation to the tokens other than ``x^i`` and the mask.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        length: int,
+        steps: int = 4,
+        learnable: bool = True,
+        *,
+        gumbel_fraction: float = 0.2,
+        tau_start: float = 2.0,
+        tau_end: float = 0.5,
+        reinforce_samples: int = 2,
+        logit_scale: float = 10.0,
+        init_floor: float = 1e-3,
+    ) -> None:
+        nn.Module.__init__(self)
+        if vocab_size < 1 or length < 1 or steps < 1:
+            raise ConfigError(
+                f"LearnableForwardProcess needs vocab_size, length and steps >= 1, got {vocab_size}, {length}, {steps}."
+            )
+        if not 0.0 <= gumbel_fraction <= 1.0:
+            raise ConfigError(f"gumbel_fraction must lie in [0, 1], got {gumbel_fraction}.")
+        if not (tau_start > 0 and tau_end > 0):
+            raise ConfigError(f"Gumbel temperatures must be positive, got tau_start={tau_start}, tau_end={tau_end}.")
+        if reinforce_samples < 2:
+            raise ConfigError(f"reinforce_samples must be >= 2 (leave-one-out baseline), got {reinforce_samples}.")
+        if not 0.0 < init_floor < 1.0:
+            raise ConfigError(f"init_floor must lie in (0, 1), got {init_floor}.")
+        self.vocab_size = vocab_size
+        self.length = length
+        self.steps = steps
+        self.learnable = learnable
+        self.input_dim = vocab_size + 1
+        self.mask_index = vocab_size
+        self.name = "learned-forward" if learnable else "fixed-mask-forward"
+        self.gumbel_fraction = gumbel_fraction
+        self.tau_start = tau_start
+        self.tau_end = tau_end
+        self.reinforce_samples = reinforce_samples
+        self.logit_scale = logit_scale
+        self.progress = 0.0
+        base = masking_marginals(vocab_size, length, steps)
+        self.register_buffer("fixed_marginals", base, persistent=False)
+        if learnable and steps > 1:
+            inner = base[1:-1]
+            init = torch.log(inner.clamp_min(init_floor))
+            self.register_buffer("init_logits", init, persistent=False)
+            self.raw = nn.Parameter(torch.zeros_like(init))
+            self.raw_position = nn.Parameter(torch.zeros(steps - 1, length))
+        else:
+            self.register_buffer("init_logits", None, persistent=False)
+            self.raw = None
+            self.raw_position = None
+
+    # ----------------------------------------------------------------- schedule
+    def update_schedule(self, progress: float) -> None:
+        """Set the training progress in ``[0, 1]`` (fraction of optimisation steps done)."""
+        if not 0.0 <= float(progress) <= 1.0:
+            raise InputError(f"progress must lie in [0, 1], got {progress}.")
+        self.progress = float(progress)
+
+    @property
+    def phase(self) -> str:
+        """``"gumbel"``, ``"reinforce"`` (learnable) or ``"fixed"`` at the current progress."""
+        if not self.learnable or self.raw is None:
+            return "fixed"
+        return "gumbel" if self.progress < self.gumbel_fraction else "reinforce"
+
+    @property
+    def temperature(self) -> float:
+        """Gumbel temperature ``tau_start * (tau_end / tau_start) ** min(progress / gumbel_fraction, 1)``."""
+        if self.gumbel_fraction == 0.0:
+            return self.tau_end
+        frac = min(self.progress / self.gumbel_fraction, 1.0)
+        return self.tau_start * (self.tau_end / self.tau_start) ** frac
+
+    # ---------------------------------------------------------------- marginals
+    def marginals(self) -> torch.Tensor:
+        """``q_phi(z_s^i = j | x^i = k)`` for ``s = 0..T``: ``[T + 1, L, K, K + 1]`` (differentiable in phi)."""
+        if self.raw is None:
+            return self.fixed_marginals
+        shift = torch.zeros_like(self.init_logits)
+        shift[..., self.mask_index] = self.raw_position[:, :, None]
+        inner = torch.softmax(self.init_logits + self.logit_scale * (self.raw + shift), dim=-1)
+        return torch.cat([self.fixed_marginals[:1], inner, self.fixed_marginals[-1:]], dim=0)
+
+    def tables(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Marginals ``[T+1, L, K, S]``, their logs (``log 0`` floored) and posteriors ``[T, L, K, S, S]``.
+
+        ``posteriors[s - 1, i, k, a, b] = q(z_{s-1}^i = b | z_s^i = a, x^i = k)``.
+        """
+        marg = self.marginals()
+        logm = torch.log(marg.clamp_min(_P_FLOOR)).masked_fill(marg <= 0, _LOG_FLOOR)
+        post = maximum_coupling_posterior(marg[:-1], marg[1:])
+        return marg, logm, post
+
+    # ------------------------------------------------------------------ helpers
+    def _states(self, z: torch.Tensor) -> torch.Tensor:
+        """Hard states ``[N, L]`` (long) to one-hot floats; float ``[N, L, S]`` passes through."""
+        if z.dtype.is_floating_point:
+            return z
+        return F.one_hot(z, self.input_dim).float()
+
+    def _reverse(
+        self,
+        model: nn.Module,
+        zfeat: torch.Tensor,
+        step: torch.Tensor,
+        logm: torch.Tensor,
+        post: torch.Tensor,
+        cond: dict[str, Any],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``p_theta(z_{s-1} | z_s)`` ``[N, L, S]`` and the posterior rows ``[N, L, K, S]`` at ``z_s``."""
+        t = 1.0 - step.to(zfeat.dtype) / self.steps
+        logits = model(zfeat, t, **cond)
+        lik = torch.einsum("nlkj,nlj->nlk", logm[step], zfeat)  # log q(z_s^i | x^i = k)
+        weights = torch.softmax(logits + lik, dim=-1)
+        rows = torch.einsum("nlj,nlkjm->nlkm", zfeat, post[step - 1])
+        return torch.einsum("nlk,nlkm->nlm", weights, rows), rows
+
+    def _kl(
+        self,
+        model: nn.Module,
+        x0: torch.Tensor,
+        zfeat: torch.Tensor,
+        step: torch.Tensor,
+        logm: torch.Tensor,
+        post: torch.Tensor,
+        cond: dict[str, Any],
+    ) -> torch.Tensor:
+        """``sum_i KL(q(z_{s-1}^i | z_s^i, x^i) || p_theta(z_{s-1}^i | z_s))`` per row ``[N]``."""
+        p, rows = self._reverse(model, zfeat, step, logm, post, cond)
+        q = torch.gather(rows, 2, x0[:, :, None, None].expand(-1, -1, 1, rows.shape[-1])).squeeze(2)
+        q_safe = torch.where(q > 0, q, torch.ones_like(q))  # keeps d/dq of q log q finite where q = 0
+        kl = torch.xlogy(q, q_safe) - q * torch.log(p.clamp_min(_P_FLOOR))
+        return kl.sum(dim=(1, 2))
+
+    def step_terms(
+        self, model: nn.Module, x0: torch.Tensor, z: torch.Tensor, step: int | torch.Tensor, **cond: Any
+    ) -> torch.Tensor:
+        """Summed KL term of step ``s`` at given states ``z_s`` ``[N, L]`` (nats per sequence, ``[N]``)."""
+        x0 = check_tokens(x0, self.vocab_size)
+        step_t = torch.as_tensor(step, device=x0.device).long().expand(x0.shape[0])
+        _, logm, post = self.tables()
+        return self._kl(model, x0, self._states(z), step_t, logm, post, cond)
+
+    def reverse_probs(self, model: nn.Module, z: torch.Tensor, step: int | torch.Tensor, **cond: Any) -> torch.Tensor:
+        """Per-position reverse transition ``p_theta(z_{s-1}^i | z_s)`` ``[N, L, K + 1]`` at states ``z`` ``[N, L]``."""
+        step_t = torch.as_tensor(step, device=z.device).long().expand(z.shape[0])
+        _, logm, post = self.tables()
+        return self._reverse(model, self._states(z), step_t, logm, post, cond)[0]
+
+    def _draw(
+        self, logq: torch.Tensor, generator: torch.Generator | None, tau: float | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gumbel-max sample of ``softmax(logq)``: hard indices and the state features.
+
+        With ``tau`` the features are straight-through (one-hot forward, relaxed gradient at ``tau``).
+        """
+        u = torch.rand(logq.shape, generator=generator, device=logq.device).clamp_(1e-20, 1.0 - 1e-7)
+        perturbed = logq - torch.log(-torch.log(u))
+        idx = perturbed.argmax(-1)
+        hard = F.one_hot(idx, logq.shape[-1]).to(logq.dtype)
+        if tau is None:
+            return idx, hard
+        soft = torch.softmax(perturbed / tau, dim=-1)
+        return idx, hard + soft - soft.detach()
+
+    def _terms(
+        self,
+        model: nn.Module,
+        x0: torch.Tensor,
+        steps: torch.Tensor,
+        repeats: int,
+        generator: torch.Generator | None,
+        tau: float | None,
+        cond: dict[str, Any],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """KL terms ``[B, repeats, n]`` of steps ``[B, n]`` at fresh ``z_s ~ q_phi(z_s | x)``, with log-probs."""
+        b, length = x0.shape
+        n = steps.shape[1]
+        _, logm, post = self.tables()
+        xr = x0[:, None, None, :].expand(b, repeats, n, length).reshape(-1, length)
+        sr = steps[:, None, :].expand(b, repeats, n).reshape(-1)
+        logq = torch.gather(logm[sr], 2, xr[:, :, None, None].expand(-1, -1, 1, self.input_dim)).squeeze(2)
+        idx, zfeat = self._draw(logq, generator, tau)
+        logprob = torch.gather(logq, 2, idx[:, :, None]).squeeze(2).sum(1)
+        rcond = {
+            k: (v.repeat_interleave(repeats * n, dim=0) if torch.is_tensor(v) and v.dim() > 0 else v)
+            for k, v in cond.items()
+        }
+        kl = self._kl(model, xr, zfeat, sr, logm, post, rcond)
+        return kl.view(b, repeats, n), logprob.view(b, repeats, n)
+
+    # ---------------------------------------------------------- DiscreteProcess
+    def loss(
+        self, model: nn.Module, x0: torch.Tensor, *, generator: torch.Generator | None = None, **cond: Any
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Differentiable surrogate of the T-step bound (nats per position) and metrics.
+
+        Each sequence draws one step ``s`` uniformly from ``1..T`` (the bound is ``T`` times the mean
+        term, so one network call per sequence and replicate). The value's gradient is an unbiased
+        estimate of the bound's gradient for theta in every phase; for phi it is a straight-through
+        Gumbel estimate (Gumbel phase) or an unbiased REINFORCE estimate whose ``reinforce_samples``
+        replicates of ``z_s`` (same ``s``) serve as each other's leave-one-out baseline.
+        ``metrics["bound"]`` is the batch's estimate of the bound (nats per position), ``metrics["temperature"]``
+        the Gumbel temperature (0 outside the Gumbel phase) and ``metrics["reinforce"]`` 1 in the REINFORCE phase.
+        """
+        x0 = check_tokens(x0, self.vocab_size)
+        if x0.shape[1] != self.length:
+            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
+        phase = self.phase
+        tau = self.temperature if phase == "gumbel" else None
+        repeats = self.reinforce_samples if phase == "reinforce" else 1
+        steps = torch.randint(1, self.steps + 1, (x0.shape[0], 1), generator=generator, device=x0.device)
+        kl, logprob = self._terms(model, x0, steps, repeats, generator, tau, cond)
+        kl, logprob = self.steps * kl[..., 0], logprob[..., 0]  # [B, repeats]
+        objective = kl
+        if phase == "reinforce":
+            value = kl.detach()
+            baseline = (value.sum(1, keepdim=True) - value) / (repeats - 1)
+            objective = kl + (value - baseline) * logprob
+        loss = objective.mean() / self.length
+        bound = float(kl.detach().mean()) / self.length
+        metrics = {
+            "loss": bound,
+            "bound": bound,
+            "temperature": float(tau) if tau is not None else 0.0,  # 0: no relaxation in this phase
+            "reinforce": 1.0 if phase == "reinforce" else 0.0,
+        }
+        return loss, metrics
+
+    @torch.no_grad()
+    def nll_bound(
+        self,
+        model: nn.Module,
+        x0: torch.Tensor,
+        *,
+        n_time: int = 64,
+        generator: torch.Generator | None = None,
+        **cond: Any,
+    ) -> torch.Tensor:
+        """Exact T-step bound, nats per position ``[B]``; the expectations over ``z_s`` use ``n_time`` draws each."""
+        x0 = check_tokens(x0, self.vocab_size)
+        if x0.shape[1] != self.length:
+            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
+        if n_time < 1:
+            raise ConfigError(f"n_time must be >= 1, got {n_time}.")
+        rows_per_chunk = max(1, 65536 // (self.steps * n_time * self.length))  # ~65k tokens per network call
+        out = []
+        for start in range(0, x0.shape[0], rows_per_chunk):
+            sl = slice(start, start + rows_per_chunk)
+            ccond = {k: (v[sl] if torch.is_tensor(v) and v.dim() > 0 else v) for k, v in cond.items()}
+            xs = x0[sl]
+            steps = torch.arange(1, self.steps + 1, device=x0.device).expand(xs.shape[0], -1)
+            kl, _ = self._terms(model, xs, steps, n_time, generator, None, ccond)
+            out.append(kl.sum(-1).mean(1) / self.length)
+        return torch.cat(out)
+
+    @torch.no_grad()
+    def sample(
+        self,
+        model: nn.Module,
+        n: int,
+        length: int,
+        *,
+        steps: int | None = None,
+        generator: torch.Generator | None = None,
+        **cond: Any,
+    ) -> DiscreteSample:
+        """Ancestral sampling ``z_T = mask -> ... -> z_0`` with the factorised reverse model (NFE = T)."""
+        steps = self.steps if steps is None else steps
+        if steps != self.steps:
+            raise ConfigError(f"this process was built for {self.steps} steps and samples with exactly that many.")
+        if length != self.length:
+            raise ConfigError(f"this process was built for length {self.length}, got {length}.")
+        device = self.fixed_marginals.device
+        _, logm, post = self.tables()
+        z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
+        for s in range(self.steps, 0, -1):
+            step_t = torch.full((n,), s, dtype=torch.long, device=device)
+            p, _ = self._reverse(model, self._states(z), step_t, logm, post, cond)
+            flat = p.reshape(-1, self.input_dim).clamp_min(0)
+            z = torch.multinomial(flat, 1, generator=generator).view(n, length)
+        return DiscreteSample(tokens=z, nfe=self.steps, extras={"process": self.name})
+
+    def extra_repr(self) -> str:
+        return (
+            f"vocab_size={self.vocab_size}, length={self.length}, steps={self.steps}, learnable={self.learnable}, "
+            f"gumbel_fraction={self.gumbel_fraction}, tau={self.tau_start}->{self.tau_end}"
+        )
