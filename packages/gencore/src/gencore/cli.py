@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gencore import __version__
-from gencore.command import add_commands, package_parser, run
+from gencore.command import add_commands, int_list, name_list, package_parser, run
 from gencore.config import load_config
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
@@ -36,24 +36,10 @@ from gencore.toy_experiment import (
 )
 
 
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,4, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2,4, got {text!r}")
-    return values
-
-
-def _name_list(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", help=f"one of {', '.join(DATASETS)} (default checkerboard)")
     p.add_argument("--steps", type=int, help="training steps per model (default 3000)")
-    p.add_argument("--nfe", type=_int_list, help="Euler budgets to evaluate, e.g. 1,2,4,8")
+    p.add_argument("--nfe", type=int_list, help="Euler budgets to evaluate, e.g. 1,2,4,8")
     p.add_argument("--batch-size", type=int, dest="batch_size")
     p.add_argument("--lr", type=float)
     p.add_argument("--n-data", type=int, dest="n_data", help="finite training set size (toys; default 4096)")
@@ -201,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=cmd_toy_train)
     cp = toy_cmds.add_parser("compare", help="one model per coupling, equal steps; W2/MMD per (coupling, nfe)")
     _add_run_options(cp)
-    cp.add_argument("--couplings", required=True, type=_name_list, help="comma-separated coupling names")
+    cp.add_argument("--couplings", required=True, type=name_list, help="comma-separated coupling names")
     cp.add_argument("--json", required=True, type=Path, help="where to write the records")
     cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
     cp.set_defaults(func=cmd_toy_compare)

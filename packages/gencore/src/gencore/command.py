@@ -21,6 +21,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}.\n")
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated positive integers such as ``1,2,4``."""
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,4, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2,4, got {text!r}")
+    return values
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    """argparse type: comma-separated names such as ``rfm,gfm-lsd`` (blanks dropped)."""
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
 def make_parser(prog: str, version: str, description: str) -> argparse.ArgumentParser:
     """A top-level parser with ``--version`` and a required sub-command slot."""
     parser = _Parser(prog=prog, description=description)

@@ -19,7 +19,8 @@ import torch
 from gencore.io import atomic_path
 
 
-def _save(fig: Any, path: str | os.PathLike) -> None:
+def save_figure(fig: Any, path: str | os.PathLike) -> None:
+    """Write ``fig`` as a PNG atomically (temporary name, then rename) and close it."""
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -52,7 +53,7 @@ def _panel_grid(
                 ax.set_ylabel(name, fontsize=9)
     if title:
         fig.suptitle(title, fontsize=10)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def scatter_grid(
@@ -96,21 +97,31 @@ def image_grid(
 
 
 def metric_curves(
-    records: Sequence[Mapping[str, Any]], metric: str, path: str | os.PathLike, *, title: str = ""
+    records: Sequence[Mapping[str, Any]],
+    metric: str,
+    path: str | os.PathLike,
+    *,
+    title: str = "",
+    by: str = "coupling",
+    xlabel: str = "Euler NFE",
+    log_y: bool = False,
 ) -> None:
-    """``metric`` against NFE (log-2 axis), one line per coupling."""
+    """``metric`` against NFE (log-2 axis), one line per value of ``records[i][by]``."""
     fig, ax = plt.subplots(figsize=(4.2, 3.2))
-    for name in dict.fromkeys(r["coupling"] for r in records):
-        rs = sorted((r for r in records if r["coupling"] == name), key=lambda r: r["nfe"])
-        ax.plot([r["nfe"] for r in rs], [r[metric] for r in rs], marker="o", label=name)
+    for name in dict.fromkeys(r[by] for r in records):
+        rs = sorted((r for r in records if r[by] == name), key=lambda r: r["nfe"])
+        values = [r[metric] for r in rs]
+        ax.plot([r["nfe"] for r in rs], [max(v, 1e-6) for v in values] if log_y else values, marker="o", label=name)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("Euler NFE")
+    if log_y:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def loss_curve(losses: Sequence[tuple[int, float]], path: str | os.PathLike, *, title: str = "training loss") -> None:
@@ -126,4 +137,4 @@ def loss_curve(losses: Sequence[tuple[int, float]], path: str | os.PathLike, *, 
     ax.set_ylabel("loss")
     ax.set_yscale("log")
     ax.set_title(title, fontsize=10)
-    _save(fig, path)
+    save_figure(fig, path)

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from gencore.command import add_commands
+from gencore.command import add_commands, name_list
 from gencore.discrete.experiment import DiscreteConfig, compare, config_dict
 from gencore.discrete.registry import PROCESSES
 from gencore.discrete.tasks import TASKS, TokenTask
@@ -31,17 +31,13 @@ __all__ = ["register"]
 STAT_COLUMNS = ("kmer3_tv", "motif_rate", "hist_tv", "mean_pixel", "mmd2_rbf")
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``discrete compare`` to a package command's sub-command group."""
     discrete = commands.add_parser("discrete", help="masked, uniform, Wright-Fisher and learned-forward token models")
     verbs = add_commands(discrete)
     cp = verbs.add_parser("compare", help="one denoiser per process, equal steps; bound and sample statistics")
     cp.add_argument("--task", default="dna", help=f"one of {', '.join(TASKS)} (default dna)")
-    cp.add_argument("--processes", required=True, type=_names, help=f"comma-separated, from: {', '.join(PROCESSES)}")
+    cp.add_argument("--processes", required=True, type=name_list, help=f"comma-separated, from: {', '.join(PROCESSES)}")
     cp.add_argument("--steps", type=int, default=2000, help="training steps per process (default 2000)")
     cp.add_argument("--sample-steps", type=int, default=32, dest="sample_steps", help="sampler steps (default 32)")
     cp.add_argument("--batch-size", type=int, default=64, dest="batch_size", help="default 64")
@@ -104,7 +100,7 @@ def cmd_discrete_compare(args: argparse.Namespace) -> int:
 
 def plot_bounds(records: list[dict[str, Any]], path: Path, *, title: str) -> None:
     """Bar chart of the bound per process with its standard error."""
-    from gencore.plots import _save, plt
+    from gencore.plots import plt, save_figure
 
     fig, ax = plt.subplots(figsize=(1.1 * len(records) + 2.0, 3.2))
     names = [r["process"] for r in records]
@@ -112,12 +108,12 @@ def plot_bounds(records: list[dict[str, Any]], path: Path, *, title: str) -> Non
     ax.set_ylabel("NELBO (nats / position)")
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def plot_samples(samples: Mapping[str, torch.Tensor], task: TokenTask, path: Path) -> None:
     """One panel per process, then the test split: 3-mer bars (dna), 2-D histograms (grid), mosaics (digits)."""
-    from gencore.plots import _save, plt
+    from gencore.plots import plt, save_figure
 
     panels = [*samples.items(), ("data (test)", task.test)]
     if task.name == "dna":
@@ -145,4 +141,4 @@ def plot_samples(samples: Mapping[str, torch.Tensor], task: TokenTask, path: Pat
             ax.set_title(name, fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
-    _save(fig, path)
+    save_figure(fig, path)

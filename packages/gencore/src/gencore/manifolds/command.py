@@ -9,28 +9,14 @@ import argparse
 import math
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from gencore.command import add_commands
+from gencore.command import add_commands, int_list, name_list
 from gencore.errors import ConfigError
-from gencore.io import atomic_path, ensure_dir, write_json
+from gencore.io import ensure_dir, write_json
+from gencore.plots import metric_curves, save_figure
 from gencore.tables import format_table, pivot
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,4, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2,4, got {text!r}")
-    return values
-
-
-def _name_list(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
 def _plane(manifold_name: str, x: torch.Tensor) -> torch.Tensor:
@@ -67,29 +53,7 @@ def plot_samples(manifold_name: str, samples, reference: torch.Tensor, path: Pat
             if j == 0:
                 ax.set_ylabel(name, fontsize=9)
     fig.suptitle(title, fontsize=10)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-
-
-def plot_mmd(records: list[dict[str, Any]], path: Path, title: str) -> None:
-    """MMD against NFE (log-2 axis), one line per method."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.2, 3.2))
-    for name in dict.fromkeys(r["method"] for r in records):
-        rs = sorted((r for r in records if r["method"] == name), key=lambda r: r["nfe"])
-        ax.plot([r["nfe"] for r in rs], [max(r["mmd"], 1e-6) for r in rs], marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("NFE (Euler steps / flow-map jumps)")
-    ax.set_ylabel("MMD^2 (geodesic kernel)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=10)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -114,7 +78,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     plot_samples(
         cfg.manifold, samples, reference, figure_dir / f"{stem}_samples.png", f"{cfg.manifold}, {cfg.steps} steps"
     )
-    plot_mmd(records, figure_dir / f"{stem}_mmd.png", cfg.manifold)
+    metric_curves(
+        records,
+        "mmd",
+        figure_dir / f"{stem}_mmd.png",
+        title=cfg.manifold,
+        by="method",
+        xlabel="NFE (Euler steps / flow-map jumps)",
+        log_y=True,
+    )
     print(format_table(pivot(records, "method", "nfe", "mmd")))
     print(
         f"{len(records)} records in {json_path} ({time.perf_counter() - start:.0f} s); "
@@ -139,11 +111,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     cp.add_argument(
         "--methods",
-        type=_name_list,
+        type=name_list,
         default=None,
         help=f"comma-separated, some of {','.join(METHODS)} (default rfm,gfm-lsd,gfm-psd)",
     )
-    cp.add_argument("--nfe", type=_int_list, default=None, help="steps / jumps to evaluate (default 1,2,4)")
+    cp.add_argument("--nfe", type=int_list, default=None, help="steps / jumps to evaluate (default 1,2,4)")
     cp.add_argument("--steps", type=int, help="training steps per method (default 1500)")
     cp.add_argument("--batch-size", type=int, dest="batch_size", help="default 256")
     cp.add_argument("--lr", type=float, help="Adam learning rate (default 2e-3, ball 5e-3; linear decay to 10%%)")
