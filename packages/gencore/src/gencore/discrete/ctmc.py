@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +45,7 @@ __all__ = [
     "evaluations_per_call",
     "model_device",
     "sample_categorical",
+    "stratified_bound",
     "stratified_times",
 ]
 
@@ -116,6 +118,28 @@ def stratified_times(
     u = torch.rand(n, generator=generator, device=device)
     perm = torch.randperm(n, generator=generator, device=device)
     return (perm.to(u.dtype) + u) / n
+
+
+def stratified_bound(
+    terms: Callable[[torch.Tensor], torch.Tensor],
+    batch: int,
+    n_time: int,
+    *,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Time integral over [0, 1] of ``terms(t) -> [B]`` by stratified Monte Carlo, in float64 ``[B]``.
+
+    One uniform time per sequence in each of the ``n_time`` strata ``[j/n, (j+1)/n)``: unbiased for
+    every sequence, with far less variance than ``n_time`` independent times.
+    """
+    if n_time < 1:
+        raise InputError(f"n_time must be a positive integer, got {n_time}.")
+    total = torch.zeros(batch, dtype=torch.float64, device=device)
+    for j in range(n_time):
+        u = torch.rand(batch, generator=generator, device=device)
+        total += terms((j + u) / n_time).double()
+    return total / n_time
 
 
 def sample_categorical(probs: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:

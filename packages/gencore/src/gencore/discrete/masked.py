@@ -49,6 +49,7 @@ from gencore.discrete.ctmc import (
     evaluations_per_call,
     model_device,
     sample_categorical,
+    stratified_bound,
     stratified_times,
 )
 from gencore.errors import ConfigError, InputError
@@ -161,14 +162,14 @@ class MaskedDiffusion(DiscreteProcess):
         **cond: Any,
     ) -> torch.Tensor:
         """Negative ELBO in nats per position ``[B]``: one time in each of ``n_time`` strata per sequence."""
-        if n_time < 1:
-            raise InputError(f"n_time must be a positive integer, got {n_time}.")
         x0 = check_tokens(x0, self.vocab_size)
-        total = torch.zeros(x0.shape[0], dtype=torch.float64, device=x0.device)
-        for j in range(n_time):
-            u = torch.rand(x0.shape[0], generator=generator, device=x0.device)
-            total += self.elbo_terms(model, x0, (j + u) / n_time, generator=generator, **cond).double()
-        return total / n_time
+        return stratified_bound(
+            lambda t: self.elbo_terms(model, x0, t, generator=generator, **cond),
+            x0.shape[0],
+            n_time,
+            generator=generator,
+            device=x0.device,
+        )
 
     # sampler ---------------------------------------------------------------------------------
     @torch.no_grad()
