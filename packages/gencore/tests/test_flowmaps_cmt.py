@@ -1,4 +1,5 @@
-"""Consistency Mid-Training: trajectory pairs are the teacher's ODE endpoints; the exact map has zero loss."""
+"""Consistency Mid-Training: targets are points of the teacher's own ODE trajectories (endpoints, and pairs of
+states with the teacher's velocity on the diagonal); the exact map has zero loss; mid-training learns it."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import torch
 from gencore.data import sample_checkerboard
 from gencore.errors import ConfigError
 from gencore.flowmaps import (
+    TwoTimeMLP,
+    flow_map,
     gaussian_average_velocity,
     gaussian_flow_map,
     gaussian_velocity,
     mid_training_loss,
+    pair_mid_training_loss,
     teacher_trajectories,
 )
-from gencore.flowmaps.experiment import checkerboard_coverage
+from gencore.flowmaps.experiment import FlowMapConfig, checkerboard_coverage, mid_train
 from gencore.solvers import solve_ode
 
 MEAN = torch.tensor([1.0, -2.0], dtype=torch.float64)
@@ -56,9 +60,78 @@ def test_exact_flow_map_has_zero_mid_training_loss_up_to_solver_error() -> None:
     assert float(mid_training_loss(wrong, data.x, data.s, data.target)) > 1e-3
 
 
+def test_pair_targets_are_points_and_velocities_of_the_same_teacher_trajectory() -> None:
+    noise = _noise()
+    data = teacher_trajectories(velocity, noise, steps=8, method="midpoint")
+    grid = torch.linspace(0.0, 1.0, 9, dtype=torch.float64)
+    torch.testing.assert_close(data.times, grid)
+    assert data.states.shape == (9, 64, 2) and data.velocities.shape == (9, 64, 2)
+    full = solve_ode(velocity, noise, steps=8, method="midpoint", return_trajectory=True)
+    torch.testing.assert_close(data.states, full.trajectory)
+    x, s, t, u = data.pair_batch(4000, torch.Generator().manual_seed(2), diagonal=0.3)
+    assert x.shape == (4000, 2) and s.shape == t.shape == (4000,) and u.shape == (4000, 2)
+    assert bool((s <= t).all()) and bool((s < 1).all())
+    same = s == t
+    assert abs(float(same.double().mean()) - 0.3) < 0.03
+    # the diagonal's target is the teacher's velocity at the state itself
+    torch.testing.assert_close(u[same], velocity(x[same], s[same]))
+    # off the diagonal, the jump X_{s,t}(x) = x + (t - s) u lands on the state at t of x's own trajectory:
+    # continuing the same solver from x on the grid from s to t reproduces it exactly
+    off = (~same).nonzero().flatten()[:200]
+    for k in off.tolist():
+        i, j = round(float(s[k]) * 8), round(float(t[k]) * 8)
+        end = solve_ode(velocity, x[k : k + 1], grid=grid[i : j + 1], method="midpoint").x[0]
+        torch.testing.assert_close(x[k] + (t[k] - s[k]) * u[k], end)
+    # every start time and every later end time occurs
+    assert set((s * 8).round().long().tolist()) == set(range(8))
+    assert set((t[~same] * 8).round().long().tolist()) == set(range(1, 9))
+
+
+def test_exact_average_velocity_has_zero_pair_loss_up_to_solver_error() -> None:
+    data = teacher_trajectories(velocity, _noise(), steps=128, method="rk4")
+    batch = data.pair_batch(2000, torch.Generator().manual_seed(3))
+    exact = lambda x, s, t: gaussian_average_velocity(x, s, t, MEAN, STD)  # noqa: E731
+    assert float(pair_mid_training_loss(exact, *batch)) < 1e-16
+    wrong = lambda x, s, t: gaussian_average_velocity(x, s, t, MEAN + 0.1, STD)  # noqa: E731
+    assert float(pair_mid_training_loss(wrong, *batch)) > 1e-3
+
+
+def test_pair_mid_training_learns_the_whole_two_time_map() -> None:
+    """Pair mid-training fits jumps of every length, including the diagonal, on the analytic flow.
+
+    Endpoint-only mid-training leaves ``u(x, s, t)`` for ``t < 1`` untrained: its half-jumps stay far off.
+    """
+    noise = torch.randn(1024, 2, generator=torch.Generator().manual_seed(4))
+    mean32 = MEAN.float()
+
+    def v32(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return gaussian_velocity(x, t, mean32, STD)
+
+    data = teacher_trajectories(v32, noise, steps=16, method="rk4")
+    cfg = FlowMapConfig(cmt_steps=800, batch_size=256, lr=3e-3, progress=False)
+    x = torch.randn(512, 2, generator=torch.Generator().manual_seed(5))
+    errors = {}
+    for targets in ("pairs", "endpoint"):
+        torch.manual_seed(0)
+        model, _ = mid_train(cfg, data, TwoTimeMLP(2, hidden=64, depth=2), targets=targets)
+        with torch.no_grad():
+            errors[targets] = {
+                (a, b): float((flow_map(model, x, a, b) - gaussian_flow_map(x, a, b, mean32, STD)).norm(dim=1).mean())
+                for a, b in ((0.0, 1.0), (0.0, 0.5), (0.5, 0.75))
+            }
+            errors[targets]["diag"] = float((model(x, 0.25, 0.25) - v32(x, 0.25)).norm(dim=1).mean())
+    scale = float(gaussian_flow_map(x, 0.0, 1.0, mean32, STD).sub(x).norm(dim=1).mean())
+    assert all(err < 0.05 * scale for err in errors["pairs"].values()), errors
+    assert errors["endpoint"][(0.0, 1.0)] < 0.05 * scale
+    assert errors["endpoint"][(0.0, 0.5)] > 5 * errors["pairs"][(0.0, 0.5)], errors
+    assert errors["endpoint"]["diag"] > 5 * errors["pairs"]["diag"], errors
+
+
 def test_bad_settings() -> None:
     with pytest.raises(ConfigError):
         teacher_trajectories(velocity, _noise(), steps=0)
+    with pytest.raises(ConfigError):
+        teacher_trajectories(velocity, _noise(), steps=4).pair_batch(8, diagonal=1.5)
 
 
 def test_checkerboard_coverage_counts_cells() -> None:

@@ -7,7 +7,7 @@ probability-flow ODE (``t = 0`` noise, ``t = 1`` data); ``gencore flowmap compar
 
 from __future__ import annotations
 
-from gencore.flowmaps.cmt import TrajectoryData, mid_training_loss, teacher_trajectories
+from gencore.flowmaps.cmt import TrajectoryData, mid_training_loss, pair_mid_training_loss, teacher_trajectories
 from gencore.flowmaps.meanflow import (
     DERIVATIVES,
     MeanFlow,
@@ -45,6 +45,7 @@ __all__ = [
     "gmm_velocity_reference",
     "meanflow_target",
     "mid_training_loss",
+    "pair_mid_training_loss",
     "policy_rollout",
     "policy_velocity",
     "sample_flow_map",

@@ -1,6 +1,6 @@
 """``gencore flowmap compare``: few-step flow maps (MeanFlow, CMT, pi-Flow) against baselines on a 2-D toy.
 
-    gencore flowmap compare --methods meanflow,cmt,piflow,regress,teacher --nfe 1,2 --steps 1500 \\
+    gencore flowmap compare --methods meanflow,cmt,piflow,regress,teacher --nfe 1,2 --steps 1200 \\
                             --json out/flowmap.json --out out/figures
 """
 
@@ -10,34 +10,13 @@ import argparse
 import time
 from pathlib import Path
 
-from gencore.command import add_commands
+from gencore.command import add_commands, int_list, name_list
 from gencore.config import load_config
 from gencore.data import TOY_DATASETS
-from gencore.io import atomic_path, ensure_dir, write_json
+from gencore.io import ensure_dir, write_json
+from gencore.plots import metric_curves, save_figure
 from gencore.tables import format_table, pivot
 from gencore.toy_experiment import MMD_KEY
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2, got {text!r}")
-    return values
-
-
-def _name_list(text: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
-
-
-def _save(fig, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
 
 
 def _plot_samples(samples: dict, reference, path: Path, title: str, max_points: int = 2048) -> None:
@@ -69,34 +48,14 @@ def _plot_samples(samples: dict, reference, path: Path, title: str, max_points: 
             if j == 0:
                 ax.set_ylabel(name, fontsize=9)
     fig.suptitle(title, fontsize=10)
-    _save(fig, path)
-
-
-def _plot_w2(records: list[dict], path: Path, title: str) -> None:
-    """W2 against NFE (log-2 axis), one line per method (the teacher as a single point)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(4.4, 3.2))
-    for name in dict.fromkeys(r["method"] for r in records):
-        rs = sorted((r for r in records if r["method"] == name), key=lambda r: r["nfe"])
-        ax.plot([r["nfe"] for r in rs], [r["w2"] for r in rs], marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("NFE (network evaluations per sample)")
-    ax.set_ylabel("W2 to data")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    ax.set_title(title, fontsize=10)
-    _save(fig, path)
+    save_figure(fig, path)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from gencore.flowmaps.experiment import FlowMapConfig, check_methods, compare, config_dict
 
     methods = check_methods(args.methods)
-    keys = ("dataset", "steps", "nfe", "teacher_steps", "cmt_steps", "batch_size", "lr", "n_eval", "seed")
+    keys = ("dataset", "steps", "nfe", "teacher_steps", "cmt_steps", "cmt_lr", "batch_size", "lr", "n_eval", "seed")
     overrides = {k: getattr(args, k) for k in keys} | {"derivative": args.derivative}
     if args.no_progress:
         overrides["progress"] = False
@@ -113,7 +72,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     stem = json_path.stem
     _plot_samples(samples, reference, figure_dir / f"{stem}_samples.png", f"{cfg.dataset}, {cfg.steps} steps")
-    _plot_w2(records, figure_dir / f"{stem}_w2.png", cfg.dataset)
+    metric_curves(
+        records, "w2", figure_dir / f"{stem}_w2.png", title=cfg.dataset, by="method", xlabel="NFE (network evaluations)"
+    )
     columns = ["method", "nfe", "w2", MMD_KEY, "modes_covered", "in_support", "train_steps", "train_seconds"]
     print(format_table(records, [c for c in columns if any(c in r for r in records)]))
     print(format_table(pivot(records, "method", "nfe", "w2")))
@@ -129,17 +90,18 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument(
         "--methods",
         required=True,
-        type=_name_list,
+        type=name_list,
         help="comma-separated: meanflow, cmt, piflow, regress (1-step baseline), teacher (32-NFE Euler)",
     )
-    cp.add_argument("--nfe", type=_int_list, help="network evaluations per sample, e.g. 1,2 (default 1,2)")
-    cp.add_argument("--steps", type=int, help="training steps per student (cmt: post-training steps; default 1500)")
+    cp.add_argument("--nfe", type=int_list, help="network evaluations per sample, e.g. 1,2 (default 1,2)")
+    cp.add_argument("--steps", type=int, help="training steps per student (cmt: post-training steps; default 1200)")
     cp.add_argument("--teacher-steps", type=int, dest="teacher_steps", help="teacher training steps (default 2000)")
-    cp.add_argument("--cmt-steps", type=int, dest="cmt_steps", help="CMT mid-training steps (default 500)")
+    cp.add_argument("--cmt-steps", type=int, dest="cmt_steps", help="CMT mid-training steps (default 2000)")
+    cp.add_argument("--cmt-lr", type=float, dest="cmt_lr", help="CMT post-training learning rate (default 1e-4)")
     cp.add_argument("--derivative", choices=("jvp", "fd"), help="MeanFlow's d/ds u: exact JVP or finite difference")
     cp.add_argument("--dataset", help=f"one of {', '.join(TOY_DATASETS)} (default checkerboard)")
     cp.add_argument("--batch-size", type=int, dest="batch_size")
-    cp.add_argument("--lr", type=float)
+    cp.add_argument("--lr", type=float, help="learning rate of the teacher and of students from scratch (default 1e-3)")
     cp.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per (method, nfe) (default 1024)")
     cp.add_argument("--seed", type=int)
     cp.add_argument("--config", type=Path, help="YAML file of FlowMapConfig fields; flags override it")
