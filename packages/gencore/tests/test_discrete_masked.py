@@ -17,9 +17,8 @@ from gencore.discrete import (
     ctmc_jump,
     discrete_schedule,
     sample_categorical,
-    sequence_index,
 )
-from gencore.discrete.enumeration import product_space_elbo_integrand
+from gencore.discrete.enumeration import empirical_tv, product_space_elbo_integrand
 from gencore.discrete.masked import masked_elbo_integrand
 from gencore.errors import ConfigError, InputError
 
@@ -33,8 +32,7 @@ def joint() -> torch.Tensor:
 
 
 def tv(tokens: torch.Tensor, p: torch.Tensor) -> float:
-    freq = torch.bincount(sequence_index(tokens, K), minlength=K**L).double() / tokens.shape[0]
-    return 0.5 * float((freq - p).abs().sum())
+    return empirical_tv(tokens, p, K)
 
 
 def gauss_legendre(n: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,10 +12,9 @@ from gencore.discrete import (
     ExactDenoiser,
     UniformDiffusion,
     all_sequences,
-    sequence_index,
     uniform_elbo_integrand,
 )
-from gencore.discrete.enumeration import product_space_elbo_integrand
+from gencore.discrete.enumeration import empirical_tv, product_space_elbo_integrand
 from gencore.errors import ConfigError
 
 K, L = 3, 2
@@ -27,8 +26,7 @@ def joint() -> torch.Tensor:
 
 
 def tv(tokens: torch.Tensor, p: torch.Tensor) -> float:
-    freq = torch.bincount(sequence_index(tokens, K), minlength=K**L).double() / tokens.shape[0]
-    return 0.5 * float((freq - p).abs().sum())
+    return empirical_tv(tokens, p, K)
 
 
 def expected_integrand(process: UniformDiffusion, posterior: torch.Tensor, x0: torch.Tensor, t: float) -> torch.Tensor:

@@ -37,6 +37,12 @@ def sequence_index(x: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return (x.long() * powers).sum(-1)
 
 
+def empirical_tv(tokens: torch.Tensor, probs: torch.Tensor, vocab_size: int) -> float:
+    """Total variation between the empirical law of ``tokens: [n, L]`` and ``probs: [K^L]`` over all sequences."""
+    counts = torch.bincount(sequence_index(tokens, vocab_size), minlength=probs.numel()).double()
+    return 0.5 * float((counts / tokens.shape[0] - probs.double()).abs().sum())
+
+
 class ExactDenoiser(nn.Module):
     """``model(features, t) -> log p(x0_i = c | x_t)`` for a known joint ``probs: [K^L]`` (see module docstring)."""
 
