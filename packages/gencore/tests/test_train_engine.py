@@ -225,3 +225,22 @@ def test_fsdp_setting_is_validated_and_ignored_by_one_process(tmp_path: Path) ->
     plain = _run(_cfg(tmp_path / "a"))
     single = _run(_cfg(tmp_path / "b", parallel="fsdp"))  # one process: nothing to shard
     _same(plain.model, single.model)
+
+
+def test_grad_norm_matches_torch_total_norm() -> None:
+    from gencore.train.trainer import _grad_norm
+
+    g = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in [(3, 4), (5,), (2, 2, 2)]]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g)
+    expected = torch.sqrt(sum((p.grad**2).sum() for p in params))
+    torch.testing.assert_close(_grad_norm(params, None), expected)
+    torch.testing.assert_close(_grad_norm(params, None), torch.nn.utils.get_total_norm([p.grad for p in params]))
+    mixed = [params[0], torch.nn.Parameter(params[1].detach().double())]  # mixed dtypes: torch's grouping path
+    mixed[1].grad = params[1].grad.double()
+    expected_mixed = torch.sqrt((params[0].grad ** 2).sum() + (params[1].grad ** 2).sum())
+    torch.testing.assert_close(_grad_norm(mixed, None).float(), expected_mixed)
+    params[0].grad = None  # parameters without a gradient are left out
+    expected = torch.sqrt(sum((p.grad**2).sum() for p in params[1:]))
+    torch.testing.assert_close(_grad_norm(params, None), expected)

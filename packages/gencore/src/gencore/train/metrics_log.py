@@ -42,6 +42,7 @@ class MetricsLogger:
         self.enabled = enabled
         self.path = Path(out_dir) / "metrics.jsonl"
         self._tb: Any = None
+        self._fh: Any = None
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,6 +50,7 @@ class MetricsLogger:
             self._truncate(resume_step)
         elif resume_step is None and self.path.exists():
             self.path.unlink()
+        self._fh = self.path.open("a", encoding="utf-8")  # kept open; each record is flushed
         try:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -72,9 +74,8 @@ class MetricsLogger:
         if not self.enabled:
             return
         clean = {k: _jsonable(v) for k, v in record.items()}
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(clean) + "\n")
-            fh.flush()
+        self._fh.write(json.dumps(clean) + "\n")
+        self._fh.flush()
         if self._tb is not None:
             step = int(clean.get("step", 0))
             for k, v in clean.items():
@@ -82,6 +83,9 @@ class MetricsLogger:
                     self._tb.add_scalar(k, v, step)
 
     def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
         if self._tb is not None:
             self._tb.close()
             self._tb = None

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import math
 import random
 import signal
@@ -110,11 +111,20 @@ def _build_optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torc
 
 
 def _grad_norm(params: list[torch.nn.Parameter], clip: float | None) -> torch.Tensor:
+    """The global L2 norm of the gradients (before clipping, as ``clip_grad_norm_`` returns it).
+
+    Without clipping, plain tensors of one device and dtype (the common case) take a direct
+    ``_foreach_norm``: ``get_total_norm`` would first regroup them by device and dtype in Python,
+    which costs more than the norm itself for a small network.
+    """
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return torch.zeros(())
     if clip is not None:
         return torch.nn.utils.clip_grad_norm_(params, clip)
+    first = grads[0]
+    if all(type(g) is torch.Tensor and g.device == first.device and g.dtype == first.dtype for g in grads):
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
     return torch.nn.utils.get_total_norm(grads)
 
 
@@ -304,6 +314,7 @@ class Trainer:
             layersync = LayerSync(model, cfg.layersync_pairs, cfg.layersync_weight)
             loss_fn = layersync.wrap_loss(task.loss)
         use_bf16 = cfg.precision == "bf16" and (info.device.type == "cuda" or cfg.cpu_autocast)
+        autocast = functools.partial(torch.autocast, info.device.type, dtype=torch.bfloat16)
         if cfg.precision == "bf16" and not use_bf16 and info.is_main:
             warnings.warn("precision='bf16' ignored on CPU (set cpu_autocast=True to force it).", stacklevel=2)
 
@@ -335,7 +346,7 @@ class Trainer:
                     else:
                         sync = contextlib.nullcontext() if (last or not info.distributed) else net.no_sync()
                     with sync:
-                        with torch.autocast(info.device.type, dtype=torch.bfloat16, enabled=use_bf16):
+                        with autocast() if use_bf16 else contextlib.nullcontext():
                             loss, metrics = loss_fn(net, batch, gen)
                         if loss.ndim != 0:
                             raise ConfigError(f"task.loss must return a scalar, got shape {tuple(loss.shape)}.")
@@ -347,7 +358,10 @@ class Trainer:
                         metric_acc[k] = metric_acc.get(k, 0.0) + v / accum
                 if accum > 1:
                     loss_acc = loss_acc / accum
-                gnorm = sharding.full_tensor(_grad_norm(params, cfg.clip_grad_norm)).to(info.device, torch.float32)
+                gnorm = _grad_norm(params, cfg.clip_grad_norm)
+                if fsdp:
+                    gnorm = sharding.full_tensor(gnorm)
+                gnorm = gnorm.to(info.device, torch.float32)
                 # one host sync per step. The grad norm is already global (DDP/FSDP reduced the gradients); the
                 # summed loss is non-finite as soon as one rank's is, so every rank takes the same decision.
                 if info.distributed:
