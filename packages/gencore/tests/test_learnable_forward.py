@@ -319,6 +319,23 @@ def test_gumbel_phase_gives_phi_gradients_and_temperature_anneals_geometrically(
         proc.update_schedule(1.5)
 
 
+def test_warmup_phase_holds_the_forward_process_and_trains_only_the_reverse_model():
+    proc = LearnableForwardProcess(K, L, steps=3, warmup_fraction=0.5, gumbel_fraction=0.2, tau_start=2.0)
+    model = _tiny_model(0)
+    proc.update_schedule(0.25)
+    assert proc.phase == "warmup"
+    loss, metrics = proc.loss(model, TOKENS, generator=torch.Generator().manual_seed(0))
+    loss.backward()
+    assert proc.raw.grad is None and proc.raw_position.grad is None  # phi untouched
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    assert metrics["reinforce"] == 0.0 and metrics["temperature"] == 0.0
+    assert not proc.marginals().requires_grad  # the marginals are constants for this phase's loss
+    proc.update_schedule(0.5)  # the Gumbel phase starts after the warm-up, at the start temperature
+    assert proc.phase == "gumbel" and proc.temperature == pytest.approx(2.0)
+    proc.update_schedule(0.7)
+    assert proc.phase == "reinforce"
+
+
 # --------------------------------------------------------------------------- API
 def test_sample_returns_tokens_with_nfe_equal_to_steps_and_checks_arguments():
     proc = LearnableForwardProcess(4, 6, steps=5)

@@ -38,10 +38,12 @@ reconstruction ``-log p_theta(x | z_1)`` and the prior term is zero because ``z_
 both processes. Each term needs one sample of the *marginal* ``z_s`` only (the forward is
 non-Markovian, so no path is simulated).
 
-Gradients for ``phi``: the expectations over ``z_s`` are over discrete states. For the first
-``gumbel_fraction`` of training ``z_s`` is drawn with the straight-through Gumbel-softmax (the forward
-value is an exact sample, the backward pass uses the relaxed sample at temperature ``tau``, annealed
-geometrically from ``tau_start`` to ``tau_end``; see :meth:`LearnableForwardProcess.temperature`).
+Gradients for ``phi``: the expectations over ``z_s`` are over discrete states. After an optional
+warm-up (``warmup_fraction`` of training, ``phi`` held at its initial masking schedule while the reverse
+model learns), for the next ``gumbel_fraction`` of training ``z_s`` is drawn with the straight-through
+Gumbel-softmax (the forward value is an exact sample, the backward pass uses the relaxed sample at
+temperature ``tau``, annealed geometrically from ``tau_start`` to ``tau_end``; see
+:meth:`LearnableForwardProcess.temperature`).
 Afterwards gradients are unbiased REINFORCE: each sequence gets ``reinforce_samples`` independent
 ``z_s`` per step and the score-function term of each uses the leave-one-out mean of the others as
 baseline. Differences from the paper: marginals here depend on ``(step, position, x^i)`` only, not on
@@ -107,8 +109,14 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
         steps: number of discrete steps ``T >= 1`` (the method is meant for 2 to 10); sampling uses ``T``
             network evaluations.
         learnable: learn the inner marginals (True) or keep the linear masking schedule (False).
-        gumbel_fraction: share of training (``progress`` in :meth:`update_schedule`) that uses
-            straight-through Gumbel-softmax gradients before switching to REINFORCE.
+        warmup_fraction: share of training (``progress`` in :meth:`update_schedule`) during which the
+            marginals stay at their initial masking schedule and only the reverse model learns. Without
+            it the forward process adapts to an untrained reverse model: the marginals drift towards
+            revealing almost everything at the inner steps, leaving the whole generation to the first
+            reverse step, where a young denoiser (which knows only the per-position marginals) costs
+            least, and training locks into that schedule.
+        gumbel_fraction: share of training, after the warm-up, that uses straight-through
+            Gumbel-softmax gradients before switching to REINFORCE.
         tau_start, tau_end: Gumbel temperature, annealed geometrically over the Gumbel phase.
         reinforce_samples: ``z`` samples per sequence and step in the REINFORCE phase (>= 2, the
             leave-one-out baseline needs two).
@@ -127,6 +135,7 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
         steps: int = 4,
         learnable: bool = True,
         *,
+        warmup_fraction: float = 0.0,
         gumbel_fraction: float = 0.2,
         tau_start: float = 2.0,
         tau_end: float = 0.5,
@@ -139,8 +148,10 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
             raise ConfigError(
                 f"LearnableForwardProcess needs vocab_size, length and steps >= 1, got {vocab_size}, {length}, {steps}."
             )
-        if not 0.0 <= gumbel_fraction <= 1.0:
-            raise ConfigError(f"gumbel_fraction must lie in [0, 1], got {gumbel_fraction}.")
+        if not (0.0 <= warmup_fraction <= 1.0 and 0.0 <= gumbel_fraction <= 1.0):
+            raise ConfigError(
+                f"warmup_fraction and gumbel_fraction must lie in [0, 1], got {warmup_fraction} and {gumbel_fraction}."
+            )
         if not (tau_start > 0 and tau_end > 0):
             raise ConfigError(f"Gumbel temperatures must be positive, got tau_start={tau_start}, tau_end={tau_end}.")
         if reinforce_samples < 2:
@@ -154,6 +165,7 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
         self.input_dim = vocab_size + 1
         self.mask_index = vocab_size
         self.name = "learned-forward" if learnable else "fixed-mask-forward"
+        self.warmup_fraction = warmup_fraction
         self.gumbel_fraction = gumbel_fraction
         self.tau_start = tau_start
         self.tau_end = tau_end
@@ -182,17 +194,19 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
 
     @property
     def phase(self) -> str:
-        """``"gumbel"``, ``"reinforce"`` (learnable) or ``"fixed"`` at the current progress."""
+        """``"warmup"``, ``"gumbel"``, ``"reinforce"`` (learnable) or ``"fixed"`` at the current progress."""
         if not self.learnable or self.raw is None:
             return "fixed"
-        return "gumbel" if self.progress < self.gumbel_fraction else "reinforce"
+        if self.progress < self.warmup_fraction:
+            return "warmup"
+        return "gumbel" if self.progress < self.warmup_fraction + self.gumbel_fraction else "reinforce"
 
     @property
     def temperature(self) -> float:
-        """Gumbel temperature ``tau_start * (tau_end / tau_start) ** min(progress / gumbel_fraction, 1)``."""
+        """Gumbel temperature ``tau_start * (tau_end / tau_start) ** frac``, ``frac`` the Gumbel phase's share done."""
         if self.gumbel_fraction == 0.0:
             return self.tau_end
-        frac = min(self.progress / self.gumbel_fraction, 1.0)
+        frac = min(max(self.progress - self.warmup_fraction, 0.0) / self.gumbel_fraction, 1.0)
         return self.tau_start * (self.tau_end / self.tau_start) ** frac
 
     # ---------------------------------------------------------------- marginals
@@ -200,9 +214,12 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
         """``q_phi(z_s^i = j | x^i = k)`` for ``s = 0..T``: ``[T + 1, L, K, K + 1]`` (differentiable in phi)."""
         if self.raw is None:
             return self.fixed_marginals
+        raw, raw_position = self.raw, self.raw_position
+        if self.phase == "warmup":  # the forward process is held where it is: no gradient reaches phi
+            raw, raw_position = raw.detach(), raw_position.detach()
         shift = torch.zeros_like(self.init_logits)
-        shift[..., self.mask_index] = self.raw_position[:, :, None]
-        inner = torch.softmax(self.init_logits + self.logit_scale * (self.raw + shift), dim=-1)
+        shift[..., self.mask_index] = raw_position[:, :, None]
+        inner = torch.softmax(self.init_logits + self.logit_scale * (raw + shift), dim=-1)
         return torch.cat([self.fixed_marginals[:1], inner, self.fixed_marginals[-1:]], dim=0)
 
     def tables(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -408,5 +425,6 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
     def extra_repr(self) -> str:
         return (
             f"vocab_size={self.vocab_size}, length={self.length}, steps={self.steps}, learnable={self.learnable}, "
-            f"gumbel_fraction={self.gumbel_fraction}, tau={self.tau_start}->{self.tau_end}"
+            f"warmup_fraction={self.warmup_fraction}, gumbel_fraction={self.gumbel_fraction}, "
+            f"tau={self.tau_start}->{self.tau_end}"
         )
