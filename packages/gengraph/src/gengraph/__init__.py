@@ -1,3 +1,3 @@
-"""gengraph: Graph, graph-signal, causal-DAG and manifold generation on gencore's flow-matching math."""
+"""gengraph: graph data and metrics, hyperbolic layers, GGBall and a DiGress baseline on gencore."""
 
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ from gencore.discrete.ctmc import (
 from gencore.discrete.enumeration import ExactDenoiser, all_sequences, sequence_index
 from gencore.discrete.guidance import GuidedDenoiser, guided_logits
 from gencore.discrete.learnable_forward import LearnableForwardProcess, masking_marginals, maximum_coupling_posterior
+from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.discrete.masked import MaskedDiffusion
 from gencore.discrete.network import TokenDenoiser
 from gencore.discrete.registry import PROCESSES, make_process
@@ -38,6 +39,7 @@ __all__ = [
     "JacobiDirichletSDE",
     "LearnableForwardProcess",
     "LinearDiscreteSchedule",
+    "MarginalTransitionDiffusion",
     "MaskedDiffusion",
     "TokenDenoiser",
     "UniformDiffusion",

@@ -1,0 +1,140 @@
+"""Graph-set files: gengraph's JSON graph set, edge lists and GraphML, with one-sentence errors.
+
+JSON graph set (what ``gengraph sample`` writes; safe to load, no pickle)::
+
+    {"format": "gengraph.graph-set", "version": 1,
+     "graphs": [{"n_nodes": 3, "directed": false, "edges": [[0, 1], [1, 2]],
+                 "node_types": [0, 1, 0], "edge_types": [0, 0]}, ...]}
+
+``node_types``/``edge_types`` default to zeros and ``node_features``/``edge_features`` are optional lists of
+lists. Edge list (one graph per file): one edge ``u v`` or ``u v type`` per line, ``#`` comments, nodes are
+any tokens (relabelled in order of appearance). GraphML: read with networkx; integer ``type`` attributes
+become the categorical channels.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import networkx as nx
+
+from gencore.errors import InputError
+from gencore.io import write_json, write_text
+from gengraph.datasets import load_dataset
+from gengraph.graph import Graph
+
+__all__ = [
+    "FORMAT",
+    "load_graphs",
+    "read_edgelist",
+    "read_graph_set",
+    "read_graphml",
+    "write_edgelist",
+    "write_graph_set",
+    "write_graphml",
+]
+
+FORMAT = "gengraph.graph-set"
+
+
+def write_graph_set(path: str | os.PathLike, graphs: list[Graph], **meta) -> Path:
+    """Write ``graphs`` (and optional metadata) as a JSON graph set, atomically."""
+    return write_json(path, {"format": FORMAT, "version": 1, **meta, "graphs": [g.to_dict() for g in graphs]})
+
+
+def read_graph_set(path: str | os.PathLike) -> list[Graph]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc}).") from None
+    if isinstance(doc, list):
+        records = doc
+    elif isinstance(doc, dict) and isinstance(doc.get("graphs"), list):
+        if doc.get("format", FORMAT) != FORMAT:
+            raise InputError(f"{path}: expected format {FORMAT!r}, got {doc.get('format')!r}.")
+        records = doc["graphs"]
+    else:
+        raise InputError(f"{path}: expected a JSON object with a 'graphs' list (format {FORMAT!r}).")
+    if not records:
+        raise InputError(f"{path}: the graph set is empty.")
+    return [Graph.from_dict(r, where=f"{path}: graph {i}") for i, r in enumerate(records)]
+
+
+def read_edgelist(path: str | os.PathLike, *, directed: bool = False) -> Graph:
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file.") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text edge list.") from None
+    index: dict[str, int] = {}
+    edges, types = [], []
+    for lineno, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.split()
+        if len(parts) not in (2, 3):
+            raise InputError(f"{path}, line {lineno}: expected 'u v' or 'u v type', got {line.strip()!r}.")
+        u, v = (index.setdefault(p, len(index)) for p in parts[:2])
+        if u == v:
+            raise InputError(f"{path}, line {lineno}: self-loop on node {parts[0]!r} is not supported.")
+        try:
+            types.append(int(parts[2]) if len(parts) == 3 else 0)
+        except ValueError:
+            raise InputError(f"{path}, line {lineno}: the edge type must be an integer, got {parts[2]!r}.") from None
+        edges.append((u, v))
+    if not index:
+        raise InputError(f"{path}: the edge list has no edges.")
+    try:
+        return Graph(n_nodes=len(index), edges=edges, edge_types=types, directed=directed)
+    except InputError as exc:
+        raise InputError(f"{path}: {str(exc).removeprefix('graph: ')}") from None
+
+
+def write_edgelist(path: str | os.PathLike, graph: Graph) -> Path:
+    rows = [f"# gengraph edge list: {graph.n_nodes} nodes, {graph.n_edges} edges"]
+    rows += [f"{u} {v} {int(t)}" for (u, v), t in zip(graph.edges.tolist(), graph.edge_types, strict=True)]
+    return write_text(path, "\n".join(rows) + "\n")
+
+
+def read_graphml(path: str | os.PathLike) -> Graph:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file.")
+    try:
+        g = nx.read_graphml(path)
+    except Exception as exc:  # networkx raises several parser exception types
+        raise InputError(f"{path}: not a readable GraphML file ({type(exc).__name__}: {exc}).") from None
+    try:
+        return Graph.from_networkx(g)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def write_graphml(path: str | os.PathLike, graph: Graph) -> Path:
+    g = graph.to_networkx()
+    for _, d in list(g.nodes(data=True)) + [(None, d) for *_, d in g.edges(data=True)]:
+        d.pop("x", None)  # GraphML attributes are scalars
+    return write_text(path, "\n".join(nx.generate_graphml(g)) + "\n")
+
+
+def load_graphs(source: str | os.PathLike, which: str = "test", *, seed: int = 0) -> list[Graph]:
+    """Graphs from a dataset name (its ``which`` split), a JSON graph set, a GraphML file or an edge list."""
+    text = str(source)
+    suffix = Path(text).suffix.lower()
+    if suffix == ".json":
+        return read_graph_set(text)
+    if suffix == ".graphml":
+        return [read_graphml(text)]
+    if suffix in (".edgelist", ".edges", ".txt", ".tsv"):
+        return [read_edgelist(text)]
+    if Path(text).exists():
+        raise InputError(f"{text}: unknown graph file type; expected .json, .graphml or .edgelist.")
+    return load_dataset(text, which, seed=seed)

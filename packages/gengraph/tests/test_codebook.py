@@ -1,0 +1,67 @@
+"""The hyperbolic VQ codebook: k-means initialisation, Frechet-mean EMA updates on the ball, dead-code restart."""
+
+from __future__ import annotations
+
+import torch
+
+from gengraph.hyperbolic import BallGeometry, EuclideanGeometry
+from gengraph.models.codebook import ManifoldCodebook
+
+
+def _points(n: int = 200, scale: float = 2.0, seed: int = 0) -> tuple[BallGeometry, torch.Tensor]:
+    g = BallGeometry(3)
+    gen = torch.Generator().manual_seed(seed)
+    return g, g.expmap0(torch.randn(n, 3, generator=gen) * scale)
+
+
+def test_frechet_mean_is_stationary() -> None:
+    g = BallGeometry(3).double()
+    x = g.expmap0(torch.randn(30, 3, dtype=torch.float64))
+    w = torch.rand(1, 30, dtype=torch.float64)
+    mu = g.frechet_mean(x, w, x[:1], iters=60)
+    grad = (w[0, :, None] * g.manifold.logmap(mu.expand(30, -1), x)).sum(0)
+    assert float(grad.norm()) < 1e-8
+    e = EuclideanGeometry(3).double()
+    torch.testing.assert_close(e.frechet_mean(x, w, x[:1]), (w @ x) / w.sum())
+
+
+def test_kmeans_init_and_updates_stay_on_the_ball() -> None:
+    g, z = _points(scale=6.0)  # most points hug the float32 boundary
+    cb = ManifoldCodebook(g, 16, decay=0.5)
+    gen = torch.Generator().manual_seed(0)
+    cb.update(z, gen)
+    assert bool(cb.initialised) and (cb.codes.norm(dim=-1) < 1).all()
+    for s in range(20):
+        _, z = _points(scale=6.0, seed=s + 1)
+        cb.update(z, gen)
+        assert torch.isfinite(cb.codes).all() and (cb.codes.norm(dim=-1) < 1).all()
+    zq, idx, commit = cb(z)
+    torch.testing.assert_close(zq, cb.codes[idx], rtol=1e-4, atol=1e-4)  # straight-through forward = the code
+    assert (commit >= 0).all()
+
+
+def test_ema_step_moves_a_code_along_the_geodesic() -> None:
+    g = BallGeometry(2).double()
+    cb = ManifoldCodebook(g, 1, decay=0.75).double()
+    cb.codes.copy_(torch.tensor([[0.5, 0.0]]))
+    cb.initialised.fill_(True)
+    target = torch.tensor([[-0.3, 0.6]], dtype=torch.float64)
+    before = g.manifold.dist(cb.codes[0], target[0])
+    cb.ema_update(target, torch.zeros(1, dtype=torch.long))
+    after = g.manifold.dist(cb.codes[0], target[0])
+    moved = g.manifold.dist(torch.tensor([0.5, 0.0], dtype=torch.float64), cb.codes[0])
+    torch.testing.assert_close(after, 0.75 * before)
+    torch.testing.assert_close(moved, 0.25 * before)
+
+
+def test_dead_codes_restart_on_batch_latents() -> None:
+    g, z = _points()
+    cb = ManifoldCodebook(g, 8, decay=0.5, dead_threshold=0.5)
+    cb.codes.copy_(g.expmap0(torch.randn(8, 3)))
+    cb.codes[3] = torch.tensor([0.0, 0.0, 0.99])  # far from every point: never used
+    cb.initialised.fill_(True)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        cb.update(z, gen)
+    assert float(cb.usage[3]) > 0 and float(cb.codes[3, 2]) != 0.99
+    assert (torch.cdist(cb.codes[3:4], z).min() < 0.3).item()

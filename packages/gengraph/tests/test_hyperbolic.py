@@ -1,0 +1,128 @@
+"""Hyperbolic layers: closed forms against geoopt, points stay on the manifold (float32 near the boundary),
+permutation / rotation equivariance, Riemannian Adam keeps ball parameters on the ball."""
+
+from __future__ import annotations
+
+import geoopt
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gengraph.hyperbolic import (
+    BallGeometry,
+    EuclideanGeometry,
+    HypAttention,
+    HypGraphConv,
+    HypNorm,
+    HypTransformerBlock,
+    LorentzLinear,
+    PoincareLinear,
+    ball_to_lorentz,
+    lorentz_to_ball,
+    riemannian_adam,
+)
+
+
+def _inside(g: BallGeometry, x: torch.Tensor) -> bool:
+    return bool(torch.isfinite(x).all() and (x.norm(dim=-1) < 1 / g.c.sqrt()).all())
+
+
+@settings(max_examples=25, deadline=None)
+@given(c=st.floats(0.3, 3.0), scale=st.floats(0.01, 1.0), seed=st.integers(0, 1000))
+def test_origin_maps_match_geoopt(c: float, scale: float, seed: int) -> None:
+    g = BallGeometry(5, c).double()
+    ref = geoopt.PoincareBall(c=c)
+    u = torch.randn(7, 5, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    u = u / u.norm(dim=-1, keepdim=True) * torch.linspace(0.01, 3.0, 7, dtype=torch.float64)[:, None] * scale / c**0.5
+    x = g.expmap0(u)
+    torch.testing.assert_close(x, ref.expmap0(u))
+    # logmap0 is checked as the inverse (geoopt's artanh clamp loses digits near the boundary)
+    torch.testing.assert_close(g.logmap0(x), u)
+    y = g.expmap0(torch.randn(4, 5, dtype=torch.float64) * 0.5)
+    # against gencore's log1p distance (geoopt's 2 artanh|(-x) (+) y| form loses digits as |x| -> 1/sqrt(c))
+    torch.testing.assert_close(g.pairwise_dist(x, y), g.manifold.dist(x[:, None], y[None]), rtol=1e-10, atol=1e-10)
+
+
+def test_float32_stability_at_the_boundary() -> None:
+    g = BallGeometry(4)
+    x = torch.randn(64, 4)
+    x = x / x.norm(dim=-1, keepdim=True) * torch.tensor([0.999, 0.99999, 1.0, 1.2]).repeat(16)[:, None]
+    x.requires_grad_(True)
+    u = g.logmap0(x)
+    y = g.expmap0(u * 50)  # far beyond float32's representable radius
+    d = g.pairwise_dist(y, y)
+    (u.sum() + d.sum()).backward()
+    assert torch.isfinite(u).all() and _inside(g, y) and torch.isfinite(x.grad).all()
+    assert torch.isfinite(d).all() and float(d.diagonal().abs().max()) < 1e-2
+
+
+def _graph_batch(b: int = 2, n: int = 6, d: int = 8, seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    g = BallGeometry(d)
+    x = g.expmap0(torch.randn(b, n, d, generator=gen) * 1.5)
+    a = (torch.rand(b, n, n, generator=gen) < 0.4).float().triu(1)
+    a = a + a.transpose(1, 2)
+    mask = torch.ones(b, n, dtype=torch.bool)
+    mask[-1, -2:] = False
+    return g, x, a, mask
+
+
+def test_layers_keep_points_on_the_ball() -> None:
+    g, x, a, mask = _graph_batch()
+    torch.manual_seed(0)
+    layers = [PoincareLinear(g, 8, 8), HypNorm(g, 8), HypAttention(g, 8, 4), HypTransformerBlock(g, 8, 4)]
+    for layer in layers:
+        for p in layer.parameters():
+            p.data.normal_(0, 2.0)  # large weights push outputs towards the boundary
+        y = layer(x, mask) if isinstance(layer, HypAttention | HypTransformerBlock) else layer(x)
+        assert _inside(g, y)
+    assert _inside(g, HypGraphConv(g, 8, 8)(x, a, mask))
+
+
+def test_lorentz_linear_lands_on_the_hyperboloid() -> None:
+    k = 2.0
+    layer = LorentzLinear(3, 5, k=k)
+    x = ball_to_lorentz(BallGeometry(3, 1 / k).expmap0(torch.randn(10, 3)), k=k)
+    torch.testing.assert_close(-(x[:, 0] ** 2) + x[:, 1:].square().sum(-1), torch.full((10,), -k), rtol=1e-4, atol=1e-4)
+    y = layer(x)
+    torch.testing.assert_close(-(y[:, 0] ** 2) + y[:, 1:].square().sum(-1), torch.full((10,), -k), rtol=1e-4, atol=1e-3)
+    z = BallGeometry(3, 1 / k).double().expmap0(torch.randn(5, 3, dtype=torch.float64))
+    torch.testing.assert_close(lorentz_to_ball(ball_to_lorentz(z, k), k), z)
+
+
+@pytest.mark.parametrize("geometry", ["ball", "euclidean"])
+def test_permutation_equivariance(geometry: str) -> None:
+    g, x, a, _ = _graph_batch(b=1)
+    if geometry == "euclidean":
+        g = EuclideanGeometry(8)
+    torch.manual_seed(1)
+    conv, block = HypGraphConv(g, 8, 8), HypTransformerBlock(g, 8, 4)
+    perm = torch.randperm(6)
+    out = block(conv(x, a))
+    out_p = block(conv(x[:, perm], a[:, perm][:, :, perm]))
+    torch.testing.assert_close(out_p, out[:, perm], rtol=1e-4, atol=1e-5)
+
+
+def test_midpoint_is_rotation_equivariant_and_the_geodesic_midpoint() -> None:
+    g = BallGeometry(3).double()
+    x = g.expmap0(torch.randn(5, 3, dtype=torch.float64))
+    w = torch.rand(2, 5, dtype=torch.float64)
+    q, _ = torch.linalg.qr(torch.randn(3, 3, dtype=torch.float64))
+    torch.testing.assert_close(g.midpoint(w, x @ q.T), g.midpoint(w, x) @ q.T)
+    half = g.midpoint(torch.tensor([[1.0, 1.0]], dtype=torch.float64), x[:2])[0]
+    torch.testing.assert_close(half, g.geodesic(x[0], x[1], 0.5))
+
+
+def test_riemannian_adam_keeps_ball_bias_on_the_ball() -> None:
+    g = BallGeometry(4)
+    layer = PoincareLinear(g, 4, 4, bias_on_ball=True)
+    opt = riemannian_adam(layer.parameters(), lr=0.5)
+    target = g.expmap0(torch.full((16, 4), 3.0))  # near the boundary: pulls the bias outwards
+    x = g.expmap0(torch.randn(16, 4))
+    for _ in range(30):
+        loss = g.manifold.dist(layer(x), target).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert _inside(g, layer.bias.detach()) and float(layer.bias.norm()) > 0.5

@@ -1,0 +1,127 @@
+"""Graph descriptors against networkx, the EMD kernel against scipy, the MMDs against PolyGraph (oracle)."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+import torch
+from scipy.stats import wasserstein_distance
+
+from gengraph.datasets import generate
+from gengraph.graph import Graph
+from gengraph.metrics import (
+    clustering_histograms,
+    degree_histograms,
+    gram,
+    graph_mmd,
+    mmd2_from_gram,
+    mmd_bootstrap,
+    orbit_counts,
+    spectral_histograms,
+    vun,
+)
+from gengraph.metrics.descriptors import clustering_coefficients, normalized_laplacian_eigenvalues
+
+
+@pytest.fixture(scope="module")
+def sets() -> tuple[list[Graph], list[Graph]]:
+    return generate("community-small", 12, seed=1), generate("ego-small", 10, seed=2)
+
+
+def test_descriptors_match_networkx(sets) -> None:
+    graphs = sets[0] + sets[1]
+    deg = degree_histograms(graphs)
+    c, _ = clustering_coefficients(graphs)
+    ev = normalized_laplacian_eigenvalues(graphs)
+    for i, g in enumerate(graphs):
+        h = g.to_networkx()
+        ref = np.array(nx.degree_histogram(h)) / g.n_nodes
+        np.testing.assert_allclose(deg[i, : len(ref)].numpy(), ref)
+        np.testing.assert_allclose(c[i, : g.n_nodes].numpy(), list(nx.clustering(h).values()), atol=1e-12)
+        spec = np.linalg.eigvalsh(nx.normalized_laplacian_matrix(h).toarray())
+        np.testing.assert_allclose(ev[i].numpy(), spec, atol=1e-10)
+    hist = clustering_histograms(graphs)
+    for i, g in enumerate(graphs):  # numpy's binning, including values on bin edges (0.7, 0.5, ...)
+        h, _ = np.histogram(list(nx.clustering(g.to_networkx()).values()), bins=100, range=(0.0, 1.0))
+        np.testing.assert_allclose(hist[i].numpy(), h / h.sum(), atol=1e-15)
+        h, _ = np.histogram(ev[i].numpy(), bins=200, range=(-1e-5, 2))
+        np.testing.assert_allclose(spectral_histograms([g])[0].numpy(), h / h.sum(), atol=1e-15)
+
+
+def test_orbit_backends_agree(sets) -> None:
+    """orbit-count (C++) and the pure-Python ORCA fallback give the same mean orbit counts."""
+    import orbit_count
+    from orca import orca_nodes
+
+    g = sets[0][0]
+    ours = orbit_counts([g])[0].numpy()
+    e = g.edges.numpy()
+    fallback = np.asarray(orca_nodes(e, g.n_nodes, graphlet_size=4)).mean(0)
+    direct = np.asarray(orbit_count.node_orbit_counts(g.to_networkx(), graphlet_size=4)).mean(0)
+    np.testing.assert_allclose(ours, direct)
+    np.testing.assert_allclose(ours, fallback)
+    assert ours.shape == (15,) and ours[0] == pytest.approx(2 * g.n_edges / g.n_nodes)  # orbit 0 = degree
+
+
+def test_emd_kernel_is_the_1d_wasserstein_distance() -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.random((3, 7)), rng.random((4, 5))
+    x, y = x / x.sum(1, keepdims=True), y / y.sum(1, keepdims=True)
+    k = gram(torch.tensor(x), torch.tensor(y), "gaussian_emd", sigma=0.7, scale=2.0).numpy()
+    for i in range(3):
+        for j in range(4):
+            w = wasserstein_distance(np.arange(7) / 2.0, np.arange(5) / 2.0, x[i], y[j])
+            assert k[i, j] == pytest.approx(np.exp(-(w**2) / (2 * 0.7**2)), rel=1e-10)
+
+
+def test_mmd_is_zero_on_identical_sets_and_positive_otherwise(sets) -> None:
+    a, b = sets
+    same = graph_mmd(a, a)
+    assert all(abs(v) < 1e-12 for v in same.values())
+    diff = graph_mmd(a, b)
+    assert all(v > 0.01 for k, v in diff.items() if "clustering_mmd_gaussian_tv" not in k)
+
+
+def test_bootstrap_interval_brackets_the_subsample_mmd(sets) -> None:
+    a, b = sets
+    fa, fb = degree_histograms(a), degree_histograms(b)
+    kxx, kyy, kxy = (gram(p, q, "gaussian_tv", 1.0) for p, q in ((fa, fa), (fb, fb), (fa, fb)))
+    low, high = mmd_bootstrap(kxx, kyy, kxy, n_boot=300, seed=0)
+    assert low < high
+    assert low <= float(mmd2_from_gram(kxx[:6, :6], kyy[:5, :5], kxy[:6, :5])) <= high
+    assert mmd_bootstrap(kxx, kyy, kxy, n_boot=50, seed=1) == mmd_bootstrap(kxx, kyy, kxy, n_boot=50, seed=1)
+
+
+def test_vun() -> None:
+    train = generate("tree", 5, seed=0)
+    path = Graph(n_nodes=4, edges=[[0, 1], [1, 2], [2, 3]])
+    cycle = Graph(n_nodes=4, edges=[[0, 1], [1, 2], [2, 3], [3, 0]])
+    out = vun([path, path, cycle, train[0]], train, "tree")
+    assert out == {"valid": 0.75, "unique": 0.75, "novel": 0.75, "vun": 0.25}
+
+
+# ------------------------------------------------------------------ oracle: polygraph-benchmark
+@pytest.mark.parametrize(
+    ("key", "descriptor", "bw"),
+    [
+        ("degree_mmd_gaussian_tv", "SparseDegreeHistogram()", 1.0),
+        ("clustering_mmd_gaussian_tv", "ClusteringHistogram(bins=100)", 0.1),
+        ("orbit_mmd_gaussian_tv", "OrbitCounts()", 30.0),
+        ("spectral_mmd_gaussian_tv", "EigenvalueHistogram()", 1.0),
+    ],
+)
+def test_matches_polygraph(key: str, descriptor: str, bw: float) -> None:
+    """PolyGraph's GaussianTV benchmark kernels (their bandwidths) and biased MMD estimate, on the same graphs."""
+    descriptors = pytest.importorskip("polygraph.utils.descriptors")
+    kernels = pytest.importorskip("polygraph.utils.kernels")
+    mmd_utils = pytest.importorskip("polygraph.utils.mmd_utils")
+    ref = generate("community-small", 15, seed=5) + generate("ego-small", 5, seed=5)
+    gen = generate("sbm", 4, seed=6) + generate("community-small", 8, seed=7)
+    kernel = kernels.GaussianTV(eval(descriptor, vars(descriptors)), bw=bw)
+    fr = kernel.featurize([g.to_networkx() for g in ref])
+    fg = kernel.featurize([g.to_networkx() for g in gen])
+    expected = mmd_utils.mmd_from_gram(
+        kernel.pre_gram_block(fr, fr), kernel.pre_gram_block(fg, fg), kernel.pre_gram_block(fr, fg), "biased"
+    )
+    assert graph_mmd(ref, gen, [key])[key] == pytest.approx(float(expected), rel=1e-9, abs=1e-12)
