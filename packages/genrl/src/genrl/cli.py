@@ -1,19 +1,228 @@
-"""The ``genrl`` command. Its verbs arrive with the package's issues; today it answers
-``--help``, ``--version`` and ``info``."""
+"""The ``genrl`` command: ``dataset make|info``, ``train``, ``evaluate``, ``demo`` (and ``info``)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import time
 from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
 
-from gencore.command import package_parser, run
+from gencore.command import add_commands, package_parser, run
+from gencore.errors import ConfigError, StorageError
+from gencore.io import ensure_dir, read_json, write_json
+from gencore.tables import format_table
 from genrl import __version__
 
 DESCRIPTION = "Offline and online reinforcement learning with generative policies on gencore's flow-matching math."
 
 
+# ---------------------------------------------------------------------------------------------- dataset
+def _dataset_make(args: argparse.Namespace) -> int:
+    from genrl.dataset import save_dataset
+    from genrl.generate import make_dataset
+
+    t = time.perf_counter()
+    ds, card = make_dataset(
+        args.env, args.policy, args.steps, args.seed, train_steps=args.train_steps, progress=not args.no_progress
+    )
+    save_dataset(args.out, ds, card)
+    r = card["returns"]
+    ret = "n/a" if r is None else f"{r['mean']:.2f} +- {r['std']:.2f}"
+    print(
+        f"wrote {args.out}: {len(ds)} transitions, {ds.n_episodes} episodes, return {ret} "
+        f"({time.perf_counter() - t:.1f} s)"
+    )
+    return 0
+
+
+def _dataset_info(args: argparse.Namespace) -> int:
+    from genrl.dataset import load_dataset
+
+    _, card = load_dataset(args.dir)
+    if args.json:
+        print(json.dumps(card, indent=2))
+        return 0
+    r = card.get("returns") or {}
+    rows = [
+        {"field": "env", "value": f"{card.get('env_id')} (v{card.get('env_version')})"},
+        {"field": "policy", "value": json.dumps(card.get("policy"))},
+        {"field": "seed", "value": card.get("seed")},
+        {"field": "transitions", "value": card["n_transitions"]},
+        {"field": "episodes", "value": f"{card['n_episodes']} ({card['n_complete_episodes']} complete)"},
+        {"field": "observation shape", "value": card["observation_shape"]},
+        {"field": "action dim", "value": card["action_dim"]},
+        {"field": "return", "value": f"{r.get('mean', float('nan')):.3f} +- {r.get('std', float('nan')):.3f}"},
+        {"field": "return range", "value": f"[{r.get('min', float('nan')):.3f}, {r.get('max', float('nan')):.3f}]"},
+        {"field": "terminal fraction", "value": f"{card['terminal_fraction']:.4f}"},
+    ]
+    print(format_table(rows))
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- train
+def _train(args: argparse.Namespace) -> int:
+    import torch
+
+    from gencore.config import load_config
+    from gencore.plots import loss_curve
+    from genrl.agents import AGENTS, EnvSpec, make_agent
+    from genrl.dataset import load_dataset
+    from genrl.training import ReplayBuffer, train_offline, train_online
+
+    if args.agent not in AGENTS or args.agent == "sac":
+        offline = ", ".join(a for a in AGENTS if a != "sac")
+        raise ConfigError(f"unknown offline agent {args.agent!r}; expected one of: {offline}.")
+    if args.steps < 1:
+        raise ConfigError(f"--steps must be a positive integer, got {args.steps}.")
+    torch.set_num_threads(max(1, args.threads))
+    ds, card = load_dataset(args.data)
+    spec = EnvSpec.from_dataset(ds, card)
+    overrides: dict[str, Any] = {"seed": args.seed}
+    if args.batch_size is not None:
+        overrides["batch_size"] = args.batch_size
+    cfg_cls = AGENTS[args.agent].config_class
+    config = load_config(cfg_cls, args.config, overrides)
+    agent = make_agent(args.agent, spec, asdict(config))
+    out = ensure_dir(args.out)
+    run_info = {
+        "agent": args.agent,
+        "data": str(Path(args.data).resolve()),
+        "env_id": card.get("env_id"),
+        "steps": args.steps,
+        "online_steps": args.online_steps,
+        "config": asdict(config),
+        "spec": asdict(spec),
+        "dataset_card": {k: card.get(k) for k in ("env_id", "env_version", "policy", "seed", "n_transitions")},
+        "created_by": f"genrl {__version__}",
+    }
+    write_json(out / "run.json", run_info)
+    buffer = ReplayBuffer.from_dataset(ds, extra_capacity=args.online_steps)
+    t = time.perf_counter()
+    records = train_offline(
+        agent,
+        buffer,
+        args.steps,
+        out,
+        log_every=args.log_every,
+        checkpoint_every=args.checkpoint_every,
+        resume=args.resume,
+        progress=not args.no_progress,
+    )
+    if args.online_steps:
+        if card.get("env_id") in (None, "toy-bimodal"):
+            raise ConfigError(f"dataset {args.data!r} has no gymnasium environment for --online-steps.")
+        if hasattr(agent, "use_extraction"):
+            agent.use_extraction("one-step")
+        records += train_online(
+            agent,
+            card["env_id"],
+            buffer,
+            args.online_steps,
+            out / "online",
+            seed=args.seed,
+            progress=not args.no_progress,
+        )
+    agent.save(out / "agent")
+    losses = [(r["step"], r["critic_loss"]) for r in records if "critic_loss" in r and r["critic_loss"] > 0]
+    if not losses:
+        losses = [(r["step"], r["bc_flow_loss"]) for r in records if "bc_flow_loss" in r]
+    if losses:
+        loss_curve(losses, out / "loss.png", title=f"{args.agent} on {card.get('env_id')}")
+    last = {k: v for k, v in records[-1].items() if isinstance(v, float)} if records else {}
+    summary = ", ".join(f"{k}={v:.4g}" for k, v in list(last.items())[:4])
+    print(
+        f"trained {args.agent} for {args.steps} steps in {time.perf_counter() - t:.1f} s -> {out / 'agent'}; {summary}"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- evaluate
+def _evaluate(args: argparse.Namespace) -> int:
+    import torch
+
+    from genrl.agents import load_agent
+    from genrl.evaluation import evaluate
+
+    torch.set_num_threads(max(1, args.threads))
+    run_dir = Path(args.run)
+    if not (run_dir / "run.json").is_file():
+        raise StorageError(f"{str(run_dir)!r} is not a genrl run folder (no run.json); make one with `genrl train`.")
+    info = read_json(run_dir / "run.json")
+    env_id = args.env or info.get("env_id")
+    if env_id in (None, "toy-bimodal"):
+        raise ConfigError(f"run {str(run_dir)!r} has no gymnasium environment; pass --env.")
+    agent = load_agent(run_dir / "agent")
+    res = evaluate(agent, env_id, args.episodes, seed=args.seed, deterministic=not args.stochastic)
+    res["run"] = str(run_dir)
+    keys = ("agent", "env_id", "episodes", "return_mean", "return_std", "nfe_per_decision", "latency_ms")
+    print(format_table([{k: res[k] for k in keys}]))
+    if args.json:
+        write_json(args.json, res)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- demo
+def _demo(args: argparse.Namespace) -> int:
+    from genrl.demo import run_demo
+
+    run_demo(args.out, progress=not args.no_progress)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser, _commands = package_parser("genrl", __version__, DESCRIPTION)
+    parser, commands = package_parser("genrl", __version__, DESCRIPTION)
+
+    ds = commands.add_parser("dataset", help="make or inspect offline datasets")
+    ds_cmds = add_commands(ds)
+    mk = ds_cmds.add_parser("make", help="generate a dataset locally (gymnasium env or toy-bimodal)")
+    mk.add_argument(
+        "--env", required=True, help="gymnasium id with Box actions (Pendulum-v1, Hopper-v5, ...) or toy-bimodal"
+    )
+    mk.add_argument("--policy", default="random", help="random | medium | expert (SAC trained here)")
+    mk.add_argument("--steps", type=int, default=10_000, help="transitions to collect")
+    mk.add_argument("--train-steps", type=int, default=None, help="SAC budget for medium/expert (20k / 100k)")
+    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument("--out", required=True, help="output folder (data.npz + card.json)")
+    mk.add_argument("--no-progress", action="store_true")
+    mk.set_defaults(func=_dataset_make)
+    inf = ds_cmds.add_parser("info", help="print a dataset's card")
+    inf.add_argument("dir", help="dataset folder")
+    inf.add_argument("--json", action="store_true", help="print the whole card as JSON")
+    inf.set_defaults(func=_dataset_info)
+
+    tr = commands.add_parser("train", help="train an agent offline (then optionally online)")
+    tr.add_argument("--agent", required=True, help="value-flows | fql | flow-bc | c51 | iqn")
+    tr.add_argument("--data", required=True, help="dataset folder")
+    tr.add_argument("--steps", type=int, default=10_000, help="offline updates")
+    tr.add_argument("--online-steps", type=int, default=0, help="environment steps of offline-to-online fine-tuning")
+    tr.add_argument("--out", required=True, help="run folder")
+    tr.add_argument("--config", default=None, help="YAML file of agent config fields")
+    tr.add_argument("--batch-size", type=int, default=None)
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--log-every", type=int, default=50)
+    tr.add_argument("--checkpoint-every", type=int, default=0, help="0: only the final agent")
+    tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in OUT/checkpoints")
+    tr.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
+    tr.add_argument("--no-progress", action="store_true")
+    tr.set_defaults(func=_train)
+
+    ev = commands.add_parser("evaluate", help="roll out a trained agent in vectorised environments")
+    ev.add_argument("--run", required=True, help="run folder written by genrl train")
+    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--json", default=None, help="write the result record here")
+    ev.add_argument("--env", default=None, help="override the run's environment id")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the deterministic policy")
+    ev.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ev.set_defaults(func=_evaluate)
+
+    dm = commands.add_parser("demo", help="toy-MDP critic comparison and a Pendulum pipeline (under 3 min)")
+    dm.add_argument("--out", default="genrl-demo", help="report folder")
+    dm.add_argument("--no-progress", action="store_true")
+    dm.set_defaults(func=_demo)
     return parser
 
 

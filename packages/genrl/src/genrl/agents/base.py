@@ -1,0 +1,182 @@
+"""The agent contract every genrl agent follows.
+
+An agent is a ``torch.nn.Module`` built from ``(spec, config)`` where ``spec`` is an :class:`EnvSpec`
+(dimensions, action bounds, observation normalisation, reward scale) and ``config`` a frozen dataclass:
+
+* ``update(batch) -> dict[str, float]`` — one learner step on a batch in environment units
+  (``observations``, ``actions``, ``rewards``, ``terminals``, ``next_observations`` as tensors);
+* ``act(obs, deterministic) -> np.ndarray`` — actions in the environment's units for ``obs [B, *obs]``
+  (or one observation);
+* ``save(directory)`` / :func:`genrl.agents.load_agent` — ``model.safetensors`` + ``config.json``;
+* ``nfe_per_decision`` — network evaluations on the critical path of one ``act`` call.
+
+Internally agents see observations standardised with the dataset's mean/std, actions scaled to
+``[-1, 1]`` from the Box bounds, and rewards multiplied by ``spec.reward_scale``; the mask
+``1 - terminal`` multiplies the bootstrap (a truncated episode still bootstraps).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import copy
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import nn
+
+from gencore.errors import InputError
+from gencore.io import save_pretrained
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvSpec:
+    """What an agent must know about its environment and data."""
+
+    obs_dim: int
+    action_dim: int
+    action_low: tuple[float, ...]
+    action_high: tuple[float, ...]
+    obs_mean: tuple[float, ...] | None = None
+    obs_std: tuple[float, ...] | None = None
+    reward_scale: float = 1.0
+    env_id: str | None = None
+
+    @classmethod
+    def from_dataset(cls, ds: Any, card: dict[str, Any], normalise_obs: bool = True) -> EnvSpec:
+        """Bounds from the card, observation statistics and ``reward_scale = 1 / max|r|`` from the data."""
+        obs = ds.observations.reshape(len(ds), -1).astype(np.float64)
+        low = card.get("action_low") or [-1.0] * ds.action_dim
+        high = card.get("action_high") or [1.0] * ds.action_dim
+        rmax = float(np.abs(ds.rewards).max())
+        return cls(
+            obs_dim=ds.obs_dim,
+            action_dim=ds.action_dim,
+            action_low=tuple(float(x) for x in low),
+            action_high=tuple(float(x) for x in high),
+            obs_mean=tuple(obs.mean(0).tolist()) if normalise_obs else None,
+            obs_std=tuple(np.maximum(obs.std(0), 1e-3).tolist()) if normalise_obs else None,
+            reward_scale=1.0 / rmax if rmax > 0 else 1.0,
+            env_id=card.get("env_id"),
+        )
+
+
+@contextlib.contextmanager
+def frozen(*modules: nn.Module) -> Iterator[None]:
+    """Stop gradients into ``modules``' parameters for the block (the critic in the actor step)."""
+    params = [p for m in modules for p in m.parameters()]
+    flags = [p.requires_grad for p in params]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, f in zip(params, flags):
+            p.requires_grad_(f)
+
+
+def polyak(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """``target <- tau * source + (1 - tau) * target`` parameter-wise."""
+    with torch.no_grad():
+        for pt, ps in zip(target.parameters(), source.parameters()):
+            pt.lerp_(ps, tau)
+
+
+def make_target(module: nn.Module) -> nn.Module:
+    """A frozen copy of ``module`` for bootstrapped targets."""
+    target = copy.deepcopy(module)
+    for p in target.parameters():
+        p.requires_grad_(False)
+    return target
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    """Settings every agent shares."""
+
+    discount: float = 0.99
+    lr: float = 3e-4
+    batch_size: int = 256
+    hidden: int = 256
+    depth: int = 3
+    tau: float = 0.005  # target-network update rate
+    seed: int = 0
+
+
+class Agent(nn.Module, abc.ABC):
+    """Base class: normalisation buffers, the shared contract, save/load; subclasses add networks and losses."""
+
+    name: ClassVar[str] = "agent"
+    config_class: ClassVar[type[AgentConfig]] = AgentConfig
+
+    def __init__(self, spec: EnvSpec, config: AgentConfig) -> None:
+        super().__init__()
+        self.spec, self.config = spec, config
+        self.register_buffer("action_low", torch.tensor(spec.action_low, dtype=torch.float32))
+        self.register_buffer("action_high", torch.tensor(spec.action_high, dtype=torch.float32))
+        mean = spec.obs_mean if spec.obs_mean is not None else [0.0] * spec.obs_dim
+        std = spec.obs_std if spec.obs_std is not None else [1.0] * spec.obs_dim
+        self.register_buffer("obs_mean", torch.tensor(mean, dtype=torch.float32))
+        self.register_buffer("obs_std", torch.tensor(std, dtype=torch.float32))
+        self.generator = torch.Generator().manual_seed(config.seed)
+        self.steps = 0
+
+    # ------------------------------------------------------------------ units
+    def norm_obs(self, obs: torch.Tensor) -> torch.Tensor:
+        return (obs.reshape(obs.shape[0], -1).float() - self.obs_mean) / self.obs_std
+
+    def norm_action(self, act: torch.Tensor) -> torch.Tensor:
+        return (2.0 * (act.float() - self.action_low) / (self.action_high - self.action_low) - 1.0).clamp(-1.0, 1.0)
+
+    def env_action(self, act: torch.Tensor) -> torch.Tensor:
+        return self.action_low + (act.clamp(-1.0, 1.0) + 1.0) * 0.5 * (self.action_high - self.action_low)
+
+    def prepare(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Environment-unit batch -> the agent's internal units (see the module docstring)."""
+        missing = [
+            k for k in ("observations", "actions", "rewards", "terminals", "next_observations") if k not in batch
+        ]
+        if missing:
+            raise InputError(f"update() batch is missing {', '.join(missing)}.")
+        return {
+            "observations": self.norm_obs(batch["observations"]),
+            "actions": self.norm_action(batch["actions"]),
+            "rewards": batch["rewards"].float() * self.spec.reward_scale,
+            "masks": 1.0 - batch["terminals"].float(),
+            "next_observations": self.norm_obs(batch["next_observations"]),
+        }
+
+    def noise(self, *shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=self.generator, device=self.obs_mean.device)
+
+    # ------------------------------------------------------------------ contract
+    @abc.abstractmethod
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        """One learner step on an environment-unit batch; returns scalar metrics."""
+
+    @abc.abstractmethod
+    def policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        """Normalised observations ``[B, O]`` -> normalised actions ``[B, A]`` in [-1, 1]."""
+
+    @property
+    def nfe_per_decision(self) -> int:
+        return 1
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        x = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.obs_mean.device)
+        single = x.dim() == 1
+        if single:
+            x = x[None]
+        if x.reshape(x.shape[0], -1).shape[1] != self.spec.obs_dim:
+            raise InputError(f"act() expected observations of size {self.spec.obs_dim}, got shape {tuple(x.shape)}.")
+        out = self.env_action(self.policy(self.norm_obs(x), deterministic)).cpu().numpy()
+        return out[0] if single else out
+
+    def save(self, directory: str | os.PathLike) -> None:
+        cfg = asdict(self.config)
+        save_pretrained(directory, self.state_dict(), {"agent": self.name, "spec": asdict(self.spec), "config": cfg})

@@ -1,0 +1,134 @@
+"""Flow Q-learning and its distributional-critic variants.
+
+FQL: Park, Li & Levine, "Flow Q-Learning", ICML 2025 (arXiv:2502.02538). Three networks:
+
+* a BC flow policy ``v(a_t, t | s)`` trained by flow matching on the data's actions (the teacher);
+* a one-step policy ``mu(s, eps)`` trained with ``alpha * || mu(s, eps) - flow(s, eps) ||^2`` (distillation
+  towards the teacher's Euler-integrated action from the same noise, the teacher *detached*) minus
+  ``lam * Q(s, mu(s, eps))`` with the critic *frozen* and ``lam = 1 / mean|Q|`` (stop-gradient) so that
+  ``alpha`` means the same on every reward scale;
+* a critic trained towards ``r + discount * (1 - terminal) * Q_target(s', mu(s', eps'))``.
+
+``act`` uses the one-step policy (one network evaluation). The critic is pluggable: ``fql`` uses the scalar
+ensemble; ``c51`` and ``iqn`` are the same agent with the C51 (Bellemare et al. 2017) or IQN (Dabney et al.
+2018) return-distribution critic whose mean is maximised, the distributional baselines of Value Flows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from genrl.agents.base import Agent, EnvSpec, frozen, make_target, polyak
+from genrl.agents.flow_bc import FlowActorMixin, FlowBCConfig
+from genrl.critics import C51Critic, CriticConfig, IQNCritic, ScalarCritic
+from genrl.networks import ActionVelocity, OneStepPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class FQLConfig(FlowBCConfig):
+    alpha: float = 10.0  # distillation weight of the one-step policy
+    normalize_q_loss: bool = True  # scale the Q term by 1 / mean|Q| (stop-gradient)
+    ensemble: int = 2  # critic ensemble size (targets use the ensemble mean)
+    n_atoms: int = 51  # C51 only
+    n_quantiles: int = 32  # IQN only
+
+
+class FQLAgent(FlowActorMixin, Agent):
+    """FQL with a scalar critic ensemble."""
+
+    name = "fql"
+    config_class = FQLConfig
+    critic_class: ClassVar[type[nn.Module]] = ScalarCritic
+
+    def __init__(self, spec: EnvSpec, config: FQLConfig) -> None:
+        super().__init__(spec, config)
+        self.actor_flow = ActionVelocity(spec.obs_dim, spec.action_dim, config.hidden, config.depth)
+        self.actor_onestep = OneStepPolicy(spec.obs_dim, spec.action_dim, config.hidden, config.depth)
+        self.critic = self.critic_class(spec.obs_dim, spec.action_dim, self.critic_config())
+        self.target_critic = make_target(self.critic)
+        actor_params = [*self.actor_flow.parameters(), *self.actor_onestep.parameters()]
+        self.actor_opt = torch.optim.Adam(actor_params, lr=config.lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=config.lr)
+
+    def critic_config(self) -> CriticConfig:
+        c = self.config
+        vmax = 1.0 / (1.0 - c.discount)  # rewards are scaled to [-1, 1]
+        return CriticConfig(
+            hidden=c.hidden,
+            depth=c.depth,
+            ensemble=c.ensemble,
+            return_min=-vmax,
+            return_max=vmax,
+            n_atoms=c.n_atoms,
+            n_quantiles=c.n_quantiles,
+        )
+
+    # ------------------------------------------------------------------ pieces
+    def onestep_actions(self, obs: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        return self.actor_onestep(obs, eps).clamp(-1.0, 1.0)
+
+    def q_value(self, critic: nn.Module, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        return critic.q(obs, act)
+
+    def next_actions(self, next_obs: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.onestep_actions(next_obs, self.noise(next_obs.shape[0], self.spec.action_dim))
+
+    def critic_step(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
+        loss, metrics = self.critic.loss(
+            b, self.next_actions(b["next_observations"]), self.target_critic, self.config.discount, self.generator
+        )
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.critic_opt.step()
+        return metrics
+
+    def actor_loss(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+        obs = b["observations"]
+        bc = self.bc_flow_loss(obs, b["actions"])
+        eps = self.noise(obs.shape[0], self.spec.action_dim)
+        with torch.no_grad():  # the teacher is detached: no distillation gradient reaches the BC flow
+            teacher = self.flow_actions(obs, eps)
+        actions = self.onestep_actions(obs, eps)
+        distill = ((actions - teacher) ** 2).mean()
+        with frozen(self.critic):  # the critic is a fixed landscape for the actor
+            q = self.q_value(self.critic, obs, actions)
+        q_loss = -q.mean()
+        if self.config.normalize_q_loss:
+            q_loss = q_loss / q.abs().mean().detach().clamp_min(1e-6)
+        loss = bc + self.config.alpha * distill + q_loss
+        return loss, {"bc_flow_loss": bc.item(), "distill_loss": distill.item(), "q_loss": q_loss.item()}
+
+    # ------------------------------------------------------------------ contract
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
+        b = self.prepare(batch)
+        metrics = self.critic_step(b)
+        loss, actor_metrics = self.actor_loss(b)
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.actor_opt.step()
+        polyak(self.target_critic, self.critic, self.config.tau)
+        self.steps += 1
+        return {**metrics, **actor_metrics, "actor_loss": loss.item()}
+
+    def policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        eps = self.noise(obs.shape[0], self.spec.action_dim)
+        return self.onestep_actions(obs, torch.zeros_like(eps) if deterministic else eps)
+
+
+class C51Agent(FQLAgent):
+    """FQL's actor on a C51 critic (mean of the categorical return distribution maximised)."""
+
+    name = "c51"
+    critic_class = C51Critic
+
+
+class IQNAgent(FQLAgent):
+    """FQL's actor on an IQN critic (mean of the quantile function maximised)."""
+
+    name = "iqn"
+    critic_class = IQNCritic

@@ -1,0 +1,100 @@
+"""Vectorised evaluation of an agent in a gymnasium environment, with decision latency and NFE.
+
+Episodes run in a :class:`gymnasium.vector.SyncVectorEnv` of up to ``max_envs`` copies; copy ``i`` of round
+``k`` is reset with seed ``seed + k * n_envs + i``, so a result is reproducible and independent of the batch
+size. Only the first episode of each copy in a round is counted (later auto-resets are ignored).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from gencore.errors import ConfigError, InputError
+from genrl.agents.base import Agent
+
+
+def make_env(env_id: str, **kwargs: Any):
+    """``gymnasium.make`` with a clear error for an unknown id or a non-continuous action space."""
+    import gymnasium as gym
+
+    try:
+        env = gym.make(env_id, **kwargs)
+    except gym.error.Error as exc:
+        raise ConfigError(f"cannot make environment {env_id!r}: {exc}") from None
+    if not isinstance(env.action_space, gym.spaces.Box):
+        env.close()
+        raise InputError(f"environment {env_id!r} has {type(env.action_space).__name__} actions; genrl needs Box.")
+    return env
+
+
+def evaluate(
+    agent: Agent,
+    env_id: str,
+    episodes: int = 10,
+    *,
+    seed: int = 0,
+    deterministic: bool = True,
+    max_envs: int = 8,
+    latency_calls: int = 30,
+) -> dict[str, Any]:
+    """Return per-episode returns and their mean/std, success rate where the env reports ``success``,
+    the agent's ``nfe_per_decision`` and the median wall time of one single-observation decision."""
+    import gymnasium as gym
+
+    if episodes < 1:
+        raise ConfigError(f"episodes must be a positive integer, got {episodes}.")
+    n_envs = min(episodes, max_envs)
+    make_env(env_id).close()
+    venv = gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(n_envs)])
+    returns: list[float] = []
+    lengths: list[int] = []
+    successes: list[float] = []
+    agent.eval()
+    first_obs = None
+    seen_success = False
+    for rnd in range((episodes + n_envs - 1) // n_envs):
+        obs, _ = venv.reset(seed=[seed + rnd * n_envs + i for i in range(n_envs)])
+        first_obs = obs[0] if first_obs is None else first_obs
+        active = np.ones(n_envs, bool)
+        ep_ret, ep_len, ep_succ = np.zeros(n_envs), np.zeros(n_envs, int), np.zeros(n_envs)
+        while active.any():
+            action = agent.act(obs.reshape(n_envs, -1).astype(np.float32), deterministic=deterministic)
+            obs, reward, term, trunc, infos = venv.step(action)
+            ep_ret += np.where(active, reward, 0.0)
+            ep_len += active
+            if "success" in infos:
+                seen_success = True
+                ep_succ = np.maximum(ep_succ, np.where(active, np.asarray(infos["success"], float), 0.0))
+            active &= ~(term | trunc)
+        take = min(n_envs, episodes - len(returns))
+        returns += ep_ret[:take].tolist()
+        lengths += ep_len[:take].tolist()
+        successes += ep_succ[:take].tolist()
+    venv.close()
+    latencies = []
+    single = np.asarray(first_obs, np.float32).ravel()
+    with torch.no_grad():
+        for _ in range(latency_calls + 3):
+            t = time.perf_counter()
+            agent.act(single, deterministic=deterministic)
+            latencies.append(time.perf_counter() - t)
+    arr = np.asarray(returns)
+    return {
+        "env_id": env_id,
+        "agent": agent.name,
+        "episodes": len(returns),
+        "returns": returns,
+        "return_mean": float(arr.mean()),
+        "return_std": float(arr.std()),
+        "episode_length_mean": float(np.mean(lengths)),
+        "success_rate": float(np.mean(successes)) if seen_success else None,
+        "nfe_per_decision": agent.nfe_per_decision,
+        "latency_ms": 1000.0 * statistics.median(latencies[3:]),
+        "deterministic": deterministic,
+        "seed": seed,
+    }

@@ -1,0 +1,173 @@
+"""Generate offline datasets locally: gymnasium classic control and MuJoCo v5, and the toy MDP.
+
+Behaviour policies:
+
+* ``random`` — uniform actions from the env's Box (``action_space.seed(seed)``).
+* ``medium`` / ``expert`` — a soft actor-critic (:mod:`genrl.agents.sac`) trained online here for
+  ``train_steps`` environment steps (defaults 20,000 and 100,000), then run with its stochastic policy.
+  As in D4RL, "medium" is a partially trained policy and "expert" a fully trained one; here the two are
+  defined by their training budget, and the card records the budget and the policy's measured return so
+  the label never hides what the data is.
+
+Environment ids: any gymnasium id with Box actions (``Pendulum-v1``, ``MountainCarContinuous-v0``,
+``HalfCheetah-v5``, ``Hopper-v5``, ``Walker2d-v5``, ``Ant-v5`` ...), or ``toy-bimodal`` for
+:class:`genrl.toy_mdp.BimodalChain`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from gencore.checks import check_choice
+from gencore.errors import ConfigError
+from genrl.dataset import OfflineDataset, make_card
+from genrl.evaluation import make_env
+from genrl.toy_mdp import BimodalChain
+
+POLICIES = ("random", "medium", "expert")
+DEFAULT_TRAIN_STEPS = {"medium": 20_000, "expert": 100_000}
+TOY_ENV = "toy-bimodal"
+
+
+def collect(
+    env_id: str, policy: Callable[[np.ndarray], np.ndarray] | None, steps: int, seed: int, progress: bool = True
+) -> tuple[OfflineDataset, Any]:
+    """Run ``policy`` (None: uniform random) for ``steps`` transitions of whole episodes; the last one is cut."""
+    if steps < 1:
+        raise ConfigError(f"steps must be a positive integer, got {steps}.")
+    env = make_env(env_id)
+    env.action_space.seed(seed)
+    obs, _ = env.reset(seed=seed)
+    rows: dict[str, list] = {k: [] for k in ("o", "a", "r", "term", "trunc", "n")}
+    starts = [0]
+    for i in tqdm(range(steps), disable=not progress, desc=f"collect {env_id}"):
+        o = np.asarray(obs, np.float32).ravel()
+        a = env.action_space.sample() if policy is None else policy(o)
+        nxt, reward, term, trunc, _ = env.step(a)
+        for k, v in zip(rows, (o, a, reward, term, trunc, np.asarray(nxt, np.float32).ravel())):
+            rows[k].append(v)
+        obs = nxt
+        if term or trunc:
+            obs, _ = env.reset()
+            if i + 1 < steps:
+                starts.append(i + 1)
+    rows["trunc"][-1] = rows["trunc"][-1] or not rows["term"][-1]  # the collection's end cuts the last episode
+    ds = OfflineDataset(
+        observations=np.stack(rows["o"]),
+        actions=np.stack(rows["a"]).astype(np.float32),
+        rewards=np.asarray(rows["r"]),
+        terminals=np.asarray(rows["term"]),
+        truncations=np.asarray(rows["trunc"]),
+        next_observations=np.stack(rows["n"]),
+        episode_starts=np.asarray(starts),
+    )
+    return ds, env
+
+
+def _versions() -> dict[str, str]:
+    import gymnasium
+
+    out = {"gymnasium_version": gymnasium.__version__}
+    try:
+        import mujoco
+
+        out["mujoco_version"] = mujoco.__version__
+    except ImportError:
+        pass
+    return out
+
+
+def train_behaviour_policy(env_id: str, train_steps: int, seed: int, progress: bool = True):
+    """A SAC agent trained online from scratch for ``train_steps`` env steps (first 5,000 or 10% random)."""
+    from genrl.agents import EnvSpec, make_agent
+    from genrl.training import ReplayBuffer, train_online
+
+    env = make_env(env_id)
+    obs_dim = int(np.prod(env.observation_space.shape))
+    spec = EnvSpec(
+        obs_dim=obs_dim,
+        action_dim=int(env.action_space.shape[0]),
+        action_low=tuple(float(x) for x in env.action_space.low),
+        action_high=tuple(float(x) for x in env.action_space.high),
+        env_id=env_id,
+    )
+    env.close()
+    agent = make_agent("sac", spec, {"seed": seed})
+    buffer = ReplayBuffer(obs_dim, spec.action_dim, capacity=max(train_steps, 1))
+    with tempfile.TemporaryDirectory() as tmp:
+        train_online(
+            agent,
+            env_id,
+            buffer,
+            train_steps,
+            tmp,
+            seed=seed,
+            start_random=min(5000, train_steps // 10),
+            progress=progress,
+        )
+    return agent
+
+
+def make_dataset(
+    env_id: str,
+    policy: str = "random",
+    steps: int = 10_000,
+    seed: int = 0,
+    *,
+    train_steps: int | None = None,
+    progress: bool = True,
+) -> tuple[OfflineDataset, dict[str, Any]]:
+    """A dataset and its card (see the module docstring for the policies)."""
+    check_choice(policy, POLICIES, "policy")
+    if env_id == TOY_ENV:
+        if policy != "random":
+            raise ConfigError(f"{TOY_ENV} ignores actions; only --policy random makes sense for it.")
+        chain = BimodalChain()
+        ds = chain.dataset(max(steps // chain.length, 1), seed=seed)
+        card = make_card(
+            ds,
+            env_id=TOY_ENV,
+            env_version=None,
+            policy={"name": "random"},
+            seed=seed,
+            toy={"length": chain.length, "sigma": chain.sigma, "discount": chain.discount},
+            action_low=[-1.0],
+            action_high=[1.0],
+        )
+        return ds, card
+    behaviour: dict[str, Any] = {"name": policy}
+    act = None
+    if policy != "random":
+        from genrl.evaluation import evaluate
+
+        budget = train_steps if train_steps is not None else DEFAULT_TRAIN_STEPS[policy]
+        agent = train_behaviour_policy(env_id, budget, seed, progress)
+        behaviour.update(
+            algorithm="sac",
+            train_steps=budget,
+            eval_return_mean=evaluate(agent, env_id, 5, seed=10_000 + seed, deterministic=False)["return_mean"],
+        )
+
+        def act(o: np.ndarray) -> np.ndarray:
+            return agent.act(o, deterministic=False)
+
+    ds, env = collect(env_id, act, steps, seed, progress)
+    spec = env.spec
+    card = make_card(
+        ds,
+        env_id=env_id,
+        env_version=None if spec is None else spec.version,
+        max_episode_steps=None if spec is None else spec.max_episode_steps,
+        policy=behaviour,
+        seed=seed,
+        action_low=env.action_space.low.astype(float).tolist(),
+        action_high=env.action_space.high.astype(float).tolist(),
+        **_versions(),
+    )
+    env.close()
+    return ds, card

@@ -1,0 +1,116 @@
+"""A toy MDP whose return distribution is known in closed form and bimodal.
+
+``BimodalChain``: an episode starts at position ``k = 0`` of a chain of ``length`` states with a
+context ``c ~ U[0, 1]`` drawn once per episode. Each step moves one position right (the 1-D action
+is ignored, so every policy has the same return law). Rewards are 0 until the last position, whose
+reward is ``R ~ 1/2 N(-m(c), sigma^2) + 1/2 N(+m(c), sigma^2)`` with ``m(c) = 0.5 + c``; the episode
+then terminates. Observation: ``[k / (length - 1), c]``.
+
+With ``j = length - 1 - k`` steps to go, the discounted return from ``(k, c)`` (convention
+``Z = r + discount * (1 - terminal) * Z'``) is exactly
+
+    ``Z(k, c) ~ 1/2 N(-discount^j m(c), (discount^j sigma)^2) + 1/2 N(+discount^j m(c), (discount^j sigma)^2)``
+
+with mean 0 and variance ``discount^(2j) (m(c)^2 + sigma^2)``: two modes whose separation and the
+variance differ from state to state, which is what distributional critics and variance estimates are
+tested on.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from genrl.dataset import OfflineDataset
+
+
+@dataclass(frozen=True)
+class BimodalChain:
+    """Parameters of the toy chain (see the module docstring)."""
+
+    length: int = 3
+    sigma: float = 0.1
+    discount: float = 0.9
+
+    def mode_offset(self, c: np.ndarray) -> np.ndarray:
+        return 0.5 + np.asarray(c)
+
+    def observation(self, k: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return np.stack([np.asarray(k, np.float64) / max(self.length - 1, 1), np.asarray(c, np.float64)], -1)
+
+    def steps_to_go(self, obs: np.ndarray) -> np.ndarray:
+        k = np.rint(np.asarray(obs)[..., 0] * max(self.length - 1, 1))
+        return (self.length - 1 - k).astype(np.int64)
+
+    def return_law(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Mode centre ``mu`` and per-mode std ``s`` of ``Z(obs)`` ~ 1/2 N(-mu, s^2) + 1/2 N(mu, s^2); arrays [B]."""
+        obs = np.asarray(obs, np.float64)
+        scale = self.discount ** self.steps_to_go(obs)
+        return scale * self.mode_offset(obs[..., 1]), scale * self.sigma
+
+    def return_variance(self, obs: np.ndarray) -> np.ndarray:
+        mu, s = self.return_law(obs)
+        return mu**2 + s**2
+
+    def return_cdf(self, obs: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """``P(Z(obs) <= z)``: ``obs [B, 2]``, ``z [B, G]`` -> ``[B, G]``."""
+        mu, s = self.return_law(obs)
+        mu, s = mu[:, None], np.broadcast_to(s, mu.shape)[:, None]
+        phi = lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))  # noqa: E731
+        return 0.5 * phi((z + mu) / s) + 0.5 * phi((z - mu) / s)
+
+    def sample_returns(self, obs: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+        mu, s = self.return_law(obs)
+        sign = rng.choice([-1.0, 1.0], size=(len(mu), n))
+        return sign * mu[:, None] + np.broadcast_to(s, mu.shape)[:, None] * rng.standard_normal((len(mu), n))
+
+    def dataset(self, n_episodes: int, seed: int = 0) -> OfflineDataset:
+        """``n_episodes`` complete episodes under a uniform random 1-D action in [-1, 1]."""
+        rng = np.random.default_rng(seed)
+        L = self.length
+        c = rng.uniform(0.0, 1.0, n_episodes)
+        k = np.tile(np.arange(L), n_episodes)
+        cc = np.repeat(c, L)
+        obs = self.observation(k, cc)
+        nxt = self.observation(np.minimum(k + 1, L - 1), cc)
+        last = k == L - 1
+        sign = rng.choice([-1.0, 1.0], size=n_episodes)
+        final = sign * self.mode_offset(c) + self.sigma * rng.standard_normal(n_episodes)
+        rewards = np.zeros(n_episodes * L)
+        rewards[last] = final
+        return OfflineDataset(
+            observations=obs,
+            actions=rng.uniform(-1.0, 1.0, (n_episodes * L, 1)),
+            rewards=rewards,
+            terminals=last,
+            truncations=np.zeros_like(last),
+            next_observations=nxt,
+            episode_starts=np.arange(n_episodes) * L,
+        )
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return torch.erf(torch.as_tensor(x, dtype=torch.float64)).numpy()
+
+
+def cdf_errors(samples: np.ndarray, cdf_true: np.ndarray, grid: np.ndarray) -> dict[str, float]:
+    """Distribution errors of model return samples ``[B, n]`` against the analytic CDF ``[B, G]`` on ``grid [G]``.
+
+    * ``w1``: Wasserstein-1 ``int |F_model - F| dz`` (exact for the empirical CDF up to the grid's resolution).
+    * ``crps``: expected CRPS of the model's forecast when outcomes follow the true law,
+      ``E_y int (F_model(z) - 1[y <= z])^2 dz = int F_model^2 - 2 F_model F + F dz``.
+    * ``crps_floor``: the same score of the true law itself (``int F (1 - F) dz``): ``crps - crps_floor``
+      is the Cramer distance ``int (F_model - F)^2 dz``.
+
+    Each value is averaged over the ``B`` states.
+    """
+    s = np.sort(samples, axis=1)
+    f_model = np.stack([np.searchsorted(row, grid, side="right") / row.size for row in s])
+    dz = np.gradient(grid)
+    w1 = (np.abs(f_model - cdf_true) * dz).sum(1)
+    crps = ((f_model**2 - 2 * f_model * cdf_true + cdf_true) * dz).sum(1)
+    floor = ((cdf_true * (1 - cdf_true)) * dz).sum(1)
+    return {"w1": float(w1.mean()), "crps": float(crps.mean()), "crps_floor": float(floor.mean())}

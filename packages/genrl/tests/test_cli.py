@@ -1,0 +1,66 @@
+"""The command line end to end (small), and bad input as one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from gencore.testing import check_console_script
+from genrl.cli import main
+from genrl.dataset import DATA_NAME
+
+
+def test_console_script() -> None:
+    check_console_script("genrl")
+
+
+def test_make_train_evaluate(tmp_path, capsys) -> None:
+    d, run, out = tmp_path / "d", tmp_path / "runs" / "r", tmp_path / "e.json"
+    assert (
+        main(
+            [
+                "dataset",
+                "make",
+                "--env",
+                "Pendulum-v1",
+                "--policy",
+                "random",
+                "--steps",
+                "400",
+                "--out",
+                str(d),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    assert main(["dataset", "info", str(d)]) == 0
+    assert "Pendulum-v1" in capsys.readouterr().out
+    args = ["train", "--agent", "value-flows", "--data", str(d), "--steps", "4", "--out", str(run), "--no-progress"]
+    assert main([*args, "--batch-size", "32", "--log-every", "2"]) == 0
+    assert (run / "agent" / "model.safetensors").is_file() and (run / "run.json").is_file()
+    assert main(["evaluate", "--run", str(run), "--episodes", "2", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["episodes"] == 2 and all(math.isfinite(r) for r in res["returns"])
+    assert res["agent"] == "value-flows" and res["nfe_per_decision"] == 11
+
+
+def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
+    d = tmp_path / "d"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    arrays = dict(np.load(d / DATA_NAME))
+    arrays.pop("actions")
+    np.savez_compressed(d / DATA_NAME, **arrays)
+    capsys.readouterr()
+    code = main(
+        ["train", "--agent", "fql", "--data", str(d), "--steps", "2", "--out", str(tmp_path / "r"), "--no-progress"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "SHA-256" in err or "actions" in err
+    code = main(["train", "--agent", "nope", "--data", str(d), "--steps", "2", "--out", str(tmp_path / "r")])
+    assert code == 2 and "unknown offline agent 'nope'" in capsys.readouterr().err
+    code = main(["dataset", "make", "--env", "CartPole-v1", "--steps", "10", "--out", str(tmp_path / "c")])
+    assert code == 2 and "Discrete actions" in capsys.readouterr().err

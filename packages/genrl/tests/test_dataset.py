@@ -1,0 +1,120 @@
+"""Dataset layout: round trip, card, generator conventions and clear errors for bad files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gencore.errors import InputError, StorageError
+from genrl.dataset import CARD_NAME, DATA_NAME, KEYS, OfflineDataset, load_dataset, make_card, save_dataset
+
+
+def _arrays(ds: OfflineDataset) -> dict[str, np.ndarray]:
+    return {k: v.copy() for k, v in ds.as_dict().items()}
+
+
+def test_round_trip_and_card(tmp_path, pendulum_dataset) -> None:
+    ds, card = pendulum_dataset
+    save_dataset(tmp_path / "d", ds, card)
+    back, card2 = load_dataset(tmp_path / "d")
+    for k in KEYS:
+        np.testing.assert_array_equal(getattr(back, k), getattr(ds, k))
+        assert getattr(back, k).dtype == getattr(ds, k).dtype
+    assert card2["env_id"] == "Pendulum-v1" and card2["env_version"] == 1
+    assert card2["policy"] == {"name": "random"} and card2["seed"] == 3
+    assert card2["n_transitions"] == 450 and card2["n_episodes"] == 3  # 200 + 200 + 50 (cut)
+    assert card2["n_complete_episodes"] == 3  # the cut episode counts as truncated
+    returns = ds.episode_returns()
+    assert card2["returns"]["mean"] == pytest.approx(returns.mean())
+    assert len(card2["data_sha256"]) == 64 and "gymnasium_version" in card2
+
+
+def test_generated_episode_conventions(pendulum_dataset) -> None:
+    ds, _ = pendulum_dataset
+    np.testing.assert_array_equal(ds.episode_starts, [0, 200, 400])
+    # Pendulum never terminates: every episode end is a truncation (time limit or end of collection).
+    assert not ds.terminals.any()
+    assert ds.truncations.nonzero()[0].tolist() == [199, 399, 449]
+    for start, stop in ds.episode_bounds():
+        np.testing.assert_array_equal(ds.next_observations[start : stop - 1], ds.observations[start + 1 : stop])
+    assert (np.abs(ds.actions) <= 2.0).all() and ds.actions.shape == (450, 1)
+
+
+def test_missing_key_is_a_clear_error(tmp_path, toy_dataset) -> None:
+    save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
+    arrays = _arrays(toy_dataset)
+    del arrays["terminals"]
+    np.savez_compressed(tmp_path / "d" / DATA_NAME, **arrays)
+    with pytest.raises(InputError, match=r"missing the key\(s\) terminals"):
+        load_dataset(tmp_path / "d", verify=False)
+
+
+def test_wrong_shape_is_a_clear_error(tmp_path, toy_dataset) -> None:
+    save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
+    arrays = _arrays(toy_dataset)
+    arrays["rewards"] = arrays["rewards"][:-1]
+    np.savez_compressed(tmp_path / "d" / DATA_NAME, **arrays)
+    with pytest.raises(InputError, match=r"'rewards' must have shape \[300\], got \(299,\)"):
+        load_dataset(tmp_path / "d", verify=False)
+    arrays = _arrays(toy_dataset)
+    arrays["next_observations"] = arrays["next_observations"][:, :1]
+    np.savez_compressed(tmp_path / "d" / DATA_NAME, **arrays)
+    with pytest.raises(InputError, match="'next_observations' must have the shape of 'observations'"):
+        load_dataset(tmp_path / "d", verify=False)
+
+
+def test_changed_data_fails_the_card_checksum(tmp_path, toy_dataset) -> None:
+    save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
+    arrays = _arrays(toy_dataset)
+    arrays["rewards"][0] += 1.0
+    np.savez_compressed(tmp_path / "d" / DATA_NAME, **arrays)
+    with pytest.raises(InputError, match="SHA-256"):
+        load_dataset(tmp_path / "d")
+
+
+def test_pickled_arrays_are_refused(tmp_path, toy_dataset) -> None:
+    save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
+    arrays = _arrays(toy_dataset)
+    arrays["rewards"] = np.array([object()] * len(toy_dataset), dtype=object)
+    np.savez(tmp_path / "d" / DATA_NAME, **arrays)
+    with pytest.raises(InputError, match="needs pickle"):
+        load_dataset(tmp_path / "d", verify=False)
+
+
+def test_missing_files_and_bad_card(tmp_path, toy_dataset) -> None:
+    with pytest.raises(StorageError, match="does not exist"):
+        load_dataset(tmp_path / "nowhere")
+    save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
+    (tmp_path / "d" / CARD_NAME).write_text(json.dumps({"format": "other"}))
+    with pytest.raises(InputError, match="not a genrl dataset card"):
+        load_dataset(tmp_path / "d")
+    (tmp_path / "d" / DATA_NAME).write_bytes(b"not a zip")
+    (tmp_path / "d" / CARD_NAME).write_text(json.dumps({"format": "genrl-offline-dataset"}))
+    with pytest.raises(StorageError, match=r"not a readable \.npz"):
+        load_dataset(tmp_path / "d")
+
+
+def test_episode_boundaries_are_validated(toy_dataset) -> None:
+    arrays = _arrays(toy_dataset)
+    arrays["episode_starts"] = np.array([0, 2, 1])
+    with pytest.raises(InputError, match="increase strictly"):
+        OfflineDataset(**arrays)
+    arrays = _arrays(toy_dataset)
+    arrays["terminals"][2] = False  # first episode's end loses its flag
+    with pytest.raises(InputError, match="transition 2 ends an episode"):
+        OfflineDataset(**arrays)
+    arrays = _arrays(toy_dataset)
+    arrays["observations"][0, 0] = np.nan
+    with pytest.raises(InputError, match="NaN"):
+        OfflineDataset(**arrays)
+
+
+def test_medium_policy_card_records_the_sac_budget() -> None:
+    from genrl.generate import make_dataset
+
+    ds, card = make_dataset("Pendulum-v1", "medium", 250, seed=1, train_steps=200, progress=False)
+    assert card["policy"]["name"] == "medium" and card["policy"]["algorithm"] == "sac"
+    assert card["policy"]["train_steps"] == 200 and np.isfinite(card["policy"]["eval_return_mean"])
+    assert len(ds) == 250 and ds.truncations[-1]
