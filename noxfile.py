@@ -21,8 +21,8 @@ ROOT = Path(__file__).parent
 CONSTRAINTS = str(ROOT / "constraints.txt")
 PACKAGES = ["gencore", "genimage", "genmol", "gengraph", "genrl", "geninterp"]
 
-# packages whose demo needs data kept out of the test install (an extra named "demo")
-DEMO_EXTRA: set[str] = set()
+# the extra each package's demo installs: the test extra, unless the demo needs data kept out of the tests
+DEMO_EXTRAS: dict[str, str] = {"genmol": "test,qm9"}
 # test oracles and benchmark anchors whose own pins would replace our numpy/torch stack: installed with
 # --no-deps into that package's test and bench sessions (their light requirements are in its extras)
 NO_DEPS: dict[str, list[str]] = {"gengraph": ["polygraph-benchmark==1.1.0"]}
@@ -84,5 +84,5 @@ def bench(session: nox.Session) -> None:
 @nox.parametrize("package", PACKAGES)
 def demo(session: nox.Session, package: str) -> None:
     """One package's demo on bundled data, in its own virtualenv; its report lands in ./report/<package>."""
-    _install(session, *_package_requirements(package, "demo" if package in DEMO_EXTRA else "test"))
+    _install(session, *_package_requirements(package, DEMO_EXTRAS.get(package, "test")))
     session.run(package, "demo", "--out", str(ROOT / "report" / package))

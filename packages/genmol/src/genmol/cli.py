@@ -1,19 +1,305 @@
-"""The ``genmol`` command. Its verbs arrive with the package's issues; today it answers
-``--help``, ``--version`` and ``info``."""
+"""The ``genmol`` command.
+
+genmol prepare  --data qm9 --subset 2000 --out qm9_2000.sdf
+genmol prepare  --data nci --subset 100 --conformers 5 --workers 2 --out nci_confs.sdf
+genmol train    --data qm9 --subset 2000 --steps 300 --out runs/m
+genmol sample   --run runs/m --n 100 --out s.sdf
+genmol evaluate s.sdf --json e.json [--reference runs/m]
+genmol demo     --out report/genmol
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from gencore.command import package_parser, run
+from gencore.errors import ConfigError
+from gencore.io import ensure_dir, write_json
+from gencore.tables import format_table
 from genmol import __version__
 
 DESCRIPTION = "Molecule, protein, peptide and DNA generation on gencore's flow-matching math."
+SUMMARY_KEYS = (
+    "n_records",
+    "n_parsed",
+    "validity",
+    "validity_connected",
+    "atom_stability",
+    "molecule_stability",
+    "uniqueness",
+    "novelty",
+    "fcd",
+    "bond_length_w1",
+    "bond_angle_w1",
+    "mmff_strain_median",
+)
+
+
+# prepare ----------------------------------------------------------------------------------------
+def cmd_prepare(args: argparse.Namespace) -> int:
+    from genmol.chem.io import read_smiles, write_sdf
+    from genmol.data.conformers import generate_conformers
+
+    if args.data == "qm9":
+        from genmol.data.qm9 import qm9_subset
+
+        mols, report = qm9_subset(args.subset, seed=args.seed, cache=args.cache, progress=not args.no_progress)
+    elif args.data == "nci":
+        from genmol.data.smiles_sets import nci_5k
+
+        mols, report = nci_5k()
+    else:
+        mols, report = read_smiles(args.data, on_error=args.on_error)
+    if args.data != "qm9" and args.subset is not None:
+        mols = mols[: args.subset]
+    print(report.summary())
+    for bad in report.bad[:5]:
+        print(f"  skipped {bad}")
+    if args.conformers:
+        ensembles, conf_report = generate_conformers(
+            mols, args.conformers, seed=args.seed, workers=args.workers, progress=not args.no_progress
+        )
+        print(conf_report.summary())
+        out_mols = []
+        for k, ens in enumerate(ensembles):
+            for c, m in enumerate(ens):
+                m.name = f"{mols[k].name or f'mol_{k}'}_conf{c}"
+                out_mols.append(m)
+        mols = out_mols
+    if args.out:
+        write_sdf(args.out, mols)
+        print(f"wrote {len(mols)} records to {args.out}")
+    return 0
+
+
+# train ------------------------------------------------------------------------------------------
+def _gen_config(args: argparse.Namespace):
+    from dataclasses import fields
+
+    from genmol.generation.flow import GenConfig
+
+    names = {f.name for f in fields(GenConfig)}
+    overrides = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+    overrides["progress"] = not args.no_progress
+    return GenConfig(**overrides).validate()
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from genmol.experiment import load_dataset, train_run
+
+    cfg = _gen_config(args)
+    mols, report = load_dataset(args.data, subset=args.subset, seed=args.seed or 0, progress=not args.no_progress)
+    print(f"{report.summary()}; training on {len(mols)} molecules")
+    engine = {k: v for k, v in {"resume": args.resume, "checkpoint_every": args.checkpoint_every}.items() if v}
+    start = time.perf_counter()
+    info = train_run(cfg, mols, args.out, nproc=args.nproc, data_name=args.data, **engine)
+    if info["interrupted"]:
+        print(f"interrupted: a checkpoint is in {args.out}/checkpoints; continue with --resume auto")
+        return 0
+    print(
+        f"trained {cfg.backbone}/{cfg.strategy} ({cfg.task}) for {cfg.steps} steps in "
+        f"{time.perf_counter() - start:.0f} s, last loss {info['last_loss']:.4f}; run folder {args.out}/"
+    )
+    return 0
+
+
+# sample -----------------------------------------------------------------------------------------
+def cmd_sample(args: argparse.Namespace) -> int:
+    import torch
+
+    from genmol.chem.io import read_sdf, read_smiles, write_sdf
+    from genmol.experiment import load_run
+    from genmol.generation.flow import draw_sizes, sample_conformers, sample_joint
+
+    model, cfg, vocab, sizes = load_run(args.run)
+    g = torch.Generator().manual_seed(args.seed)
+    start = time.perf_counter()
+    if cfg.task == "joint":
+        if args.n < 1:
+            raise ConfigError(f"--n must be positive, got {args.n}.")
+        mols = sample_joint(
+            model,
+            vocab,
+            draw_sizes(sizes, args.n, g),
+            strategy=cfg.strategy,
+            steps=args.steps,
+            sampler=args.sampler,
+            noise_scale=args.noise,
+            generator=g,
+            progress=not args.no_progress,
+        )
+    else:
+        if not args.graphs:
+            raise ConfigError("this run generates conformers: give the molecular graphs with --graphs FILE.sdf|.smi.")
+        path = Path(args.graphs)
+        graphs, _ = read_sdf(path) if path.suffix.lower() == ".sdf" else read_smiles(path)
+        from rdkit import Chem
+
+        from genmol.chem.molecule import Molecule
+
+        graphs = [Molecule.from_rdkit(Chem.AddHs(m.to_rdkit()), name=m.name) for m in graphs]
+        for m in graphs:
+            m.num_hs[:] = 0
+        ens = sample_conformers(
+            model,
+            vocab,
+            graphs,
+            args.n,
+            strategy=cfg.strategy,
+            steps=args.steps,
+            sampler=args.sampler,
+            noise_scale=args.noise,
+            generator=g,
+            progress=not args.no_progress,
+        )
+        mols = [m for e in ens for m in e]
+    write_sdf(args.out, mols)
+    print(f"wrote {len(mols)} molecules to {args.out} ({time.perf_counter() - start:.1f} s)")
+    return 0
+
+
+# evaluate ---------------------------------------------------------------------------------------
+def _reference(path: str | None):
+    from genmol.chem.io import read_sdf, read_smiles
+    from genmol.experiment import train_smiles
+    from genmol.metrics.chemistry import canonical_smiles
+    from genmol.metrics.suite import Reference
+
+    if path is None:
+        return None
+    p = Path(path)
+    if p.is_dir():
+        mols = read_sdf(p / "reference.sdf")[0] if (p / "reference.sdf").is_file() else []
+        return Reference(smiles=train_smiles(p), molecules=mols)
+    if p.suffix.lower() == ".sdf":
+        mols, _ = read_sdf(p)
+        return Reference(smiles=[s for s in map(canonical_smiles, mols) if s], molecules=mols)
+    mols, _ = read_smiles(p)
+    return Reference(smiles=[s for s in map(canonical_smiles, mols) if s])
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from genmol.metrics.suite import evaluate_sdf
+
+    reference = _reference(args.reference)
+    result = evaluate_sdf(
+        args.file, reference, strain=not args.no_strain, with_fcd=not args.no_fcd, progress=not args.no_progress
+    )
+    rows = result.rows
+    shown = rows if args.rows is None else rows[: args.rows]
+    table_rows = [
+        {
+            "index": r["index"],
+            "name": (r["name"] or "")[:16],
+            "valid": r["valid"],
+            "stable": r["mol_stable"],
+            "atom_stab": r["atom_stability"] if r["atom_stability"] is not None else "-",
+            "connected": r["connected"],
+            "smiles": (r["smiles"] or "-")[:40],
+            "error": (r["error"] or "")[:60],
+        }
+        for r in shown
+    ]
+    print(format_table(table_rows))
+    if len(shown) < len(rows):
+        print(f"... {len(rows) - len(shown)} more rows in the JSON")
+    summary = [{"metric": k, "value": result.summary[k]} for k in SUMMARY_KEYS if k in result.summary]
+    print()
+    print(format_table(summary))
+    print(f"stability: {result.summary['stability_definition']}")
+    if args.json:
+        write_json(args.json, _clean({"file": str(args.file), "summary": result.summary, "records": rows}))
+        print(f"wrote {args.json}")
+    return 0
+
+
+# demo -------------------------------------------------------------------------------------------
+def cmd_demo(args: argparse.Namespace) -> int:
+    from genmol.demo import run_demo
+
+    out = ensure_dir(args.out)
+    run_demo(out, steps=args.steps, subset=args.subset, progress=not args.no_progress)
+    print(f"report: {out}/README.md")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser, _commands = package_parser("genmol", __version__, DESCRIPTION)
+    parser, commands = package_parser("genmol", __version__, DESCRIPTION)
+
+    pr = commands.add_parser("prepare", help="build a data set: QM9 subset with bonds, or ETKDG+MMFF conformers")
+    pr.add_argument("--data", required=True, help="qm9 | nci (RDKit's NCI 5K) | a SMILES file")
+    pr.add_argument("--subset", type=int, help="number of molecules (QM9: seeded random subset)")
+    pr.add_argument("--conformers", type=int, default=0, help="ETKDG+MMFF conformers per molecule (0: none)")
+    pr.add_argument("--workers", type=int, default=1, help="worker processes for conformer generation")
+    pr.add_argument("--on-error", choices=("skip", "raise"), default="skip", dest="on_error")
+    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument("--cache", help="cache folder (default $GENMOL_CACHE or ~/.cache/genmol)")
+    pr.add_argument("--out", type=Path, help="write the prepared molecules as SDF")
+    pr.add_argument("--no-progress", action="store_true")
+    pr.set_defaults(func=cmd_prepare)
+
+    tr = commands.add_parser("train", help="train a 3-D generative model (joint types+coordinates, or conformers)")
+    tr.add_argument("--data", required=True, help="qm9 (needs genmol[qm9]) or an SDF with 3-D coordinates")
+    tr.add_argument("--subset", type=int, help="train on this many molecules (seeded)")
+    tr.add_argument("--out", required=True, type=Path, help="run folder")
+    tr.add_argument("--task", choices=("joint", "conformer"), help="joint (default) or conformer")
+    tr.add_argument("--backbone", choices=("egnn", "transformer", "e3nn"), help="egnn (default), transformer, e3nn")
+    tr.add_argument("--strategy", choices=("com", "kabsch", "quotient"), help="SE(3) strategy (default quotient)")
+    tr.add_argument("--steps", type=int)
+    tr.add_argument("--batch-size", type=int, dest="batch_size")
+    tr.add_argument("--hidden", type=int)
+    tr.add_argument("--layers", type=int)
+    tr.add_argument("--lr", type=float)
+    tr.add_argument("--seed", type=int)
+    tr.add_argument("--nproc", type=int, default=1, help="train in N processes (DDP over gloo on CPU)")
+    tr.add_argument("--resume", help="'auto' or a checkpoint folder")
+    tr.add_argument("--checkpoint-every", type=int, dest="checkpoint_every")
+    tr.add_argument("--no-progress", action="store_true")
+    tr.set_defaults(func=cmd_train)
+
+    sa = commands.add_parser("sample", help="generate molecules (or conformers) from a run; writes SDF")
+    sa.add_argument("--run", required=True, type=Path)
+    sa.add_argument("--n", type=int, default=100, help="molecules (joint) or conformers per graph (conformer)")
+    sa.add_argument("--out", required=True, type=Path, help="output SDF")
+    sa.add_argument("--steps", type=int, default=100, help="integration steps")
+    sa.add_argument("--sampler", choices=("ode", "sde"), default="ode")
+    sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
+    sa.add_argument("--graphs", help="conformer runs: molecular graphs as SDF or SMILES")
+    sa.add_argument("--seed", type=int, default=0)
+    sa.add_argument("--no-progress", action="store_true")
+    sa.set_defaults(func=cmd_sample)
+
+    ev = commands.add_parser("evaluate", help="per-molecule and set metrics of an SDF; prints a table")
+    ev.add_argument("file", type=Path, help="SDF file")
+    ev.add_argument("--json", type=Path, help="write records and summary as JSON")
+    ev.add_argument("--reference", help="run folder, SDF or SMILES file for novelty, FCD and bond geometry")
+    ev.add_argument("--rows", type=int, default=30, help="rows printed (all rows go to the JSON)")
+    ev.add_argument("--no-strain", action="store_true", help="skip the MMFF strain energy")
+    ev.add_argument("--no-fcd", action="store_true", help="skip FCD")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.set_defaults(func=cmd_evaluate)
+
+    de = commands.add_parser("demo", help="train a tiny model on a QM9 slice, sample, evaluate, write a report")
+    de.add_argument("--out", type=Path, default=Path("report/genmol"))
+    de.add_argument("--steps", type=int, default=150)
+    de.add_argument("--subset", type=int, default=600)
+    de.add_argument("--no-progress", action="store_true")
+    de.set_defaults(func=cmd_demo)
     return parser
 
 

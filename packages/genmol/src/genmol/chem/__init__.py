@@ -1,0 +1,1 @@
+"""Typed containers and file formats: Molecule (RDKit, SMILES, SDF, XYZ) and ProteinStructure (PDB, mmCIF)."""

@@ -1,0 +1,292 @@
+"""Reading and writing molecule files with a bad-record policy.
+
+Every reader goes record by record. A record that does not parse (or, when asked, does not sanitise)
+becomes a :class:`BadRecord` with its 0-based index, the line where it starts and RDKit's reason. The
+policy decides what happens next: ``"skip"`` keeps going and counts it in the :class:`ReadReport`,
+``"raise"`` stops with an :class:`~gencore.errors.InputError` naming file, record and line. Writers
+collect everything first and write one temporary file renamed into place, so a failing record can
+never leave a half-written output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rdkit import Chem, RDLogger
+
+from gencore.errors import ConfigError, InputError, StorageError
+from gencore.io import atomic_path
+from genmol.chem.molecule import Molecule
+
+POLICIES = ("skip", "raise")
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """One record that could not be used: where it is and why."""
+
+    index: int  # 0-based record index in the file
+    line: int  # 1-based line where the record starts
+    reason: str
+    source: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.source}: record {self.index} (line {self.line}): {self.reason}"
+
+
+@dataclass
+class ReadReport:
+    """How a read went: records read, records skipped and why."""
+
+    source: str
+    n_read: int = 0
+    bad: list[BadRecord] = field(default_factory=list)
+
+    @property
+    def n_skipped(self) -> int:
+        return len(self.bad)
+
+    def summary(self) -> str:
+        return f"{self.source}: {self.n_read} records read, {self.n_skipped} skipped"
+
+    def as_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "n_read": self.n_read,
+            "n_skipped": self.n_skipped,
+            "bad_records": [{"index": b.index, "line": b.line, "reason": b.reason} for b in self.bad],
+        }
+
+
+def check_policy(policy: str) -> str:
+    if policy not in POLICIES:
+        raise ConfigError(f"on_error must be one of {', '.join(POLICIES)}, got {policy!r}.")
+    return policy
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage().strip())
+
+
+@contextlib.contextmanager
+def rdkit_messages() -> Iterator[list[str]]:
+    """Collect RDKit's warnings and errors (instead of printing them) for the duration of the block."""
+    RDLogger.logger()  # make sure the logger exists
+    Chem.rdBase.LogToPythonLogger()
+    logger = logging.getLogger("rdkit")
+    handler = _Capture()
+    old_handlers, old_propagate = logger.handlers[:], logger.propagate
+    logger.handlers = [handler]  # RDKit attaches its own stream handler: replace it for the block
+    logger.propagate = False
+    try:
+        yield handler.messages
+    finally:
+        logger.handlers = old_handlers
+        logger.propagate = old_propagate
+        if not any(isinstance(h, _Capture) for h in old_handlers):  # outermost block: back to RDKit's streams
+            Chem.rdBase.LogToCppStreams()
+
+
+def _reason(messages: list[str], fallback: str) -> str:
+    useful = [m.split("] ", 1)[-1].strip() for m in messages if m.strip()]
+    useful = [m for m in useful if m and not set(m) <= {"*"} and not m.startswith("****")]
+    return "; ".join(useful[-2:]) if useful else fallback
+
+
+def _check_readable(path: Path) -> None:
+    if not path.is_file():
+        raise StorageError(f"{str(path)!r} does not exist or is not a file.")
+
+
+def sdf_blocks(path: str | os.PathLike) -> Iterator[tuple[int, int, str]]:
+    """Yield ``(index, first_line, mol_block_with_data)`` for each ``$$$$``-terminated record of an SDF."""
+    p = Path(path)
+    _check_readable(p)
+    lines: list[str] = []
+    start = 1
+    index = 0
+    with p.open(encoding="utf-8", errors="replace") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if line.rstrip("\r\n") == "$$$$":
+                yield index, start, "".join(lines)
+                index += 1
+                lines = []
+                start = lineno + 1
+            else:
+                lines.append(line)
+    if any(line.strip() for line in lines):  # a last record without its terminator
+        yield index, start, "".join(lines)
+
+
+def parse_molblock(block: str, *, sanitize: bool) -> tuple[Chem.Mol | None, str]:
+    """``(mol, "")`` or ``(None, reason)``; data fields after ``M  END`` become properties."""
+    with rdkit_messages() as messages:
+        mol = Chem.MolFromMolBlock(block, sanitize=False, removeHs=False, strictParsing=True)
+    if mol is None:
+        return None, _reason(messages, "RDKit could not parse the mol block")
+    _read_data_fields(block, mol)
+    if sanitize:
+        with rdkit_messages() as messages:
+            try:
+                Chem.SanitizeMol(mol)
+            except Exception as exc:
+                return None, str(exc) or _reason(messages, "sanitisation failed")
+    return mol, ""
+
+
+def _read_data_fields(block: str, mol: Chem.Mol) -> None:
+    tail = block.split("M  END", 1)
+    if len(tail) < 2:
+        return
+    key = None
+    values: list[str] = []
+    for line in tail[1].splitlines():
+        if line.startswith(">"):
+            if key is not None:
+                mol.SetProp(key, "\n".join(values).strip())
+            lt, gt = line.find("<"), line.rfind(">")
+            key = line[lt + 1 : gt] if 0 <= lt < gt else None
+            values = []
+        elif key is not None:
+            values.append(line)
+    if key is not None:
+        mol.SetProp(key, "\n".join(values).strip())
+
+
+def read_sdf(
+    path: str | os.PathLike, *, on_error: str = "skip", sanitize: bool = True
+) -> tuple[list[Molecule], ReadReport]:
+    """Read every record of a (multi-record) SDF into :class:`Molecule` objects.
+
+    ``on_error="skip"`` counts bad records in the report; ``"raise"`` stops at the first one.
+    """
+    check_policy(on_error)
+    report = ReadReport(str(path))
+    out: list[Molecule] = []
+    for index, line, block in sdf_blocks(path):
+        mol, reason = parse_molblock(block, sanitize=sanitize)
+        if mol is not None:
+            try:
+                out.append(Molecule.from_rdkit(mol))
+            except InputError as exc:
+                mol, reason = None, str(exc)
+        if mol is None:
+            bad = BadRecord(index, line, reason, str(path))
+            if on_error == "raise":
+                raise InputError(f"{bad}.")
+            report.bad.append(bad)
+            continue
+        report.n_read += 1
+    return out, report
+
+
+def write_sdf(path: str | os.PathLike, molecules: Iterable[Molecule]) -> Path:
+    """Write molecules as one multi-record SDF, atomically (all records or nothing)."""
+    blocks = []
+    for k, m in enumerate(molecules):
+        try:
+            block = m.to_molblock()
+        except Exception as exc:
+            raise InputError(f"molecule {k} ({m.name or 'unnamed'}) cannot be written as a mol block: {exc}") from None
+        props = "".join(f">  <{key}>\n{value}\n\n" for key, value in m.properties.items())
+        blocks.append(block + props + "$$$$\n")
+    with atomic_path(path) as tmp:
+        tmp.write_text("".join(blocks), encoding="utf-8")
+    return Path(path)
+
+
+def read_smiles(
+    path: str | os.PathLike, *, on_error: str = "skip", column: int = 0, delimiter: str | None = None
+) -> tuple[list[Molecule], ReadReport]:
+    """Read a SMILES file (one molecule per line; ``column`` picks the field; ``#`` lines and a
+    ``smiles`` header are skipped; ``.gz`` files are read transparently)."""
+    import gzip
+
+    check_policy(on_error)
+    p = Path(path)
+    _check_readable(p)
+    report = ReadReport(str(p))
+    out: list[Molecule] = []
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt", encoding="utf-8", errors="replace") as fh:
+        index = 0
+        for lineno, line in enumerate(fh, start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            fields = text.split(delimiter) if delimiter else text.replace(",", " ").split()
+            if column >= len(fields):
+                smi, name = "", ""
+            else:
+                smi = fields[column]
+                name = fields[column + 1] if column + 1 < len(fields) else ""
+            if index == 0 and smi.lower() in ("smiles", "smi"):
+                continue
+            with rdkit_messages() as messages:
+                mol = Chem.MolFromSmiles(smi) if smi else None
+            if mol is None:
+                bad = BadRecord(index, lineno, _reason(messages, f"cannot parse SMILES {smi!r}"), str(p))
+                if on_error == "raise":
+                    raise InputError(f"{bad}.")
+                report.bad.append(bad)
+            else:
+                out.append(Molecule.from_rdkit(mol, name=name))
+                report.n_read += 1
+            index += 1
+    return out, report
+
+
+def smiles_to_molecules(smiles: Iterable[str], *, on_error: str = "skip") -> tuple[list[Molecule], ReadReport]:
+    """Parse an in-memory list of SMILES with the same policy as the file readers."""
+    check_policy(on_error)
+    report = ReadReport("<smiles>")
+    out: list[Molecule] = []
+    for index, smi in enumerate(smiles):
+        with rdkit_messages() as messages:
+            mol = Chem.MolFromSmiles(smi)
+        if mol is None:
+            bad = BadRecord(index, index + 1, _reason(messages, f"cannot parse SMILES {smi!r}"), "<smiles>")
+            if on_error == "raise":
+                raise InputError(f"{bad}.")
+            report.bad.append(bad)
+            continue
+        out.append(Molecule.from_rdkit(mol))
+        report.n_read += 1
+    return out, report
+
+
+def read_xyz(path: str | os.PathLike, *, bonds: str = "none") -> list[Molecule]:
+    """Read a (multi-frame) XYZ file; a malformed frame raises :class:`InputError` naming the line."""
+    p = Path(path)
+    _check_readable(p)
+    lines = p.read_text(encoding="utf-8").splitlines()
+    out, k = [], 0
+    while k < len(lines):
+        if not lines[k].strip():
+            k += 1
+            continue
+        try:
+            n = int(lines[k].split()[0])
+        except ValueError:
+            raise InputError(f"{p}: line {k + 1} must hold an atom count, got {lines[k]!r}.") from None
+        block = "\n".join(lines[k : k + n + 2])
+        out.append(Molecule.from_xyz(block, bonds=bonds, source=f"{p} (frame at line {k + 1})"))
+        k += n + 2
+    return out
+
+
+def write_xyz(path: str | os.PathLike, molecules: Iterable[Molecule]) -> Path:
+    text = "".join(m.to_xyz() for m in molecules)
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)

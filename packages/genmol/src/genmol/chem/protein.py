@@ -1,0 +1,190 @@
+"""``ProteinStructure``: chains, residues and atoms of a macromolecular model, from/to PDB and mmCIF.
+
+Reading and writing go through gemmi (Wojdyr 2022, "GEMMI: A library for structural biology", JOSS;
+MPL-2.0). Only the first model of a file is kept. The container is a flat atom table (one row per
+atom, like biotite's ``AtomArray``) with per-atom chain, residue and atom names; ``backbone()``
+gathers N, CA, C, O per residue. A malformed coordinate line is reported with file and line number.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gencore.errors import InputError, StorageError
+from gencore.io import atomic_path
+
+BACKBONE_ATOMS = ("N", "CA", "C", "O")
+
+
+@dataclass
+class ProteinStructure:
+    """Atom table of one model. Arrays have one entry per atom (``coords: [A, 3]`` in angstrom)."""
+
+    chain_ids: np.ndarray  # str
+    res_ids: np.ndarray  # int, author residue number
+    ins_codes: np.ndarray  # str ('' when none)
+    res_names: np.ndarray  # str, e.g. 'ALA'
+    atom_names: np.ndarray  # str, e.g. 'CA'
+    elements: np.ndarray  # str, e.g. 'C'
+    coords: np.ndarray  # float [A, 3]
+    occupancy: np.ndarray  # float
+    b_factors: np.ndarray  # float
+    hetero: np.ndarray  # bool (HETATM)
+    name: str = ""
+
+    @property
+    def num_atoms(self) -> int:
+        return int(self.coords.shape[0])
+
+    @property
+    def chains(self) -> list[str]:
+        return list(dict.fromkeys(self.chain_ids.tolist()))
+
+    def residues(self, chain: str | None = None) -> list[tuple[str, int, str, str]]:
+        """``(chain, number, insertion code, name)`` of each residue in file order."""
+        keys = zip(self.chain_ids, self.res_ids, self.ins_codes, self.res_names, strict=True)
+        out = list(dict.fromkeys((str(c), int(r), str(i), str(n)) for c, r, i, n in keys))
+        return [k for k in out if chain is None or k[0] == chain]
+
+    def sequence(self, chain: str) -> str:
+        """One-letter sequence of the polymer residues of ``chain`` ('X' for unknown residues)."""
+        import gemmi
+
+        return "".join(
+            gemmi.find_tabulated_residue(n).one_letter_code.upper()
+            if gemmi.find_tabulated_residue(n) and gemmi.find_tabulated_residue(n).one_letter_code != " "
+            else "X"
+            for _, _, _, n in self.residues(chain)
+        )
+
+    def backbone(self, chain: str | None = None) -> np.ndarray:
+        """``[R, 4, 3]`` N, CA, C, O coordinates per residue (NaN where an atom is missing)."""
+        res = self.residues(chain)
+        index = {k: r for r, k in enumerate(res)}
+        out = np.full((len(res), 4, 3), np.nan)
+        for k in range(self.num_atoms):
+            key = (str(self.chain_ids[k]), int(self.res_ids[k]), str(self.ins_codes[k]), str(self.res_names[k]))
+            if key in index and self.atom_names[k] in BACKBONE_ATOMS:
+                out[index[key], BACKBONE_ATOMS.index(self.atom_names[k])] = self.coords[k]
+        return out
+
+    # gemmi --------------------------------------------------------------------------------
+    @classmethod
+    def _from_gemmi(cls, st, name: str) -> ProteinStructure:
+        if len(st) == 0:
+            raise InputError(f"{name}: the file holds no model.")
+        cols: dict[str, list] = {k: [] for k in ("c", "r", "i", "n", "a", "e", "x", "o", "b", "h")}
+        for chain in st[0]:
+            for res in chain:
+                for atom in res:
+                    cols["c"].append(chain.name)
+                    cols["r"].append(res.seqid.num)
+                    cols["i"].append(res.seqid.icode.strip())
+                    cols["n"].append(res.name)
+                    cols["a"].append(atom.name)
+                    cols["e"].append(atom.element.name)
+                    cols["x"].append(atom.pos.tolist())
+                    cols["o"].append(atom.occ)
+                    cols["b"].append(atom.b_iso)
+                    cols["h"].append(res.het_flag == "H")
+        return cls(
+            np.asarray(cols["c"], dtype=str),
+            np.asarray(cols["r"], dtype=np.int64),
+            np.asarray(cols["i"], dtype=str),
+            np.asarray(cols["n"], dtype=str),
+            np.asarray(cols["a"], dtype=str),
+            np.asarray(cols["e"], dtype=str),
+            np.asarray(cols["x"], dtype=np.float64).reshape(-1, 3),
+            np.asarray(cols["o"], dtype=np.float64),
+            np.asarray(cols["b"], dtype=np.float64),
+            np.asarray(cols["h"], dtype=bool),
+            name=st.name,
+        )
+
+    def _to_gemmi(self):
+        import gemmi
+
+        st = gemmi.Structure()
+        st.name = self.name or "genmol"
+        model = gemmi.Model(1) if hasattr(gemmi.Model, "__init__") else gemmi.Model("1")
+        chains: dict[str, gemmi.Chain] = {}
+        last_key = None
+        residue = None
+        for k in range(self.num_atoms):
+            c = str(self.chain_ids[k])
+            if c not in chains:
+                chains[c] = gemmi.Chain(c)
+            key = (c, int(self.res_ids[k]), str(self.ins_codes[k]), str(self.res_names[k]))
+            if key != last_key:
+                if residue is not None:
+                    chains[last_key[0]].add_residue(residue)
+                residue = gemmi.Residue()
+                residue.name = key[3]
+                residue.seqid = gemmi.SeqId(key[1], key[2] or " ")
+                residue.het_flag = "H" if self.hetero[k] else "A"
+                last_key = key
+            atom = gemmi.Atom()
+            atom.name = str(self.atom_names[k])
+            atom.element = gemmi.Element(str(self.elements[k]))
+            atom.pos = gemmi.Position(*map(float, self.coords[k]))
+            atom.occ = float(self.occupancy[k])
+            atom.b_iso = float(self.b_factors[k])
+            residue.add_atom(atom)
+        if residue is not None:
+            chains[last_key[0]].add_residue(residue)
+        for ch in chains.values():
+            model.add_chain(ch)
+        st.add_model(model)
+        st.setup_entities()
+        return st
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> ProteinStructure:
+        """Read a PDB or mmCIF file (format from the content); errors name the file and line."""
+        import gemmi
+
+        p = Path(path)
+        if not p.is_file():
+            raise StorageError(f"{str(p)!r} does not exist or is not a file.")
+        text = p.read_text(encoding="utf-8", errors="replace")
+        is_cif = p.suffix.lower() in (".cif", ".mmcif") or text.lstrip().startswith("data_")
+        if not is_cif:
+            _check_pdb_lines(text, str(p))
+        try:
+            st = gemmi.read_structure(str(p), format=gemmi.CoorFormat.Mmcif if is_cif else gemmi.CoorFormat.Pdb)
+        except (RuntimeError, ValueError) as exc:
+            raise InputError(f"{p}: {exc}") from None
+        return cls._from_gemmi(st, str(p))
+
+    from_pdb = read
+    from_mmcif = read
+
+    def to_pdb(self, path: str | os.PathLike) -> Path:
+        text = self._to_gemmi().make_pdb_string()
+        with atomic_path(path) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+        return Path(path)
+
+    def to_mmcif(self, path: str | os.PathLike) -> Path:
+        doc = self._to_gemmi().make_mmcif_document()
+        with atomic_path(path) as tmp:
+            tmp.write_text(doc.as_string(), encoding="utf-8")
+        return Path(path)
+
+
+def _check_pdb_lines(text: str, source: str) -> None:
+    """ATOM/HETATM records need numeric coordinates in columns 31-54 (PDB format v3.3)."""
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if line.startswith(("ATOM  ", "HETATM")):
+            try:
+                float(line[30:38])
+                float(line[38:46])
+                float(line[46:54])
+            except ValueError:
+                raise InputError(
+                    f"{source}: line {lineno}: expected x, y, z numbers in columns 31-54, got {line[30:54]!r}."
+                ) from None

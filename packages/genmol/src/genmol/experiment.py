@@ -1,0 +1,132 @@
+"""Runs: load a data set, train through :mod:`gencore.train`, save and reload a run folder, sample.
+
+A run folder holds ``model/`` (EMA weights as safetensors + config.json), ``run.json`` (settings,
+atom vocabulary, size histogram), ``train_smiles.txt`` (for novelty and FCD), ``reference.sdf`` (up
+to 1,000 training molecules, for the bond-geometry distances), and the engine's ``metrics.jsonl``
+and ``checkpoints/``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import TensorDataset
+
+from gencore.errors import ConfigError, InputError
+from gencore.io import ensure_dir, read_json, write_json, write_text
+from gencore.train import TrainConfig, Trainer, launch
+from genmol.chem.io import ReadReport, read_sdf, write_sdf
+from genmol.chem.molecule import Molecule
+from genmol.generation.flow import GenConfig, MoleculeFlowTask, config_dict, molecule_tensors, size_histogram
+from genmol.generation.vocab import AtomVocabulary
+from genmol.metrics.chemistry import canonical_smiles
+from genmol.models import Backbone
+
+REFERENCE_SIZE = 1000
+
+
+def load_dataset(
+    name: str, *, subset: int | None = None, seed: int = 0, progress: bool = True, cache: str | None = None
+) -> tuple[list[Molecule], ReadReport]:
+    """``"qm9"`` (seeded subset of the qm9pack files) or an SDF path with 3-D coordinates."""
+    if name == "qm9":
+        from genmol.data.qm9 import qm9_subset
+
+        return qm9_subset(subset, seed=seed, cache=cache, progress=progress)
+    path = Path(name)
+    if path.suffix.lower() != ".sdf":
+        raise ConfigError(f"--data must be 'qm9' or an .sdf file with 3-D coordinates, got {name!r}.")
+    mols, report = read_sdf(path, on_error="skip")
+    if subset is not None:
+        order = torch.randperm(len(mols), generator=torch.Generator().manual_seed(seed)).tolist()
+        mols = [mols[k] for k in sorted(order[:subset])]
+    return mols, report
+
+
+def _worker(cfg: GenConfig, vocab_pairs: list, tensors: dict[str, torch.Tensor], train_cfg: TrainConfig) -> dict:
+    task = MoleculeFlowTask(cfg, AtomVocabulary(vocab_pairs))
+    data = TensorDataset(tensors["tokens"], tensors["coords"], tensors["mask"], tensors["bonds"])
+    start = time.perf_counter()
+    result = Trainer(train_cfg).fit(task, data)
+    if int(os.environ.get("RANK", "0") or 0) == 0 and not result.interrupted:
+        result.ema.save_pretrained(Path(train_cfg.out_dir) / "model")
+    return {"interrupted": result.interrupted, "seconds": time.perf_counter() - start, "last_loss": result.last_loss}
+
+
+def train_run(
+    cfg: GenConfig,
+    molecules: Sequence[Molecule],
+    out_dir: str | os.PathLike,
+    *,
+    nproc: int = 1,
+    data_name: str = "",
+    **engine: Any,
+) -> dict[str, Any]:
+    """Train one model on ``molecules`` into ``out_dir`` (see module docstring); returns a summary."""
+    cfg.validate()
+    if len(molecules) < 2:
+        raise InputError(f"training needs at least 2 molecules with coordinates, got {len(molecules)}.")
+    out = ensure_dir(out_dir)
+    vocab = AtomVocabulary.from_molecules(molecules)
+    tensors = molecule_tensors(molecules, vocab)
+    batch = min(cfg.batch_size, len(molecules))
+    train_cfg = TrainConfig(
+        steps=cfg.steps,
+        global_batch_size=batch,
+        optimizer="adamw",
+        lr=cfg.lr,
+        warmup_steps=min(20, cfg.steps // 10),
+        schedule="cosine",
+        clip_grad_norm=1.0,
+        ema_decay=cfg.ema_decay,
+        seed=cfg.seed,
+        progress=cfg.progress,
+        out_dir=str(out),
+        **engine,
+    ).validate()
+    info = launch(_worker, replace(cfg, batch_size=batch), vocab.to_list(), tensors, train_cfg, nproc=nproc).get(0)
+    info = info or {"interrupted": True, "seconds": 0.0, "last_loss": float("nan")}
+    smiles = sorted({s for s in (canonical_smiles(m) for m in molecules) if s})
+    write_text(out / "train_smiles.txt", "\n".join(smiles) + "\n")
+    write_sdf(out / "reference.sdf", list(molecules)[:REFERENCE_SIZE])
+    write_json(
+        out / "run.json",
+        {
+            "config": config_dict(replace(cfg, batch_size=batch)),
+            "data": data_name,
+            "n_train": len(molecules),
+            "vocabulary": vocab.to_list(),
+            "vocabulary_labels": vocab.labels(),
+            "sizes": {str(k): v for k, v in size_histogram(molecules).items()},
+            "train_seconds": round(info["seconds"], 2),
+            "interrupted": info["interrupted"],
+        },
+    )
+    return info
+
+
+def load_run(run_dir: str | os.PathLike) -> tuple[Backbone, GenConfig, AtomVocabulary, dict[int, int]]:
+    """Reload the EMA model, settings, vocabulary and size histogram of a run folder."""
+    run = Path(run_dir)
+    meta_path = run / "run.json"
+    if not meta_path.is_file():
+        raise InputError(f"{str(run)!r} is not a genmol run folder (no run.json); train one with `genmol train`.")
+    meta = read_json(meta_path)
+    if meta.get("interrupted"):
+        raise InputError(f"the run in {str(run)!r} was interrupted; resume it with `genmol train ... --resume auto`.")
+    cfg = GenConfig(**meta["config"])
+    model = Backbone.from_pretrained(run / "model")
+    vocab = AtomVocabulary([tuple(p) for p in meta["vocabulary"]])
+    sizes = {int(k): int(v) for k, v in meta["sizes"].items()}
+    return model, cfg, vocab, sizes
+
+
+def train_smiles(run_dir: str | os.PathLike) -> list[str]:
+    path = Path(run_dir) / "train_smiles.txt"
+    return [s for s in path.read_text().splitlines() if s] if path.is_file() else []

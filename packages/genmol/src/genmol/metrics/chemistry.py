@@ -1,0 +1,79 @@
+"""Graph-level metrics: RDKit validity, connectivity, uniqueness, novelty, FCD, MMFF strain.
+
+Validity is RDKit sanitisation of the molecule exactly as given (no hydrogens added or removed);
+connectivity is a single bond-graph fragment; uniqueness is the fraction of distinct canonical SMILES
+among valid molecules; novelty the fraction of unique valid SMILES absent from a reference set (the
+GuacaMol / MOSES definitions). FCD is the Frechet ChemNet Distance (Preuer et al. 2018) computed by
+``fcd-torch`` with the ChemNet weights it ships. MMFF strain (kcal/mol) is the MMFF94 energy of the
+given conformer minus that of the nearest local minimum (hydrogens as given; the conformer is
+optimised in place of a copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rdkit import Chem
+from rdkit.Chem import AllChem
+
+from genmol.chem.molecule import Molecule
+
+
+def canonical_smiles(mol: Molecule) -> str | None:
+    """Canonical SMILES of a valid molecule (hydrogens folded in), or None when it does not sanitise."""
+    try:
+        return mol.to_smiles()
+    except Exception:
+        return None
+
+
+def uniqueness(smiles: Sequence[str]) -> float:
+    return len(set(smiles)) / len(smiles) if smiles else float("nan")
+
+
+def novelty(smiles: Sequence[str], reference: set[str]) -> float:
+    unique = set(smiles)
+    return len(unique - reference) / len(unique) if unique else float("nan")
+
+
+def parsable(smiles: Sequence[str]) -> list[str]:
+    """The SMILES RDKit can parse (silently dropping the others)."""
+    from genmol.chem.io import rdkit_messages
+
+    with rdkit_messages():
+        return [s for s in smiles if s and Chem.MolFromSmiles(s) is not None]
+
+
+def fcd(smiles: Sequence[str], reference: Sequence[str], *, device: str = "cpu", n_jobs: int = 1) -> float:
+    """Frechet ChemNet Distance between two SMILES lists (``fcd-torch``, weights bundled).
+
+    Unparsable SMILES are dropped from both lists first (fcd-torch raises on them).
+    """
+    from fcd_torch import FCD
+
+    return float(FCD(device=device, n_jobs=n_jobs)(parsable(smiles), parsable(reference)))
+
+
+def mmff_strain(mol: Molecule, *, max_iters: int = 2000) -> float:
+    """MMFF94 energy of the given conformer minus its locally relaxed energy (kcal/mol).
+
+    Raises ``ValueError`` when the molecule has no coordinates or MMFF has no parameters for it.
+    """
+    if mol.coordinates is None:
+        raise ValueError("no coordinates")
+    rd = mol.to_rdkit(sanitize=True)
+    props = AllChem.MMFFGetMoleculeProperties(rd)
+    if props is None:
+        raise ValueError("MMFF94 has no parameters for this molecule")
+    ff = AllChem.MMFFGetMoleculeForceField(rd, props)
+    e0 = ff.CalcEnergy()
+    ff.Minimize(maxIts=max_iters)
+    return float(e0 - ff.CalcEnergy())
+
+
+def is_valid(mol: Molecule) -> tuple[bool, str]:
+    try:
+        Chem.SanitizeMol(mol.to_rdkit(sanitize=False))
+    except Exception as exc:
+        return False, str(exc)
+    return True, ""

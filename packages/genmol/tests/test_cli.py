@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import embedded
+
+from genmol.chem.io import read_sdf, write_sdf
+from genmol.chem.molecule import Molecule
+from genmol.cli import main
+
+GARBAGE = "not a molecule\n\n\n  x  y  0  0  0  0  0  0  0  0999 V2000\nM  END\n$$$$\n"
+
+
+@pytest.fixture
+def mixed_sdf(tmp_path):
+    """valid molecules, a valence-violating record, an unparsable record and a charged aromatic molecule."""
+    ethanol, benzene = embedded("CCO", 0, "ethanol"), embedded("c1ccccc1", 0, "benzene")
+    pyridinium = embedded("c1cc[nH+]cc1", 0, "pyridinium")
+    ch5 = Molecule([6, 1, 1, 1, 1, 1], [0] * 6, [[0, k] for k in range(1, 6)], [1.0] * 5, [0] * 6, name="CH5")
+    ch5.coordinates = np.vstack([np.zeros(3), np.eye(3), -np.eye(3)[:2]])
+    path = tmp_path / "mixed.sdf"
+    write_sdf(path, [ethanol, benzene, ch5])
+    text = path.read_text() + GARBAGE
+    path.write_text(text + write_sdf(tmp_path / "p.sdf", [pyridinium]).read_text())
+    return path
+
+
+def test_evaluate_reports_each_record_and_exits_zero(mixed_sdf, tmp_path, capsys):
+    out = tmp_path / "e.json"
+    assert main(["evaluate", str(mixed_sdf), "--json", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "molecule_stability" in printed and "validity" in printed
+    data = json.loads(out.read_text())
+    rows = {r["index"]: r for r in data["records"]}
+    assert [rows[k]["name"] for k in (0, 1, 2, 4)] == ["ethanol", "benzene", "CH5", "pyridinium"]
+    for k in (0, 1, 4):
+        assert rows[k]["valid"] and rows[k]["mol_stable"] and rows[k]["atom_stability"] == 1.0
+    assert rows[4]["smiles"] == "c1cc[nH+]cc1"
+    assert not rows[2]["valid"] and "valence" in rows[2]["error"].lower() and not rows[2]["mol_stable"]
+    assert rows[2]["unstable_atoms"] == ["atom 0 C(+0): valence 5 not in (4,)"]
+    assert not rows[3]["parsed"] and "line" in rows[3]["error"]
+    s = data["summary"]
+    assert s["n_records"] == 5 and s["n_parsed"] == 4
+    assert s["validity"] == 0.6 and s["molecule_stability"] == 0.6
+    atoms = 9 + 12 + 6 + 12
+    assert s["atom_stability"] == pytest.approx((atoms - 1) / atoms)
+    assert math.isfinite(s["mmff_strain_median"])
+
+
+def test_evaluate_missing_file_is_one_line_and_exit_2(tmp_path, capsys):
+    assert main(["evaluate", str(tmp_path / "nope.sdf")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.sdf" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("task", "backbone", "strategy"), [("joint", "egnn", "quotient"), ("conformer", "transformer", "kabsch")]
+)
+def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, capsys):
+    data = write_sdf(
+        tmp_path / "train.sdf",
+        [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "OCCO", "CC#N", "COC"] * 2)],
+    )
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--steps", "3", "--out", str(run), "--task", task, "--backbone", backbone]
+    args += ["--strategy", strategy, "--hidden", "16", "--layers", "1", "--batch-size", "4", "--no-progress"]
+    assert main(args) == 0
+    assert (run / "model" / "model.safetensors").is_file() and (run / "run.json").is_file()
+    out = tmp_path / "s.sdf"
+    sample = ["sample", "--run", str(run), "--n", "4", "--steps", "3", "--out", str(out), "--sampler", "sde"]
+    if task == "conformer":
+        (tmp_path / "g.smi").write_text("CCO\nCOC\n")
+        sample += ["--graphs", str(tmp_path / "g.smi")]
+    assert main(sample) == 0
+    mols, report = read_sdf(out, sanitize=False)
+    assert len(mols) == (8 if task == "conformer" else 4) and report.n_skipped == 0
+    assert all(np.isfinite(m.coordinates).all() for m in mols)
+    if task == "conformer":
+        assert mols[0].to_smiles() == "CCO"
+    ev = tmp_path / "e.json"
+    assert main(["evaluate", str(out), "--json", str(ev), "--reference", str(run), "--no-fcd", "--no-progress"]) == 0
+    s = json.loads(ev.read_text())["summary"]
+    assert s["validity"] is not None and s["atom_stability"] is not None
+
+
+def test_train_refuses_bad_input_with_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--data", "x.sdf", "--out", str(tmp_path), "--strategy", "nope"])
+    assert exc.value.code == 2
+    assert main(["train", "--data", "x.csv", "--out", str(tmp_path / "r")]) == 2
+    assert "--data must be 'qm9' or an .sdf file" in capsys.readouterr().err
+
+
+def test_prepare_conformers_from_a_smiles_file(tmp_path, capsys):
+    smi = tmp_path / "in.smi"
+    smi.write_text("CCO ethanol\nC1CC broken\nc1ccccc1O phenol\n")
+    out = tmp_path / "confs.sdf"
+    assert main(["prepare", "--data", str(smi), "--conformers", "2", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "2 records read, 1 skipped" in printed and "line 2" in printed
+    mols, _ = read_sdf(out)
+    assert [m.name for m in mols] == ["ethanol_conf0", "ethanol_conf1", "phenol_conf0", "phenol_conf1"]
+    assert all(m.coordinates is not None and (m.atomic_numbers == 1).any() for m in mols)
+
+
+def test_depictions_are_written_for_valid_and_invalid_molecules(tmp_path):
+    from genmol.demo import depict
+
+    ch5 = Molecule([6, 1, 1, 1, 1, 1], [0] * 6, [[0, k] for k in range(1, 6)], [1.0] * 5, [0] * 6)
+    depict([embedded("c1cc[nH+]cc1", 0), ch5], tmp_path / "d.png", ["pyridinium", "CH5"])
+    assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

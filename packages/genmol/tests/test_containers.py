@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import embedded
+from rdkit import Chem
+
+from gencore.errors import InputError
+from genmol.chem.batching import pad, to_batch
+from genmol.chem.io import read_sdf, read_smiles, read_xyz, smiles_to_molecules, write_sdf, write_xyz
+from genmol.chem.molecule import Molecule
+from genmol.chem.protein import ProteinStructure
+
+SMILES = [
+    "CCO",
+    "c1ccccc1",
+    "c1cc[nH]c1",
+    "C[N+](=O)[O-]",
+    "c1cc[nH+]cc1",
+    "[O-]C(=O)C[NH3+]",
+    "CC(C)(C)c1ccc(O)cc1",
+    "N#CC#N",
+]
+
+
+@pytest.mark.parametrize("smi", SMILES)
+def test_smiles_round_trip_is_exact(smi):
+    mol = Molecule.from_smiles(smi)
+    again = Molecule.from_smiles(mol.to_smiles())
+    assert Chem.CanonSmiles(mol.to_smiles()) == Chem.CanonSmiles(smi)
+    assert again.to_smiles() == mol.to_smiles()
+    assert mol.formal_charges.sum() == Chem.GetFormalCharge(Chem.MolFromSmiles(smi))
+
+
+def test_explicit_and_implicit_hydrogens_describe_the_same_molecule():
+    implicit = Molecule.from_smiles("c1cc[nH+]cc1")
+    explicit = Molecule.from_smiles("c1cc[nH+]cc1", explicit_hydrogens=True)
+    assert implicit.num_hs.sum() == 6 and explicit.num_hs.sum() == 0
+    assert (explicit.atomic_numbers == 1).sum() == 6
+    assert implicit.to_smiles() == explicit.to_smiles()
+
+
+def test_sdf_round_trip_multi_record(tmp_path, small_3d):
+    small_3d[0].properties["energy"] = "-1.5"
+    path = write_sdf(tmp_path / "m.sdf", small_3d)
+    back, report = read_sdf(path)
+    assert report.n_read == len(small_3d) and report.n_skipped == 0
+    for a, b in zip(small_3d, back, strict=True):
+        np.testing.assert_array_equal(a.atomic_numbers, b.atomic_numbers)
+        np.testing.assert_array_equal(a.formal_charges, b.formal_charges)
+        np.testing.assert_array_equal(a.bonds, b.bonds)
+        np.testing.assert_array_equal(a.bond_orders, b.bond_orders)
+        np.testing.assert_allclose(a.coordinates, b.coordinates, atol=1e-4)  # mol blocks keep 4 decimals
+        assert a.name == b.name and a.to_smiles() == b.to_smiles()
+    assert back[0].properties["energy"] == "-1.5"
+
+
+def test_xyz_round_trip_and_bond_perception(tmp_path, small_3d):
+    path = write_xyz(tmp_path / "m.xyz", small_3d)
+    frames = read_xyz(path)
+    assert len(frames) == len(small_3d)
+    for a, b in zip(small_3d, frames, strict=True):
+        np.testing.assert_array_equal(a.atomic_numbers, b.atomic_numbers)
+        np.testing.assert_allclose(a.coordinates, b.coordinates, atol=1e-7)
+    assert Molecule.from_xyz(small_3d[0].to_xyz(), bonds="orders").to_smiles() == "CCO"
+    ammonium = Molecule.from_xyz(small_3d[3].to_xyz(), bonds="orders", charge=1)
+    assert ammonium.to_smiles() == "C[NH3+]"
+    with pytest.raises(InputError, match="cannot determine bonds"):
+        Molecule.from_xyz(small_3d[3].to_xyz(), bonds="orders", charge=0, source="m.xyz")
+
+
+def test_bad_sdf_records_are_skipped_with_index_and_line_or_fatal(tmp_path, small_3d):
+    good = write_sdf(tmp_path / "g.sdf", small_3d[:2]).read_text()
+    broken = "garbage\n  line two\n\n  2  1  0  0  0  0  0  0  0  0999 V2000\n  nonsense\nM  END\n$$$$\n"
+    path = tmp_path / "mixed.sdf"
+    path.write_text(good.split("$$$$\n")[0] + "$$$$\n" + broken + good.split("$$$$\n")[1] + "$$$$\n")
+    mols, report = read_sdf(path, on_error="skip")
+    assert len(mols) == 2 and report.n_skipped == 1
+    bad = report.bad[0]
+    assert bad.index == 1 and bad.line == good.split("$$$$\n")[0].count("\n") + 2 and bad.reason
+    with pytest.raises(InputError, match=r"record 1 \(line \d+\)"):
+        read_sdf(path, on_error="raise")
+
+
+def test_invalid_valence_is_reported_when_sanitising(tmp_path):
+    pentavalent = Molecule([6, 1, 1, 1, 1, 1], np.zeros(6), [[0, k] for k in range(1, 6)], np.ones(5), np.zeros(6))
+    path = write_sdf(tmp_path / "bad.sdf", [pentavalent])
+    mols, report = read_sdf(path, on_error="skip")
+    assert not mols and "valence" in report.bad[0].reason.lower()
+    mols, report = read_sdf(path, on_error="skip", sanitize=False)
+    assert len(mols) == 1
+
+
+def test_smiles_reader_counts_bad_lines(tmp_path):
+    path = tmp_path / "s.smi"
+    path.write_text("smiles name\nCCO ethanol\nC1CC bad_ring\nc1ccccc1 benzene\n")
+    mols, report = read_smiles(path)
+    assert [m.name for m in mols] == ["ethanol", "benzene"]
+    assert report.bad[0].index == 1 and report.bad[0].line == 3
+    with pytest.raises(InputError, match="line 3"):
+        read_smiles(path, on_error="raise")
+    _, rep = smiles_to_molecules(["CCO", "C(("])
+    assert rep.n_skipped == 1 and rep.bad[0].index == 1
+
+
+def test_write_sdf_is_all_or_nothing(tmp_path, small_3d):
+    out = tmp_path / "out.sdf"
+    write_sdf(out, small_3d[:1])
+    before = out.read_text()
+
+    class Broken(Molecule):
+        def to_molblock(self) -> str:
+            raise RuntimeError("boom")
+
+    bad = Broken(**{k: getattr(small_3d[1], k) for k in small_3d[1].__dataclass_fields__})
+    with pytest.raises(InputError, match="molecule 1"):
+        write_sdf(out, [small_3d[0], bad])
+    assert out.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out.sdf"]
+
+
+def _peptide_pdb(tmp_path):
+    from rdkit.Chem import AllChem
+
+    mol = Chem.AddHs(Chem.MolFromSequence("ACDGK"))
+    AllChem.EmbedMolecule(mol, randomSeed=1)
+    path = tmp_path / "pep.pdb"
+    path.write_text(Chem.MolToPDBBlock(mol))
+    return path
+
+
+def test_pdb_and_mmcif_round_trips(tmp_path):
+    s = ProteinStructure.read(_peptide_pdb(tmp_path))
+    assert s.sequence("A") == "ACDGK"
+    bb = s.backbone("A")
+    assert bb.shape == (5, 4, 3) and np.isfinite(bb).all()
+    ca_c = np.linalg.norm(bb[:, 1] - bb[:, 2], axis=-1)
+    assert np.all((ca_c > 1.4) & (ca_c < 1.65))
+    for writer, name in ((s.to_mmcif, "p.cif"), (s.to_pdb, "p2.pdb")):
+        back = ProteinStructure.read(writer(tmp_path / name))
+        np.testing.assert_allclose(back.coords, s.coords, atol=1e-3)
+        assert back.residues() == s.residues()
+        assert (back.atom_names == s.atom_names).all() and (back.elements == s.elements).all()
+
+
+def test_pdb_reader_agrees_with_biotite(tmp_path):
+    biotite_pdb = pytest.importorskip("biotite.structure.io.pdb")
+    path = _peptide_pdb(tmp_path)
+    ours = ProteinStructure.read(path)
+    ref = biotite_pdb.PDBFile.read(str(path)).get_structure(model=1)
+    np.testing.assert_allclose(ours.coords, ref.coord, atol=1e-3)
+    assert list(ours.atom_names) == list(ref.atom_name)
+    assert list(ours.res_names) == list(ref.res_name)
+
+
+def test_pdb_error_names_file_and_line(tmp_path):
+    path = _peptide_pdb(tmp_path)
+    lines = path.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith(("ATOM", "HETATM")))
+    lines[k + 2] = lines[k + 2][:30] + "   xx.yyy" + lines[k + 2][39:]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"pep.pdb: line {k + 3}:"):
+        ProteinStructure.read(path)
+
+
+def test_torch_geometric_batch_and_padding(small_3d):
+    batch = to_batch(small_3d)
+    assert batch.num_graphs == len(small_3d)
+    assert batch.pos.shape == (sum(m.num_atoms for m in small_3d), 3)
+    assert batch.edge_index.shape[1] == 2 * sum(len(m.bonds) for m in small_3d)
+    assert torch.equal(torch.bincount(batch.batch), torch.tensor([m.num_atoms for m in small_3d]))
+    vocab = {}
+    dense = pad(small_3d, lambda z, q: vocab.setdefault((z, q), len(vocab)))
+    assert dense["mask"].sum() == sum(m.num_atoms for m in small_3d)
+    assert int((dense["bonds"] > 0).sum()) == 2 * sum(len(m.bonds) for m in small_3d)
+
+
+def test_molecule_rejects_bad_fields():
+    with pytest.raises(InputError, match="bond indices"):
+        Molecule([6], [0], [[0, 3]], [1.0], [0])
+    with pytest.raises(InputError, match="bond orders"):
+        Molecule([6, 6], [0, 0], [[0, 1]], [4.0], [0, 0])
+    with pytest.raises(InputError, match="cannot parse SMILES"):
+        Molecule.from_smiles("C1CC")
+
+
+def test_embedded_fixture_has_hydrogens_as_atoms():
+    m = embedded("CO")
+    assert m.num_hs.sum() == 0 and (m.atomic_numbers == 1).sum() == 4
+
+
+def test_mmcif_syntax_error_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.cif"
+    path.write_text('data_x\nloop_\n_atom_site.id\n_atom_site.Cartn_x\n1 1.0\n2 "unterminated\n')
+    with pytest.raises(InputError, match=r"bad.cif:6"):
+        ProteinStructure.read(path)

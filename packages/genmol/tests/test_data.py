@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+from torch_geometric.data import Batch
+from torch_geometric.utils import from_smiles
+
+from gencore.errors import InputError
+from genmol.chem.featurize import featurize_smiles
+from genmol.chem.molecule import Molecule
+from genmol.data.conformers import generate_conformers
+from genmol.data.smiles_sets import nci_5k
+
+SMILES = [
+    "CCO",
+    "c1ccccc1",
+    "C[C@H](N)C(=O)O",
+    "F/C=C/Cl",
+    "c1cc[nH+]cc1",
+    "[O-][N+](=O)c1ccccc1",
+    "C#N",
+    "[Na+].[Cl-]",
+]
+
+
+def test_vectorised_features_equal_torch_geometric_from_smiles():
+    batch, report = featurize_smiles(SMILES)
+    ref = Batch.from_data_list([from_smiles(s) for s in SMILES])
+    assert report.n_skipped == 0
+    assert torch.equal(batch.x, ref.x)
+    assert torch.equal(batch.edge_index, ref.edge_index)
+    assert torch.equal(batch.edge_attr, ref.edge_attr)
+    assert torch.equal(batch.batch, ref.batch) and torch.equal(batch.ptr, ref.ptr)
+
+
+def test_featurize_policy():
+    batch, report = featurize_smiles(["CCO", "C((", "CC"])
+    assert batch.num_graphs == 2 and report.bad[0].index == 1
+    with pytest.raises(InputError, match="record 1"):
+        featurize_smiles(["CCO", "C(("], on_error="raise")
+
+
+def test_nci_sample_reads_with_a_summary():
+    mols, report = nci_5k()
+    assert report.n_read + report.n_skipped == 4999  # the file has 4,999 lines despite its name
+    assert report.n_skipped == 8 and all("valence" in b.reason for b in report.bad)
+    assert all(m.num_atoms > 0 for m in mols[:50])
+
+
+def test_conformers_do_not_depend_on_worker_count():
+    mols = [Molecule.from_smiles(s) for s in ("CCCO", "c1ccccc1C", "OCC(N)=O")]
+    one, rep1 = generate_conformers(mols, 2, seed=3, workers=1, progress=False)
+    two, rep2 = generate_conformers(mols, 2, seed=3, workers=2, progress=False)
+    assert rep1.n_read == rep2.n_read == 3
+    for a, b in zip(one, two, strict=True):
+        assert len(a) == len(b) == 2
+        for ca, cb in zip(a, b, strict=True):
+            assert (ca.coordinates == cb.coordinates).all()
+            assert ca.to_smiles() == cb.to_smiles()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("qm9pack") is None, reason="needs genmol[qm9]")
+def test_qm9_subset_is_cached_and_reproducible(tmp_path):
+    from genmol.data.qm9 import qm9_subset
+
+    mols, report = qm9_subset(50, seed=1, cache=tmp_path, progress=False)
+    assert report.n_read == len(mols) and report.n_read + report.n_skipped == 50
+    again, _ = qm9_subset(50, seed=1, cache=tmp_path, progress=False)
+    assert [m.to_smiles() for m in mols] == [m.to_smiles() for m in again]
+    assert all(m.coordinates is not None and (m.atomic_numbers == 1).any() for m in mols)

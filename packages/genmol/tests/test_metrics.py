@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import embedded
+from rdkit import Chem
+from rdkit.Chem import AllChem, rdMolAlign
+
+from genmol.chem.molecule import Molecule
+from genmol.generation.bonds import bond_order, molecule_from_geometry
+from genmol.metrics.chemistry import mmff_strain, novelty, uniqueness
+from genmol.metrics.conformers import coverage_recall
+from genmol.metrics.geometry import bond_angles, bond_lengths, distribution_distance
+from genmol.metrics.rmsd import kabsch_align, kabsch_rmsd, symmetry_rmsd
+from genmol.metrics.suite import evaluate_molecules
+from genmol.se3 import random_rotations
+
+
+def test_kabsch_recovers_a_rigid_motion_exactly():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 9, 3, generator=g, dtype=torch.float64)
+    rot = random_rotations(4, generator=g, dtype=torch.float64)
+    y = x @ rot.transpose(1, 2) + torch.randn(4, 1, 3, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(kabsch_align(x, y), y)
+    # the closed-form RMSD is a square root of a cancelling difference: at RMSD 0 it keeps ~sqrt(eps) digits
+    assert kabsch_rmsd(x, y).max() < 1e-6
+    mirror = y * torch.tensor([1.0, 1.0, -1.0], dtype=torch.float64)
+    assert kabsch_rmsd(x, mirror).min() > 0.1  # never reflects
+
+
+def test_kabsch_rmsd_matches_rdkit_alignment():
+    a, b = embedded("CC(C)CO", 1), embedded("CC(C)CO", 7)
+    ours = float(kabsch_rmsd(torch.tensor(a.coordinates), torch.tensor(b.coordinates)))
+    ref = rdMolAlign.AlignMol(a.to_rdkit(), b.to_rdkit())
+    assert ours == pytest.approx(ref, abs=1e-6)
+
+
+def test_kabsch_respects_padding():
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2, 6, 3, generator=g), torch.randn(2, 6, 3, generator=g)
+    mask = torch.ones(2, 6)
+    mask[1, 4:] = 0
+    y2 = y.clone()
+    y2[1, 4:] = 1000.0
+    torch.testing.assert_close(kabsch_rmsd(x, y, mask), kabsch_rmsd(x, y2, mask))
+    torch.testing.assert_close(kabsch_rmsd(x[1, :4], y[1, :4]), kabsch_rmsd(x, y, mask)[1])
+
+
+def test_symmetry_rmsd_sees_through_atom_permutations():
+    a = embedded("OC(=O)c1ccccc1", 3)
+    rd = a.to_rdkit()
+    # swap the two carboxyl oxygens' coordinates: plain RMSD changes, symmetry-aware RMSD does not
+    o = [at.GetIdx() for at in rd.GetAtoms() if at.GetSymbol() == "O"]
+    xyz = a.coordinates.copy()
+    xyz[[o[0], o[1]]] = xyz[[o[1], o[0]]]
+    b = a.with_coordinates(xyz)
+    plain = float(kabsch_rmsd(torch.tensor(a.coordinates), torch.tensor(b.coordinates)))
+    assert plain > 0.05
+    assert symmetry_rmsd(a, b, heavy_atoms_only=False) < plain
+
+
+def test_coverage_and_amr():
+    ref = [embedded("CCCCO", s) for s in (0, 1)]
+    same = coverage_recall(ref, ref, threshold=0.5)
+    assert same["cov_r"] == 1.0 and same["amr_r"] == pytest.approx(0.0, abs=1e-6)
+    far = ref[0].with_coordinates(ref[0].coordinates * 1.8)
+    res = coverage_recall([far], ref, threshold=0.1)
+    assert res["cov_r"] == 0.0 and res["amr_r"] > 0.1
+
+
+def test_bond_geometry_and_distribution_distance():
+    mols = [embedded("CCO", s) for s in range(3)]
+    lengths = bond_lengths(mols)
+    assert set(lengths) == {"C-C:1", "C-O:1", "C-H:1", "H-O:1"}
+    assert np.all(np.abs(lengths["C-C:1"] - 1.51) < 0.05)
+    angles = bond_angles(mols)
+    assert np.all(np.abs(angles["C-C-O"] - 109.0) < 6)
+    shifted = {k: v + 0.1 for k, v in lengths.items()}
+    d = distribution_distance(shifted, lengths)
+    assert d["mean"] == pytest.approx(0.1, abs=1e-9)
+
+
+def test_bonds_from_distances_follow_the_edm_rule():
+    assert bond_order(6, 6, 1.53) == 1 and bond_order(6, 6, 1.35) == 2 and bond_order(6, 6, 1.21) == 3
+    assert bond_order(6, 6, 1.70) == 0 and bond_order(1, 1, 0.75) == 1
+    m = embedded("CC#N", 0)
+    perceived = molecule_from_geometry(m.atomic_numbers, m.formal_charges, m.coordinates)
+    assert perceived.to_smiles() == "CC#N"
+
+
+def test_strain_is_zero_at_a_minimum_and_positive_when_stretched():
+    m = embedded("CCOC", 0)
+    assert mmff_strain(m) == pytest.approx(0.0, abs=1e-2)
+    assert mmff_strain(m.with_coordinates(m.coordinates * 1.05)) > 1.0
+
+
+def test_set_metrics():
+    assert uniqueness(["C", "C", "CC"]) == pytest.approx(2 / 3)
+    assert novelty(["C", "CC", "CC"], {"C"}) == 0.5
+    mols = [embedded(s, 0) for s in ("CCO", "CCO", "c1cc[nH+]cc1")]
+    broken = Molecule([6, 6], [0, 0], np.zeros((0, 2)), [], [0, 0], np.array([[0, 0, 0], [5.0, 0, 0]]))
+    ev = evaluate_molecules([*mols, broken], strain=False, with_fcd=False)
+    s = ev.summary
+    assert s["n_records"] == 4 and s["uniqueness"] == 0.75  # [C].[C] is a valid (radical) molecule to RDKit
+    assert ev.rows[3]["valid"] and not ev.rows[3]["mol_stable"]
+    assert s["connectivity"] == 0.75
+    assert s["molecule_stability"] == 0.75  # the disconnected radical pair is unstable
+    assert ev.rows[3]["unstable_atoms"] == [
+        "atom 0 C(+0): valence 0 not in (4,)",
+        "atom 1 C(+0): valence 0 not in (4,)",
+    ]
+
+
+def test_fcd_is_small_for_a_set_against_itself_and_larger_for_different_sets():
+    pytest.importorskip("fcd_torch")
+    from genmol.data.smiles_sets import nci_5k
+    from genmol.metrics.chemistry import fcd
+
+    mols, _ = nci_5k()
+    smiles = [Chem.MolToSmiles(m.to_rdkit()) for m in mols[:400]]
+    same = fcd(smiles[:200], smiles[200:400])
+    other = fcd(smiles[:200], ["C" * k for k in range(1, 40)] * 5)
+    assert 0 <= same < other
+
+
+def test_etkdg_reference_conformers_cover_themselves():
+    mol = Chem.AddHs(Chem.MolFromSmiles("CCCO"))
+    AllChem.EmbedMultipleConfs(mol, 3, randomSeed=0)
+    confs = [Molecule.from_rdkit(mol, conf_id=c) for c in range(3)]
+    assert coverage_recall(confs, confs)["cov_r"] == 1.0

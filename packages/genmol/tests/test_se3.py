@@ -1,0 +1,196 @@
+"""Horizontal projection and the quotient sampler's correction term, against analytic facts and autograd."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from genmol.generation.strategies import coordinate_error, sde_step
+from genmol.se3 import (
+    center,
+    horizontal_projection,
+    inertia,
+    log_orbit_volume,
+    mean_curvature,
+    random_rotations,
+    rotation_generators,
+    vertical_projection,
+)
+
+D = torch.float64
+
+
+def cloud(seed: int, b: int = 3, n: int = 6, pad: int = 2):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(b, n, 3, generator=g, dtype=D)
+    mask = torch.ones(b, n, dtype=D)
+    mask[0, n - pad :] = 0  # a padded molecule
+    v = torch.randn(b, n, 3, generator=g, dtype=D)
+    return x * mask[..., None], v * mask[..., None], mask
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_projection_is_idempotent(seed):
+    x, v, mask = cloud(seed)
+    p = horizontal_projection(x, v, mask)
+    torch.testing.assert_close(horizontal_projection(x, p, mask), p, atol=1e-10, rtol=0)
+    torch.testing.assert_close(p + vertical_projection(x, v, mask), v, atol=1e-10, rtol=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_projection_is_orthogonal_to_infinitesimal_rotations_and_translations(seed):
+    x, v, mask = cloud(seed)
+    p = horizontal_projection(x, v, mask)
+    xc = center(x, mask)
+    for gen in rotation_generators(D):
+        xi = (xc @ gen.T) * mask[..., None]  # the infinitesimal rotation e_k x x_i
+        assert (p * xi).sum((1, 2)).abs().max() < 1e-10
+    assert (p.sum(1)).abs().max() < 1e-10  # no translation
+    # and the vertical part is exactly a rigid motion: it is removed completely
+    omega = torch.randn(x.shape[0], 3, dtype=D)
+    rigid = torch.linalg.cross(omega[:, None].expand_as(xc), xc, dim=-1) + torch.randn(x.shape[0], 1, 3, dtype=D)
+    assert horizontal_projection(x, rigid * mask[..., None], mask).abs().max() < 1e-10
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_projection_and_curvature_are_rotation_equivariant(seed):
+    x, v, mask = cloud(seed)
+    rot = random_rotations(x.shape[0], generator=torch.Generator().manual_seed(seed), dtype=D)
+    shift = torch.randn(x.shape[0], 1, 3, dtype=D)
+    xr = (x @ rot.transpose(1, 2) + shift) * mask[..., None]
+    vr = v @ rot.transpose(1, 2)
+    torch.testing.assert_close(
+        horizontal_projection(xr, vr, mask), horizontal_projection(x, v, mask) @ rot.transpose(1, 2), atol=1e-9, rtol=0
+    )
+    torch.testing.assert_close(
+        mean_curvature(xr, mask), mean_curvature(x, mask) @ rot.transpose(1, 2), atol=1e-9, rtol=0
+    )
+
+
+def test_rotations_are_proper_and_orthogonal():
+    r = random_rotations(100, generator=torch.Generator().manual_seed(0), dtype=D)
+    torch.testing.assert_close(r @ r.transpose(1, 2), torch.eye(3, dtype=D).expand(100, 3, 3), atol=1e-12, rtol=0)
+    torch.testing.assert_close(torch.linalg.det(r), torch.ones(100, dtype=D), atol=1e-12, rtol=0)
+
+
+def test_mean_curvature_equals_minus_gradient_of_log_orbit_volume():
+    """Autograd oracle (torch.func.grad): H = -grad (1/2) log det G."""
+    x, _, mask = cloud(1)
+    h = mean_curvature(x, mask)
+    for b in range(x.shape[0]):
+        grad = torch.func.grad(lambda y, b=b: log_orbit_volume(y[None], mask[b : b + 1])[0])(x[b])
+        torch.testing.assert_close(h[b], -grad * mask[b, :, None], atol=1e-10, rtol=0)
+
+
+def test_mean_curvature_is_the_vertical_trace_of_the_hessian():
+    """Second oracle (torch.func.hessian): for an SO(3)-invariant f, tr(P_v Hess f P_v) = -<grad f, H>."""
+    x, _, _ = cloud(2, b=1, n=5, pad=0)
+    x0 = x[0]
+
+    def f(y):
+        d = ((y[:, None] - y[None]) ** 2).sum(-1)
+        return (torch.exp(-d) * (1 - torch.eye(y.shape[0], dtype=D))).sum() + (
+            (center(y[None])[0] ** 2).sum(-1) ** 2
+        ).sum()
+
+    hess = torch.func.hessian(f)(x0).reshape(15, 15)
+    grad = torch.func.grad(f)(x0).reshape(15)
+    basis = torch.eye(15, dtype=D).reshape(15, 5, 3)
+    pv = torch.stack([vertical_projection(x0[None].expand(15, 5, 3), basis, None)[k].reshape(15) for k in range(15)])
+    vertical_trace = torch.trace(pv @ hess @ pv.T)
+    torch.testing.assert_close(vertical_trace, -(grad @ mean_curvature(x0[None])[0].reshape(15)), atol=1e-8, rtol=0)
+
+
+def test_curvature_on_a_circle_gives_the_bessel_drift():
+    """Two points on a line through the origin: the orbit of the pair is a sphere of radius r/2 per point."""
+    r = 3.0
+    x = torch.tensor([[[r / 2, 0, 0], [-r / 2, 0, 0]]], dtype=D)
+    x = x + torch.tensor([[[0, 1e-7, 0], [0, -1e-7, 0]]], dtype=D)  # away from exact collinearity
+    h = mean_curvature(x)
+    # the relative vector y = x1 - x2 moves on a sphere of radius r in R^3: mean curvature vector -2 y / r^2
+    hy = h[0, 0] - h[0, 1]
+    torch.testing.assert_close(hy, torch.tensor([-2 * 2 / r, 0, 0], dtype=D), atol=1e-6, rtol=0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.floats(0.2, 5.0))
+def test_radial_component_of_curvature_is_minus_three(seed, scale):
+    """G is homogeneous of degree 2, so <x, H> = -(1/2) d/ds log det G(s x) = -3 for every generic x."""
+    x, _, mask = cloud(seed)
+    xc = center(x * scale, mask)
+    torch.testing.assert_close((xc * mean_curvature(x * scale, mask)).sum((1, 2)), torch.full((3,), -3.0, dtype=D))
+
+
+def test_horizontal_noise_needs_the_correction_to_match_euclidean_noise():
+    """E|x|^2 grows at rate 3(N-1) under CoM-free Brownian motion. Horizontal noise alone grows it at
+    tr P_h = 3(N-1) - 3; the correction -(1/2) H restores the missing 3 (since <x, H> = -3)."""
+    n, b, dt, steps = 5, 20_000, 1e-3, 10
+    g = torch.Generator().manual_seed(0)
+    x0 = center(torch.randn(1, n, 3, generator=g, dtype=D))
+    x0 = (x0 / x0.norm() * 1.5).expand(b, n, 3).clone()
+    mask = torch.ones(b, n, dtype=D)
+    zero = torch.zeros_like(x0)
+
+    def run(strategy, correct):
+        x = x0.clone()
+        for _ in range(steps):
+            eps = torch.randn(x.shape, generator=g, dtype=D)
+            if strategy == "euclid":
+                x = x + math.sqrt(dt) * center(eps, mask)
+            else:
+                drift = -0.5 * mean_curvature(x, mask) if correct else zero
+                x = x + drift * dt + math.sqrt(dt) * horizontal_projection(x, eps, mask)
+        return ((x * x).sum((1, 2)).mean() - (x0[0] ** 2).sum()) / (steps * dt)
+
+    full = run("euclid", False)
+    corrected = run("quotient", True)
+    plain = run("quotient", False)
+    tol = 0.8  # the Monte-Carlo standard error of each rate is about 0.2 here
+    assert abs(full - 12.0) < tol
+    assert abs(corrected - 12.0) < tol
+    assert abs(plain - 9.0) < tol
+
+
+def test_sde_step_uses_horizontal_noise_and_correction():
+    x, v, mask = cloud(3)
+    x = center(x, mask)
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    out = sde_step("quotient", v, x, 0.3, 0.01, mask, 0.5, g1)
+    eps = torch.randn(x.shape, generator=g2, dtype=D)
+    p = horizontal_projection(x, v, mask)
+    g2_ = 0.5 * 0.7
+    drift = p - 0.25 * (x - 0.3 * p) - 0.5 * g2_ * mean_curvature(x, mask)
+    expected = (x + drift * 0.01 + math.sqrt(g2_ * 0.01) * horizontal_projection(x, eps, mask)) * mask[..., None]
+    torch.testing.assert_close(out, expected)
+
+
+def test_quotient_loss_ignores_vertical_motion_and_com_loss_does_not():
+    x, v, mask = cloud(4)
+    u = torch.randn_like(v) * mask[..., None]
+    xc = center(x, mask)
+    omega = torch.tensor([[0.3, -1.0, 2.0]] * 3, dtype=D)
+    spin = torch.linalg.cross(omega[:, None].expand_as(xc), xc, dim=-1) * mask[..., None]
+    q0, q1 = coordinate_error("quotient", v, u, x, mask), coordinate_error("quotient", v + spin, u, x, mask)
+    torch.testing.assert_close(q0, q1)
+    assert (coordinate_error("com", v + spin, u, x, mask) - coordinate_error("com", v, u, x, mask)).abs().min() > 1e-3
+
+
+def test_inertia_of_a_unit_square():
+    x = torch.tensor([[[1, 1, 0], [1, -1, 0], [-1, 1, 0], [-1, -1, 0]]], dtype=D)
+    torch.testing.assert_close(inertia(x)[0], torch.diag(torch.tensor([4.0, 4.0, 8.0], dtype=D)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_projection_is_stable_for_nearly_linear_molecules(dtype):
+    x = torch.tensor([[[0, 0, -1.16], [0, 0, 0], [0, 0, 1.16]]], dtype=dtype)  # CO2-like
+    x = x + 1e-4 * torch.randn(x.shape, generator=torch.Generator().manual_seed(0)).to(dtype)
+    v = torch.randn(x.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    p = horizontal_projection(x, v)
+    assert torch.isfinite(p).all() and torch.isfinite(mean_curvature(x)).all()
