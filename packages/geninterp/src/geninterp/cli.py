@@ -1,19 +1,247 @@
-"""The ``geninterp`` command. Its verbs arrive with the package's issues; today it answers
-``--help``, ``--version`` and ``info``."""
+"""The ``geninterp`` command: ``capture | train-sae | evaluate-sae | memorization | iem | demo``.
+
+geninterp capture --model minilm --layer 3 --tokens 20000 --out acts
+geninterp train-sae --acts acts --arch topk --k 16 --width 1024 --steps 300 --out runs/s
+geninterp evaluate-sae --run runs/s --json e.json
+geninterp iem --prior gaussian --check
+geninterp memorization --json mem.json
+geninterp demo --out report/geninterp
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from gencore.command import package_parser, run
+from gencore.io import write_json
 from geninterp import __version__
 
 DESCRIPTION = "Interpretability for generative models: sparse autoencoders, memorisation and denoiser-based metrics."
 
 
+def _print_record(record: dict[str, Any]) -> None:
+    for key, value in record.items():
+        if isinstance(value, list):
+            continue
+        print(f"{key:>24}: {value:.6g}" if isinstance(value, float) else f"{key:>24}: {value}")
+
+
+# ---------------------------------------------------------------------------------------------- capture
+def cmd_capture(args: argparse.Namespace) -> int:
+    from geninterp.capture import capture_to_store
+    from geninterp.models import load_model, run_model
+    from geninterp.text import stdlib_texts, token_chunks
+
+    lm = load_model(args.model)
+    module = lm.module_name(args.layer)
+    prefix, suffix, sep = lm.special
+    body = args.seq_len - len(prefix) - len(suffix)
+    if body < 1 or args.seq_len > lm.max_len:
+        raise_config(f"--seq-len must be in [{len(prefix) + len(suffix) + 1}, {lm.max_len}] for {args.model}")
+    chunks = token_chunks(
+        stdlib_texts(args.text, seed=args.seed), lm.encode, body, prefix=prefix, suffix=suffix, separator=sep
+    )
+    meta = {"model": args.model, "module": module, "layer": args.layer, "text": f"python-stdlib-{args.text}"}
+    writer = capture_to_store(
+        lambda t: run_model(lm, t),
+        lm.model,
+        module,
+        chunks,
+        args.out,
+        n_tokens=args.tokens,
+        batch_size=args.batch_size,
+        storage=args.storage,
+        dtype=args.dtype,
+        shard_sequences=args.shard_sequences,
+        metadata=meta,
+        progress=args.progress,
+    )
+    print(
+        f"stored {writer.n_sequences * writer.seq_len} tokens ({writer.n_sequences} sequences x {writer.seq_len}) "
+        f"of {args.model} {module} (d={writer.d_model}) in {len(writer.shards)} shard(s) at {writer.dir}"
+    )
+    return 0
+
+
+def raise_config(message: str) -> None:
+    from gencore.errors import ConfigError
+
+    raise ConfigError(message + ".")
+
+
+# ---------------------------------------------------------------------------------------------- SAEs
+def cmd_train_sae(args: argparse.Namespace) -> int:
+    from geninterp.training import SAETrainConfig, train_sae
+
+    cfg = SAETrainConfig(
+        arch=args.arch,
+        width=args.width,
+        k=args.k,
+        l1_coeff=args.l1_coeff,
+        aux_k=args.aux_k,
+        steps=args.steps,
+        batch_tokens=args.batch_tokens,
+        lr=args.lr,
+        eval_fraction=args.eval_fraction,
+        seed=args.seed,
+        progress=args.progress,
+    )
+    engine = {"resume": args.resume} if args.resume else {}
+    _, record = train_sae(cfg, args.acts, args.out, **engine)
+    print(
+        f"trained {args.arch} SAE (width {args.width}) for {args.steps} steps in {record['train_seconds']:.1f} s "
+        f"({record['tokens_per_second']:.0f} tokens/s); final loss {record['last_loss']:.4g}; saved to {args.out}"
+    )
+    return 0
+
+
+def cmd_evaluate_sae(args: argparse.Namespace) -> int:
+    from geninterp.metrics import downstream_effect, evaluate_sae
+    from geninterp.store import ActivationStore
+    from geninterp.training import load_run
+
+    sae, run_record = load_run(args.run)
+    if args.acts:
+        store = ActivationStore(args.acts)
+    else:
+        store = ActivationStore(run_record["acts"], range(*run_record["eval_sequences"]))
+    if store.d_model != sae.config.d_in:
+        raise_config(f"the store has d={store.d_model} but the SAE expects d_in={sae.config.d_in}")
+    record = evaluate_sae(sae, store)
+    source = store.metadata
+    if args.downstream and source.get("model") and source.get("module"):
+        from geninterp.models import load_model
+
+        record |= downstream_effect(load_model(source["model"]), source["module"], sae, store, args.max_sequences)
+    record |= {"run": str(args.run), "acts": str(store.path), "source": source}
+    _print_record(record)
+    if args.json:
+        write_json(args.json, record)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- IEM
+def cmd_iem(args: argparse.Namespace) -> int:
+    from geninterp import iem_experiments
+
+    if args.check and args.prior == "digits":
+        raise_config("--check needs an analytic prior (gaussian or gmm); the digits denoiser is learned")
+    if args.prior == "gaussian":
+        record = iem_experiments.gaussian_report(dim=args.dim, n_pairs=args.pairs, n_levels=args.levels)
+    elif args.prior == "gmm":
+        record = iem_experiments.mixture_report(n_paths=args.paths, n_levels=args.levels)
+    else:
+        record = iem_experiments.digits_report(steps=args.steps, progress=args.progress, n_levels=args.levels)
+    _print_record(record)
+    if args.json:
+        write_json(args.json, record)
+    if args.check and not record["passed"]:
+        print(f"geninterp iem: the {args.prior} check FAILED", file=sys.stderr)
+        return 1
+    if args.check:
+        print(f"the {args.prior} check passed")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- memorisation
+def cmd_memorization(args: argparse.Namespace) -> int:
+    from geninterp import memorization
+
+    record = memorization.run_all(
+        out_dir=args.out, progress=args.progress, quick=args.quick, experiments=tuple(args.experiments.split(","))
+    )
+    for name, rec in record.items():
+        print(f"[{name}]")
+        print(json.dumps({k: v for k, v in rec.items() if not isinstance(v, list | dict)}, indent=2))
+    if args.json:
+        write_json(args.json, record)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from geninterp.demo import run_demo
+
+    out = run_demo(Path(args.out), progress=args.progress)
+    print(f"report written to {out / 'README.md'}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
-    parser, _commands = package_parser("geninterp", __version__, DESCRIPTION)
+    parser, commands = package_parser("geninterp", __version__, DESCRIPTION)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
+
+    p = commands.add_parser("capture", help="capture a layer's activations of a language model into a sharded store")
+    p.add_argument("--model", choices=("minilm", "smollm2"), default="minilm")
+    p.add_argument("--layer", type=int, required=True, help="transformer block whose output (residual stream) is kept")
+    p.add_argument("--tokens", type=int, default=20000, help="tokens to store (rounded up to whole sequences)")
+    p.add_argument("--out", required=True, help="new store folder")
+    p.add_argument("--seq-len", type=int, default=128, dest="seq_len", help="tokens per sequence, specials included")
+    p.add_argument("--batch-size", type=int, default=16, dest="batch_size", help="sequences per forward pass")
+    p.add_argument("--text", choices=("docstrings", "source", "mixed"), default="docstrings")
+    p.add_argument("--storage", choices=("safetensors", "npy"), default="safetensors")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
+    p.add_argument("--shard-sequences", type=int, default=256, dest="shard_sequences")
+    p.add_argument("--seed", type=int, default=0, help="shuffles the corpus files")
+    common(p)
+    p.set_defaults(func=cmd_capture)
+
+    p = commands.add_parser("train-sae", help="train a sparse autoencoder on an activation store")
+    p.add_argument("--acts", required=True, help="activation store folder")
+    p.add_argument("--arch", choices=("relu", "topk", "temporal"), default="topk")
+    p.add_argument("--k", type=int, default=32, help="active latents per token (topk, temporal novel codes)")
+    p.add_argument("--width", type=int, default=1024)
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--out", required=True, help="run folder")
+    p.add_argument("--batch-tokens", type=int, default=4096, dest="batch_tokens")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--l1-coeff", type=float, default=5e-3, dest="l1_coeff", help="relu: L1 weight")
+    p.add_argument("--aux-k", type=int, default=None, dest="aux_k", help="topk: dead latents in AuxK (d/2)")
+    p.add_argument("--eval-fraction", type=float, default=0.1, dest="eval_fraction")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", default=None, help="'auto' or a checkpoint folder")
+    common(p)
+    p.set_defaults(func=cmd_train_sae)
+
+    p = commands.add_parser("evaluate-sae", help="FVU, L0, dead/dense latents, downstream effect of a trained SAE")
+    p.add_argument("--run", required=True, help="run folder written by train-sae")
+    p.add_argument("--json", default=None, help="write the record here")
+    p.add_argument("--acts", default=None, help="evaluate on this whole store instead of the run's held-out split")
+    p.add_argument("--no-downstream", dest="downstream", action="store_false", help="skip splicing into the LM")
+    p.add_argument("--max-sequences", type=int, default=16, dest="max_sequences", help="sequences spliced")
+    p.set_defaults(func=cmd_evaluate_sae)
+
+    p = commands.add_parser("iem", help="Information-Estimation Metric: analytic checks and a learned denoiser")
+    p.add_argument("--prior", choices=("gaussian", "gmm", "digits"), default="gaussian")
+    p.add_argument("--check", action="store_true", help="exit 1 unless the analytic identity holds")
+    p.add_argument("--dim", type=int, default=8)
+    p.add_argument("--pairs", type=int, default=32)
+    p.add_argument("--levels", type=int, default=512, help="log-spaced SNR levels")
+    p.add_argument("--paths", type=int, default=64, help="Brownian paths averaged (gmm)")
+    p.add_argument("--steps", type=int, default=3000, help="denoiser training steps (digits)")
+    p.add_argument("--json", default=None)
+    common(p)
+    p.set_defaults(func=cmd_iem)
+
+    p = commands.add_parser("memorization", help="ReLU-DAE transition, representation-based detection, steering")
+    p.add_argument("--experiments", default="dae,detect,steer", help="comma-separated: dae, detect, steer")
+    p.add_argument("--out", default=None, help="folder for figures")
+    p.add_argument("--quick", action="store_true", help="smaller settings (tests, demo)")
+    p.add_argument("--json", default=None)
+    common(p)
+    p.set_defaults(func=cmd_memorization)
+
+    p = commands.add_parser("demo", help="every experiment in miniature (MiniLM), into a report folder")
+    p.add_argument("--out", default="report/geninterp")
+    common(p)
+    p.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -1,0 +1,152 @@
+"""``geninterp demo``: every method of the package in miniature, into one report folder (MiniLM, CPU, < 3 min).
+
+Writes ``README.md`` (tables), ``results.json`` (every record) and figures:
+``pred_share_by_position.png``, ``dae_transition.png``, ``steering.png``, plus the SAE run folders.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from gencore.io import ensure_dir, write_json, write_text
+from gencore.tables import format_table
+
+
+def _plot_positions(shares: list[float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gencore.plots import save_figure
+
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    ax.plot(range(len(shares)), shares)
+    ax.set_xlabel("context position")
+    ax.set_ylabel("predicted share of energy")
+    ax.set_title("Temporal SAE on MiniLM layer 3")
+    save_figure(fig, path)
+
+
+def run_demo(out: Path, progress: bool = False, seed: int = 0) -> Path:
+    from geninterp import iem_experiments, memorization
+    from geninterp.capture import capture_to_store
+    from geninterp.metrics import downstream_effect
+    from geninterp.models import load_model, run_model
+    from geninterp.temporal_experiments import boundary_auroc, compare_on_store
+    from geninterp.text import stdlib_texts, token_chunks
+
+    out = ensure_dir(out)
+    timings: dict[str, float] = {}
+    results: dict[str, Any] = {}
+
+    start = time.perf_counter()
+    lm = load_model("minilm")
+    prefix, suffix, sep = lm.special
+    acts = out / "acts"
+    if not (acts / "index.json").is_file():
+        chunks = token_chunks(
+            stdlib_texts("docstrings", seed=seed), lm.encode, 62, prefix=prefix, suffix=suffix, separator=sep
+        )
+        capture_to_store(
+            lambda t: run_model(lm, t), lm.model, lm.module_name(3), chunks, acts, n_tokens=8192,
+            metadata={"model": "minilm", "module": lm.module_name(3), "layer": 3, "text": "python-stdlib-docstrings"},
+            progress=progress,
+        )  # fmt: skip
+    timings["capture"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    cmp = compare_on_store(
+        acts, out / "runs", k=16, width=256, steps=50, batch_tokens=2048, seed=seed, progress=progress
+    )
+    from geninterp.store import ActivationStore
+    from geninterp.training import load_run
+
+    for arch in ("topk", "temporal"):
+        sae, run = load_run(out / "runs" / arch)
+        held = ActivationStore(acts, range(*run["eval_sequences"]))
+        cmp[f"{arch}_embedding_cosine"] = downstream_effect(lm, lm.module_name(3), sae, held, 8)["embedding_cosine"]
+    results["minilm"] = cmp
+    _plot_positions(cmp["pred_share_by_position"], out / "pred_share_by_position.png")
+    timings["minilm_saes"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    results["synthetic"] = boundary_auroc(steps=60, seed=seed, progress=progress)
+    timings["synthetic_temporal"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    results["iem_gaussian"] = iem_experiments.gaussian_report(n_levels=256)
+    results["iem_gmm"] = iem_experiments.mixture_report(n_paths=32, n_levels=128)
+    timings["iem"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    results["memorization"] = memorization.run_all(out_dir=out, progress=progress, quick=True, seed=seed)
+    timings["memorization"] = time.perf_counter() - start
+    results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
+    write_json(out / "results.json", results)
+    write_text(out / "README.md", _report(results))
+    return out
+
+
+def _report(r: dict[str, Any]) -> str:
+    m, s = r["minilm"], r["synthetic"]
+    sae_rows = [
+        {"arch": a, "fvu": m[f"{a}_fvu"], "l0 (novel)": m[f"{a}_l0"], "embedding cosine": m[f"{a}_embedding_cosine"],
+         "tokens/s": m[f"{a}_tokens_per_second"]}
+        for a in ("topk", "temporal")
+    ]  # fmt: skip
+    syn_rows = [
+        {"arch": a, "boundary AUROC": s[f"{a}_boundary_auroc"], "fvu": s[f"{a}_fvu"], "l0": s[f"{a}_l0"]}
+        for a in ("topk", "temporal")
+    ]
+    g, gm = r["iem_gaussian"], r["iem_gmm"]
+    mem = r["memorization"]
+    dae_rows = mem["dae"]["rows"]
+    det = mem["detect"]
+    st = mem["steer"]
+    lines = [
+        "# geninterp demo",
+        "",
+        "Everything below was computed by `geninterp demo` on CPU; timings are noisy (shared machine).",
+        "",
+        "## SAEs on MiniLM layer 3 (stdlib docstrings, 8,192 tokens, width 256, k 16, 50 steps of 2,048 tokens)",
+        "",
+        format_table(sae_rows, markdown=True),
+        "",
+        f"Temporal SAE predicted share of energy: {m['temporal_pred_share']:.3f} "
+        "(profile over positions: `pred_share_by_position.png`).",
+        "",
+        "## Temporal SAE vs TopK on slow-state + sparse-event sequences",
+        "",
+        format_table(syn_rows, markdown=True),
+        "",
+        f"Temporal SAE predicted share: {s['temporal_pred_share']:.3f}; boundary rate {s['boundary_rate']:.3f}.",
+        "",
+        "## Information-Estimation Metric",
+        "",
+        f"Gaussian prior, analytic denoiser: max relative error vs Mahalanobis {g['max_rel_error']:.2e} "
+        f"(passed: {g['passed']}).",
+        f"Two-mode 1-D mixture: Monte-Carlo vs deterministic reference max z = {gm['max_z_score']:.2f}; "
+        f"IEM of a within-mode pair {gm['iem_within_mode_pair']:.3f} vs an across-gap pair "
+        f"{gm['iem_across_modes_pair']:.3f} at the same Euclidean distance 1.0.",
+        "",
+        "## Memorisation through representations",
+        "",
+        "Two-layer ReLU DAE (`dae_transition.png`):",
+        "",
+        format_table(dae_rows, markdown=True),
+        "",
+        f"Detection on a flow model trained on {det['unique_images']} digits ({det['duplicated_images']} duplicated "
+        f"x{det['copies']}): {det['memorised_samples']} of {det['samples']} samples memorised; "
+        f"AUROC of representation spikiness = {det['auroc_spikiness']:.3f} (with this few memorised samples the "
+        "AUROC says little; see the package README for the full-size run).",
+        "",
+        f"Steering (`steering.png`): mean fraction of the target digit {st['mean_target_before']:.3f} -> "
+        f"{st['mean_target_after']:.3f}.",
+        "",
+        "Seconds per stage: " + ", ".join(f"{k} {v}" for k, v in r["seconds"].items()),
+        "",
+    ]
+    return "\n".join(lines)

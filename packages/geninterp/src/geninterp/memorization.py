@@ -1,0 +1,380 @@
+"""Memorisation vs generalisation through representations, in miniature.
+
+Zhang, Li, Li, Shi, Wu, Tao & Qu, "Generalization of Diffusion Models Arises with a Balanced
+Representation Space" (ICLR 2026, arXiv:2512.20963). Three experiments on sklearn's 8x8 digits
+(scaled to [-1, 1]):
+
+* ``dae``: a two-layer ReLU denoising autoencoder ``f(y) = W2 ReLU(W1 y + b1) + b2`` at one noise
+  level, trained on ``n`` digits for each ``n``. With few training points it *memorises*: the
+  encoder rows align with individual training images and each training input lights up a few
+  hidden units (a *spiky* representation); with many, it *generalises*: hidden activity is
+  balanced and test denoising error approaches training error. Reported per ``n``: spikiness
+  (mean ``max_j h_j / sum_j h_j`` over noisy training inputs), the mean over training images of
+  the best cosine with an encoder row, and the test/train denoising-error ratio.
+* ``detect``: a flow-matching model (ReLU MLP, trained through :mod:`gencore.train`) on a small
+  digit set in which a few images are duplicated many times. Generated samples are labelled
+  memorised when their nearest training image is much closer than the second-nearest distinct
+  one (distance ratio below 1/3, as in Carlini et al. 2023); the detection score is the
+  spikiness of the network's hidden representation along the sampling trajectory; AUROC of
+  score vs label.
+* ``steer``: adding a class direction (mean hidden representation of that class's noised
+  training images minus the overall mean) to the same hidden layer during sampling edits the
+  generated digits; measured by a logistic-regression digit classifier as the fraction of
+  samples of the target class, before and after steering.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from gencore.data import get_dataset
+from gencore.flow_matching import FlowMatcher
+from gencore.io import ensure_dir
+from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
+from gencore.train import TrainConfig, Trainer
+from geninterp.capture import ActivationCapture, OutputReplacement
+
+EXPERIMENTS = ("dae", "detect", "steer")
+HEADLINE = ("hoyer", "middle")  # the score named in reports; every (measure, window) AUROC is reported too
+
+
+def digits_scaled() -> tuple[torch.Tensor, torch.Tensor]:
+    """All 1,797 digits in [-1, 1] ``[N, 64]`` and their labels ``[N]``."""
+    from sklearn.datasets import load_digits
+
+    x = get_dataset("digits")
+    lo, hi = x.min(), x.max()
+    return ((x - lo) / (hi - lo) * 2 - 1).float(), torch.as_tensor(load_digits().target)
+
+
+def spikiness(h: torch.Tensor) -> torch.Tensor:
+    """``max_j h_j / sum_j h_j`` per row of non-negative ``h: [B, m]`` (1: one unit; 1/m: uniform)."""
+    return h.max(-1).values / h.sum(-1).clamp_min(1e-12)
+
+
+def hoyer(h: torch.Tensor) -> torch.Tensor:
+    """Hoyer sparsity ``(sqrt(m) - |h|_1 / |h|_2) / (sqrt(m) - 1)`` per row (1: one unit; 0: uniform)."""
+    m = h.shape[-1]
+    ratio = h.abs().sum(-1) / h.norm(dim=-1).clamp_min(1e-12)
+    return (math.sqrt(m) - ratio) / (math.sqrt(m) - 1)
+
+
+def top_share(h: torch.Tensor, k: int = 8) -> torch.Tensor:
+    """Share of the representation's mass on its ``k`` largest units, per row."""
+    return h.topk(k, dim=-1).values.sum(-1) / h.sum(-1).clamp_min(1e-12)
+
+
+SPIKINESS_MEASURES = {"max_over_sum": spikiness, "hoyer": hoyer, "top8_share": top_share}
+
+
+def _fit(
+    task: Any,
+    data: torch.Tensor,
+    steps: int,
+    batch: int,
+    lr: float,
+    seed: int,
+    progress: bool,
+    weight_decay: float = 0.0,
+) -> nn.Module:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = TrainConfig(
+            steps=steps, global_batch_size=batch, optimizer="adamw", lr=lr, schedule="cosine", ema_decay=0.0,
+            seed=seed, progress=progress, out_dir=tmp, log_every=max(steps // 10, 1), weight_decay=weight_decay,
+        )  # fmt: skip
+        return Trainer(cfg).fit(task, torch.utils.data.TensorDataset(data)).model.eval()
+
+
+# ---------------------------------------------------------------------------------------------- ReLU DAE
+class ReLUDAE(nn.Module):
+    """``f(y) = W2 ReLU(W1 y + b1) + b2``; ``hidden(y)`` is the representation."""
+
+    def __init__(self, dim: int, width: int) -> None:
+        super().__init__()
+        self.enc = nn.Linear(dim, width)
+        self.dec = nn.Linear(width, dim)
+
+    def hidden(self, y: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.enc(y))
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return self.dec(self.hidden(y))
+
+
+class DAETask:
+    def __init__(self, model: ReLUDAE, sigma: float) -> None:
+        self.model, self.sigma = model, sigma
+
+    def loss(self, model: nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
+        (x,) = batch
+        y = x + self.sigma * torch.randn(x.shape, generator=generator).to(x)
+        return (model(y) - x).pow(2).sum(-1).mean(), {}
+
+
+@torch.no_grad()
+def dae_transition(
+    sizes: tuple[int, ...] = (4, 16, 64, 256, 1597), width: int = 32, sigma: float = 0.5, steps: int = 2000,
+    weight_decay: float = 0.01, seed: int = 0, progress: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """Per training-set size: representation spikiness, weight-data alignment, test/train error ratio.
+
+    Digits are centred (the data-set mean removed) so that cosines measure shape, not the shared
+    background; weight decay (AdamW) lets unused hidden units switch off, as in the paper's
+    regularised analysis.
+    """
+    x, _ = digits_scaled()
+    x = x - x.mean(0)
+    perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
+    test = x[perm[:200]]
+    g = torch.Generator().manual_seed(seed + 1)
+    rows = []
+    for n in sizes:
+        train = x[perm[200 : 200 + n]]
+        torch.manual_seed(seed)
+        with torch.enable_grad():
+            task = DAETask(ReLUDAE(64, width), sigma)
+            model = _fit(task, train, steps, min(128, n), 2e-3, seed, progress, weight_decay)
+        y_train = train + sigma * torch.randn(train.shape, generator=g)
+        y_test = test + sigma * torch.randn(test.shape, generator=g)
+        h = model.hidden(y_train)
+        active = h.sum(0) > 0
+        rows_w = nn.functional.normalize(model.enc.weight, dim=-1)
+        align = (nn.functional.normalize(train, dim=-1) @ rows_w.T).max(-1).values.mean()
+        err_train = (model(y_train) - train).pow(2).sum(-1).mean()
+        err_test = (model(y_test) - test).pow(2).sum(-1).mean()
+        rows.append(
+            {
+                "n_train": n,
+                "spikiness": float(spikiness(h).mean()),
+                "weight_data_cosine": float(align),
+                "test_over_train_error": float(err_test / err_train),
+                "active_units": int(active.sum()),
+            }
+        )
+    return {"width": width, "sigma": sigma, "steps": steps, "weight_decay": weight_decay, "rows": rows}
+
+
+# ---------------------------------------------------------------------------------------------- diffusion model
+class ReLUVelocity(nn.Module):
+    """Flow-matching MLP ``v(x, t)`` whose second ReLU layer (module ``rep``) is the studied representation."""
+
+    def __init__(self, dim: int, hidden: int = 512, time_dim: int = 32) -> None:
+        super().__init__()
+        self.time_embed = SinusoidalTimeEmbedding(time_dim)
+        self.inp = nn.Sequential(nn.Linear(dim + time_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden))
+        self.rep = nn.ReLU()
+        self.out = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
+        t = broadcast_time(t, x)
+        return self.out(self.rep(self.inp(torch.cat([x, self.time_embed(t).to(x.dtype)], -1))))
+
+
+class FlowTask:
+    def __init__(self, model: nn.Module) -> None:
+        self.model, self.fm = model, FlowMatcher()
+
+    def loss(self, model: nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
+        (x,) = batch
+        return self.fm.loss(model, x, generator=generator), {}
+
+
+def duplicated_training_set(
+    n_unique: int = 100, n_duplicated: int = 10, copies: int = 20, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(train_rows, unique_images, unique_labels, duplicated_mask)``: ``n_duplicated`` of the
+    ``n_unique`` images repeated ``copies`` times in ``train_rows``."""
+    x, y = digits_scaled()
+    idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))[:n_unique]
+    unique, labels = x[idx], y[idx]
+    dup = torch.zeros(n_unique, dtype=torch.bool)
+    dup[:n_duplicated] = True
+    rows = torch.cat([unique, unique[:n_duplicated].repeat_interleave(copies - 1, 0)])
+    return rows, unique, labels, dup
+
+
+def train_flow(rows: torch.Tensor, steps: int, seed: int, progress: bool) -> ReLUVelocity:
+    torch.manual_seed(seed)
+    return _fit(FlowTask(ReLUVelocity(rows.shape[1])), rows, steps, 128, 2e-3, seed, progress)
+
+
+@torch.no_grad()
+def sample_with_reps(
+    model: ReLUVelocity, noise: torch.Tensor, nfe: int = 32, steer: torch.Tensor | None = None,
+    steer_until: float = 0.6,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Euler samples ``[B, D]`` and every spikiness measure of ``rep`` at every step (``{name: [nfe, B]}``);
+    ``steer [hidden]`` is added to ``rep``'s output while ``t < steer_until``."""
+    x = noise
+    spikes: dict[str, list[torch.Tensor]] = {name: [] for name in SPIKINESS_MEASURES}
+    for i in range(nfe):
+        t = torch.tensor(i / nfe)
+        edit = steer if steer is not None and float(t) < steer_until else None
+        with ActivationCapture(model, ["rep"]) as cap:
+            if edit is not None:
+                with OutputReplacement(model, "rep", lambda h, e=edit: torch.relu(h + e)):
+                    v = model(x, t)
+            else:
+                v = model(x, t)
+        for name, fn in SPIKINESS_MEASURES.items():
+            spikes[name].append(fn(cap.outputs["rep"]))
+        x = x + v / nfe
+    return x, {name: torch.stack(v) for name, v in spikes.items()}
+
+
+def memorised_labels(samples: torch.Tensor, unique: torch.Tensor, ratio: float = 1.0 / 3.0) -> torch.Tensor:
+    """A sample is memorised when ``d(nearest) < ratio * d(second nearest)`` among distinct training images."""
+    d = torch.cdist(samples, unique).topk(2, largest=False).values
+    return d[:, 0] < ratio * d[:, 1]
+
+
+def detection(
+    steps: int = 4000, n_samples: int = 1000, nfe: int = 32, seed: int = 0, progress: bool = False,
+    model: ReLUVelocity | None = None,
+) -> tuple[dict[str, Any], ReLUVelocity]:  # fmt: skip
+    """AUROC of representation spikiness for memorised generations; returns ``(record, model)``."""
+    from sklearn.metrics import roc_auc_score
+
+    rows, unique, _, dup = duplicated_training_set(seed=seed)
+    start = time.perf_counter()
+    model = model or train_flow(rows, steps, seed, progress)
+    seconds = time.perf_counter() - start
+    noise = torch.randn(n_samples, rows.shape[1], generator=torch.Generator().manual_seed(seed + 5))
+    samples, spikes = sample_with_reps(model, noise, nfe)
+    label = memorised_labels(samples, unique)
+    nearest = torch.cdist(samples, unique).argmin(1)
+    n_mem = int(label.sum())
+    windows = {"early": slice(0, nfe // 4), "middle": slice(nfe // 4, 3 * nfe // 4), "late": slice(3 * nfe // 4, nfe)}
+    table = []
+    for name, per_step in spikes.items():
+        for window, sl in windows.items():
+            score = per_step[sl].mean(0)
+            auroc = float(roc_auc_score(label.numpy(), score.numpy())) if 0 < n_mem < n_samples else math.nan
+            table.append({"measure": name, "window": window, "auroc": auroc,
+                          "mean_memorised": float(score[label].mean()) if n_mem else math.nan,
+                          "mean_other": float(score[~label].mean()) if n_mem < n_samples else math.nan})  # fmt: skip
+    headline = next(r for r in table if r["measure"] == HEADLINE[0] and r["window"] == HEADLINE[1])
+    return {
+        "train_rows": len(rows),
+        "unique_images": len(unique),
+        "duplicated_images": int(dup.sum()),
+        "copies": int((len(rows) - len(unique)) // max(int(dup.sum()), 1) + 1),
+        "samples": n_samples,
+        "memorised_samples": n_mem,
+        "memorised_of_duplicated": int((label & dup[nearest]).sum()),
+        "auroc_spikiness": headline["auroc"],
+        "headline_score": f"{HEADLINE[0]} over the {HEADLINE[1]} steps",
+        "scores": table,
+        "train_seconds": round(seconds, 2),
+    }, model
+
+
+@torch.no_grad()
+def steering(model: ReLUVelocity, n_samples: int = 400, nfe: int = 32, strength: float = 4.0, seed: int = 0):
+    """Fraction of samples classified as each target digit, without and with its steering vector."""
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = digits_scaled()
+    clf = LogisticRegression(max_iter=2000).fit(x.numpy(), y.numpy())
+    g = torch.Generator().manual_seed(seed + 9)
+    noise = torch.randn(n_samples, x.shape[1], generator=g)
+    base, _ = sample_with_reps(model, noise, nfe)
+    base_pred = torch.as_tensor(clf.predict(base.numpy()))
+    # class directions: mean rep of class images on the path at a few times, minus the overall mean
+    reps, cls = [], []
+    for t in (0.2, 0.4):
+        x0 = torch.randn(x.shape, generator=g)
+        xt = (1 - t) * x0 + t * x
+        with ActivationCapture(model, ["rep"]) as cap:
+            model(xt, torch.tensor(t))
+        reps.append(cap.outputs["rep"])
+        cls.append(y)
+    r, c = torch.cat(reps), torch.cat(cls)
+    overall = r.mean(0)
+    rows = []
+    for target in range(10):
+        v = strength * (r[c == target].mean(0) - overall)
+        steered, _ = sample_with_reps(model, noise, nfe, steer=v)
+        pred = torch.as_tensor(clf.predict(steered.numpy()))
+        rows.append(
+            {
+                "target": target,
+                "fraction_before": float((base_pred == target).double().mean()),
+                "fraction_after": float((pred == target).double().mean()),
+                "mean_change_l2": float((steered - base).norm(dim=-1).mean()),
+            }
+        )
+    before = sum(r_["fraction_before"] for r_ in rows) / 10
+    after = sum(r_["fraction_after"] for r_ in rows) / 10
+    return {
+        "samples": n_samples,
+        "strength": strength,
+        "mean_target_before": before,
+        "mean_target_after": after,
+        "rows": rows,
+    }
+
+
+def run_all(
+    out_dir: str | Path | None = None, progress: bool = False, quick: bool = False,
+    experiments: tuple[str, ...] = EXPERIMENTS, seed: int = 0,
+) -> dict[str, Any]:  # fmt: skip
+    """Run the named experiments; ``quick`` shrinks them (for the demo and tests)."""
+    from gencore.errors import ConfigError
+
+    bad = [e for e in experiments if e not in EXPERIMENTS]
+    if bad:
+        raise ConfigError(f"experiments must be among {', '.join(EXPERIMENTS)}, got {', '.join(bad)}.")
+    record: dict[str, Any] = {}
+    if "dae" in experiments:
+        sizes = (4, 64, 1597) if quick else (4, 16, 64, 256, 1597)
+        record["dae"] = dae_transition(sizes=sizes, steps=400 if quick else 2000, seed=seed, progress=progress)
+    model = None
+    if "detect" in experiments:
+        record["detect"], model = detection(
+            steps=800 if quick else 4000, n_samples=300 if quick else 1000, seed=seed, progress=progress
+        )
+    if "steer" in experiments:
+        if model is None:
+            rows, *_ = duplicated_training_set(seed=seed)
+            model = train_flow(rows, 800 if quick else 4000, seed, progress)
+        record["steer"] = steering(model, n_samples=100 if quick else 400, seed=seed)
+    if out_dir is not None:
+        _plots(record, ensure_dir(out_dir))
+    return record
+
+
+def _plots(record: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gencore.plots import save_figure
+
+    if "dae" in record:
+        rows = record["dae"]["rows"]
+        fig, ax = plt.subplots(1, 3, figsize=(11, 3.2))
+        n = [r["n_train"] for r in rows]
+        for a, key in zip(ax, ("spikiness", "weight_data_cosine", "test_over_train_error"), strict=True):
+            a.plot(n, [r[key] for r in rows], "o-")
+            a.set_xscale("log")
+            a.set_xlabel("training images")
+            a.set_title(key.replace("_", " "))
+        save_figure(fig, out / "dae_transition.png")
+    if "steer" in record:
+        rows = record["steer"]["rows"]
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        ax.bar([r["target"] - 0.2 for r in rows], [r["fraction_before"] for r in rows], 0.4, label="before")
+        ax.bar([r["target"] + 0.2 for r in rows], [r["fraction_after"] for r in rows], 0.4, label="steered")
+        ax.set_xlabel("target digit")
+        ax.set_ylabel("fraction of samples")
+        ax.legend()
+        save_figure(fig, out / "steering.png")

@@ -1,0 +1,127 @@
+"""SAE quality metrics, streamed over an activation store (one pass, float64 sums).
+
+Keys of :func:`evaluate_sae`'s record (``x`` activations, ``x_hat`` reconstruction, ``mu`` the
+evaluation set's mean, ``N`` tokens, ``d`` features):
+
+* ``mse``: ``sum ||x - x_hat||^2 / (N d)`` in the model's activation units;
+* ``fvu``: fraction of variance unexplained, ``sum ||x - x_hat||^2 / sum ||x - mu||^2``;
+* ``explained_variance``: ``1 - sum_j Var(x_j - x_hat_j) / sum_j Var(x_j)`` (ignores a constant
+  offset of the error, so it can exceed ``1 - fvu``);
+* ``l0``: mean number of non-zero (sparse) codes per token; ``dead_frac``: latents that never
+  fire on the evaluation set; ``dense_frac``: latents firing on more than 10% of tokens;
+* Temporal SAE: ``pred_share = sum ||x_pred||^2 / (sum ||x_pred||^2 + sum ||x_novel||^2)``,
+  its profile ``pred_share_by_position`` over sequence positions, and ``l0_pred``.
+
+:func:`downstream_effect` splices the reconstruction back into the language model: for a causal
+LM the next-token loss with and without the splice (and with the layer zero-ablated, giving the
+fraction of loss recovered); for an encoder, the cosine between mean-pooled output embeddings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from geninterp.capture import OutputReplacement
+from geninterp.saes import SparseAutoencoder
+from geninterp.store import ActivationStore
+
+DENSE_THRESHOLD = 0.1
+
+
+@torch.no_grad()
+def evaluate_sae(sae: SparseAutoencoder, store: ActivationStore, batch_sequences: int = 32) -> dict[str, Any]:
+    """Reconstruction, sparsity and (Temporal SAE) predicted/novel metrics over ``store`` (a view)."""
+    sae.eval()
+    d, width, length = store.d_model, sae.config.width, store.seq_len
+    n = 0
+    s_x = torch.zeros(d, dtype=torch.float64)
+    s_xx = 0.0
+    s_e = torch.zeros(d, dtype=torch.float64)
+    s_ee = 0.0
+    fires = torch.zeros(width, dtype=torch.float64)
+    l0 = 0.0
+    l0_pred = 0.0
+    pred_pos = torch.zeros(length, dtype=torch.float64)
+    novel_pos = torch.zeros(length, dtype=torch.float64)
+    for acts, _ in store.iter_batches(batch_sequences):
+        x = acts if sae.is_sequence else acts.reshape(-1, d)
+        out = sae(x)
+        xf, err = x.reshape(-1, d).double(), (x - out.recon).reshape(-1, d).double()
+        codes = out.codes.reshape(-1, width)
+        n += xf.shape[0]
+        s_x += xf.sum(0)
+        s_xx += float(xf.pow(2).sum())
+        s_e += err.sum(0)
+        s_ee += float(err.pow(2).sum())
+        active = codes > 0
+        fires += active.sum(0).double()
+        l0 += float(active.sum())
+        if out.pred_recon is not None:
+            pred_pos += out.pred_recon.double().pow(2).sum(-1).sum(0)
+            novel_pos += out.novel_recon.double().pow(2).sum(-1).sum(0)
+            l0_pred += float((out.pred_codes.abs() > 0).sum())
+    mu = s_x / n
+    total_var = s_xx - n * float(mu.pow(2).sum())
+    err_mean = s_e / n
+    err_var = s_ee - n * float(err_mean.pow(2).sum())
+    freq = fires / n
+    record: dict[str, Any] = {
+        "n_tokens": n,
+        "mse": s_ee / (n * d),
+        "fvu": s_ee / total_var,
+        "explained_variance": 1.0 - err_var / total_var,
+        "l0": l0 / n,
+        "dead_frac": float((freq == 0).double().mean()),
+        "dense_frac": float((freq > DENSE_THRESHOLD).double().mean()),
+        "width": width,
+        "arch": sae.config.arch,
+    }
+    if sae.is_sequence:
+        p, q = float(pred_pos.sum()), float(novel_pos.sum())
+        record["pred_share"] = p / max(p + q, 1e-30)
+        record["pred_share_by_position"] = (pred_pos / (pred_pos + novel_pos).clamp_min(1e-30)).tolist()
+        record["l0_pred"] = l0_pred / n
+    return record
+
+
+def _splice_fn(sae: SparseAutoencoder) -> Any:
+    def fn(h: torch.Tensor) -> torch.Tensor:
+        x = h.float().cpu()
+        recon = sae(x).recon if sae.is_sequence else sae(x.reshape(-1, x.shape[-1])).recon.reshape(x.shape)
+        return recon.to(h)
+
+    return fn
+
+
+@torch.no_grad()
+def downstream_effect(
+    lm: Any, module_name: str, sae: SparseAutoencoder, store: ActivationStore, max_sequences: int = 16
+) -> dict[str, Any]:
+    """Splice ``sae``'s reconstruction into ``lm`` at ``module_name`` on the store's token sequences."""
+    from geninterp.models import next_token_loss, run_model
+
+    n = min(max_sequences, len(store))
+    tokens = torch.stack([store.tokens(i) for i in range(n)])
+    clean = run_model(lm, tokens)
+    with OutputReplacement(lm.model, module_name, _splice_fn(sae)):
+        spliced = run_model(lm, tokens)
+    if lm.kind == "causal":
+        with OutputReplacement(lm.model, module_name, torch.zeros_like):
+            ablated = run_model(lm, tokens)
+        base, spl, abl = (float(next_token_loss(o.logits, tokens)) for o in (clean, spliced, ablated))
+        return {
+            "lm_loss_clean": base,
+            "lm_loss_spliced": spl,
+            "lm_loss_delta": spl - base,
+            "lm_loss_zero_ablated": abl,
+            "loss_recovered": (abl - spl) / (abl - base) if abl != base else float("nan"),
+            "downstream_sequences": n,
+        }
+    a = clean.last_hidden_state.mean(1)
+    b = spliced.last_hidden_state.mean(1)
+    return {
+        "embedding_cosine": float(torch.nn.functional.cosine_similarity(a, b, dim=-1).mean()),
+        "downstream_sequences": n,
+    }

@@ -1,0 +1,178 @@
+"""Train an SAE on an activation store through the gencore engine (:class:`gencore.train.Trainer`).
+
+The store is a map-style dataset of sequences, so the engine samples sequences epoch by epoch
+(exact resume, DDP over ranks, gradient accumulation) while only the sampled sequences are
+read from disk. Per-token architectures see the micro-batch flattened to ``[b * L, d]``;
+the Temporal SAE sees ``[b, L, d]``.
+
+A run folder holds ``sae/`` (``model.safetensors`` + ``config.json``), ``run.json`` (resolved
+settings, the store and the held-out split, timings), the engine's ``metrics.jsonl`` and
+``checkpoints/``, and ``loss.png``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gencore.errors import ConfigError, GenError
+from gencore.io import read_json, write_json
+from gencore.train import TrainConfig, Trainer
+from geninterp.saes import SparseAutoencoder, make_objective, make_sae
+from geninterp.saes.registry import ARCHITECTURES
+from geninterp.store import ActivationStore
+
+
+@dataclass(frozen=True, kw_only=True)
+class SAETrainConfig:
+    """Settings of one SAE training run."""
+
+    arch: str = "topk"  # relu | topk | temporal
+    width: int = 1024
+    k: int = 32  # topk / temporal
+    l1_coeff: float = 5e-3  # relu
+    aux_k: int | None = None  # topk / temporal: None = d_in // 2
+    aux_coeff: float = 1.0 / 32.0
+    dead_after_tokens: int = 100_000
+    n_heads: int = 4  # temporal
+    attn_dim: int = 64  # temporal
+    steps: int = 1000
+    batch_tokens: int = 4096  # tokens per optimiser step (rounded to whole sequences)
+    lr: float = 1e-3
+    warmup_steps: int = 20
+    eval_fraction: float = 0.1
+    seed: int = 0
+    progress: bool = True
+
+    def validate(self) -> SAETrainConfig:
+        if self.arch not in ARCHITECTURES:
+            raise ConfigError(f"arch must be one of {', '.join(ARCHITECTURES)}, got {self.arch!r}.")
+        for name in ("width", "k", "steps", "batch_tokens", "n_heads", "attn_dim"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if self.arch != "relu" and self.k > self.width:
+            raise ConfigError(f"k ({self.k}) must not exceed width ({self.width}).")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ConfigError(f"lr must be positive, got {self.lr}.")
+        return self
+
+
+class SAETask:
+    """The engine task: ``loss(model, batch, generator)`` = the architecture's objective."""
+
+    def __init__(self, sae: SparseAutoencoder, objective: Any) -> None:
+        self.model = sae
+        self.objective = objective
+
+    def loss(self, model: torch.nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
+        x = batch[0] if isinstance(batch, tuple | list) else batch
+        sae = getattr(model, "module", model)
+        if not sae.is_sequence:
+            x = x.reshape(-1, x.shape[-1])
+        return self.objective(sae, x, forward=model)
+
+
+def build_sae_for_store(cfg: SAETrainConfig, store: ActivationStore) -> SparseAutoencoder:
+    """An SAE sized for ``store`` with ``act_scale`` so that ``E ||x * act_scale||^2 = d``, decoder bias at the mean."""
+    d = store.d_model
+    fields = {"d_in": d, "width": cfg.width, "act_scale": math.sqrt(d / max(store.mean_sq_norm, 1e-12))}
+    if cfg.arch in ("topk", "temporal"):
+        fields["k"] = cfg.k
+    if cfg.arch == "temporal":
+        fields |= {"n_heads": cfg.n_heads, "attn_dim": cfg.attn_dim}
+    torch.manual_seed(cfg.seed)
+    sae = make_sae(cfg.arch, **fields)
+    sae.init_from_data(store.mean)
+    return sae
+
+
+def train_sae(
+    cfg: SAETrainConfig, acts: str | os.PathLike, out_dir: str | os.PathLike, **engine: Any
+) -> tuple[SparseAutoencoder, dict[str, Any]]:
+    """Train on the training split of the store at ``acts``; write the run folder; return ``(sae, run_record)``.
+
+    ``engine`` overrides :class:`~gencore.train.TrainConfig` fields (``resume``, ``checkpoint_every``, ...).
+    """
+    cfg.validate()
+    store = ActivationStore(acts)
+    train_view, eval_view = store.split(cfg.eval_fraction)
+    seqs = max(1, cfg.batch_tokens // store.seq_len)
+    if seqs > len(train_view):
+        raise ConfigError(
+            f"a batch of {cfg.batch_tokens} tokens needs {seqs} sequences but the training split of "
+            f"{str(acts)!r} has {len(train_view)}; capture more tokens or lower --batch-tokens."
+        )
+    sae = build_sae_for_store(cfg, store)
+    objective = make_objective(
+        cfg.arch,
+        l1_coeff=cfg.l1_coeff,
+        aux_k=cfg.aux_k,
+        aux_coeff=cfg.aux_coeff,
+        dead_after_tokens=cfg.dead_after_tokens,
+    )
+    out = Path(out_dir)
+    settings = {
+        "steps": cfg.steps,
+        "global_batch_size": seqs,
+        "optimizer": "adam",
+        "lr": cfg.lr,
+        "warmup_steps": min(cfg.warmup_steps, cfg.steps),
+        "schedule": "cosine",
+        "ema_decay": 0.0,
+        "seed": cfg.seed,
+        "progress": cfg.progress,
+        "out_dir": str(out),
+    }
+    train_cfg = TrainConfig(**(settings | engine))
+    start = time.perf_counter()
+    result = Trainer(train_cfg).fit(SAETask(sae, objective), train_view)
+    seconds = time.perf_counter() - start
+    if result.interrupted:
+        raise GenError(f"training was interrupted; resume with the same command and --resume auto ({out}).")
+    sae = result.model.eval()
+    sae.save_pretrained(out / "sae")
+    tokens = cfg.steps * seqs * store.seq_len
+    record = {
+        "config": dataclasses.asdict(cfg),
+        "acts": str(Path(acts).resolve()),
+        "train_sequences": [train_view.sequences.start, train_view.sequences.stop],
+        "eval_sequences": [eval_view.sequences.start, eval_view.sequences.stop],
+        "seq_len": store.seq_len,
+        "d_in": store.d_model,
+        "train_seconds": round(seconds, 3),
+        "train_tokens": tokens,
+        "tokens_per_second": round(tokens / max(seconds, 1e-9), 1),
+        "last_loss": result.last_loss,
+        "source": store.metadata,
+    }
+    write_json(out / "run.json", record)
+    _loss_plot(out)
+    return sae, record
+
+
+def _loss_plot(out: Path) -> None:
+    from gencore.plots import loss_curve
+
+    path = out / "metrics.jsonl"
+    if not path.is_file():
+        return
+    import json
+
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    losses = [(int(r["step"]), float(r["loss"])) for r in rows if "loss" in r]
+    if losses:
+        loss_curve(losses, out / "loss.png", title="SAE training loss")
+
+
+def load_run(run_dir: str | os.PathLike) -> tuple[SparseAutoencoder, dict[str, Any]]:
+    """The trained SAE and ``run.json`` of a run folder written by :func:`train_sae`."""
+    run = Path(run_dir)
+    record = read_json(run / "run.json")
+    return SparseAutoencoder.from_pretrained(run / "sae"), record

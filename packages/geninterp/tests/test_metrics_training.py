@@ -1,0 +1,85 @@
+"""Metrics with known answers, and SAE training through the gencore engine on a small store."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gencore.errors import ConfigError
+from geninterp.metrics import evaluate_sae
+from geninterp.saes import make_sae
+from geninterp.store import ActivationStore
+from geninterp.training import SAETrainConfig, load_run, train_sae
+
+
+def test_perfect_reconstruction_has_zero_fvu(store_dir):
+    """A ReLU SAE with atoms [I; -I] and encoder [I, -I] reconstructs x exactly: FVU 0, EV 1, L0 = d."""
+    d = 8
+    sae = make_sae("relu", d_in=d, width=2 * d)
+    with torch.no_grad():
+        sae.W_dec.copy_(torch.cat([torch.eye(d), -torch.eye(d)]))
+        sae.W_enc.copy_(torch.cat([torch.eye(d), -torch.eye(d)]).T)
+        sae.b_enc.zero_()
+        sae.b_dec.zero_()
+    rec = evaluate_sae(sae, ActivationStore(store_dir))
+    assert rec["fvu"] == pytest.approx(0.0, abs=1e-10)
+    assert rec["explained_variance"] == pytest.approx(1.0, abs=1e-10)
+    assert rec["l0"] == pytest.approx(d)  # exactly one of +/- e_i fires per feature (no exact zeros)
+    assert rec["dead_frac"] == 0.0 and rec["dense_frac"] == 1.0
+
+
+def test_mean_reconstruction_has_unit_fvu(store_dir):
+    """No code ever fires and b_dec is the data mean: FVU is exactly 1, every latent is dead."""
+    store = ActivationStore(store_dir)
+    sae = make_sae("relu", d_in=8, width=16)
+    with torch.no_grad():
+        sae.b_enc.fill_(-1e6)
+        mean = store.load().reshape(-1, 8).double().mean(0)
+        sae.b_dec.copy_(mean.float())
+    rec = evaluate_sae(sae, store)
+    assert rec["fvu"] == pytest.approx(1.0, abs=1e-6)
+    assert rec["explained_variance"] == pytest.approx(1.0 - 1.0, abs=1e-6)
+    assert rec["l0"] == 0 and rec["dead_frac"] == 1.0
+
+
+def test_temporal_metrics_split(store_dir):
+    sae = make_sae("temporal", d_in=8, width=16, k=2, n_heads=2, attn_dim=4)
+    rec = evaluate_sae(sae, ActivationStore(store_dir))
+    assert 0.0 <= rec["pred_share"] <= 1.0
+    assert len(rec["pred_share_by_position"]) == 16
+    assert rec["l0"] <= 2
+
+
+@pytest.mark.parametrize("arch", ["topk", "relu", "temporal"])
+def test_training_reduces_fvu_and_saves_a_run(tmp_path, store_dir, arch):
+    cfg = SAETrainConfig(
+        arch=arch, width=32, k=4, steps=60, batch_tokens=64, lr=3e-3, progress=False, eval_fraction=0.2
+    )
+    _, record = train_sae(cfg, store_dir, tmp_path / "run")
+    loaded, rec2 = load_run(tmp_path / "run")
+    assert rec2["eval_sequences"] == record["eval_sequences"] and record["train_sequences"][1] == 19
+    train_view = ActivationStore(store_dir, range(*record["train_sequences"]))
+    untrained = make_sae(arch, **{k: v for k, v in loaded.config.to_dict().items() if k != "arch"})
+    untrained.init_from_data(train_view.mean)
+    after = evaluate_sae(loaded, train_view)["fvu"]
+    before = evaluate_sae(untrained, train_view)["fvu"]
+    assert math.isfinite(after) and after < 0.8 * before
+    assert (tmp_path / "run" / "metrics.jsonl").is_file() and (tmp_path / "run" / "loss.png").is_file()
+
+
+def test_act_scale_normalises_the_input(store_dir, tmp_path):
+    from geninterp.training import build_sae_for_store
+
+    store = ActivationStore(store_dir)
+    sae = build_sae_for_store(SAETrainConfig(width=16, k=2), store)
+    x = store.load().reshape(-1, 8) * sae.config.act_scale
+    assert float(x.pow(2).sum(-1).mean()) == pytest.approx(8.0, rel=1e-5)
+
+
+def test_config_errors(store_dir, tmp_path):
+    with pytest.raises(ConfigError, match="arch"):
+        train_sae(SAETrainConfig(arch="jumprelu"), store_dir, tmp_path / "r")
+    with pytest.raises(ConfigError, match="sequences"):
+        train_sae(SAETrainConfig(batch_tokens=10**6, width=16, k=2), store_dir, tmp_path / "r")

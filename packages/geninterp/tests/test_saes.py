@@ -1,0 +1,132 @@
+"""Shared tests over every registered SAE architecture: shapes, gradients, save/load, invariants."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gencore.errors import ConfigError, StorageError
+from geninterp.saes import ARCHITECTURES, SparseAutoencoder, make_objective, make_sae
+
+D, W, K = 8, 32, 4
+
+
+def build(arch: str, **extra) -> SparseAutoencoder:
+    torch.manual_seed(0)
+    fields = {"d_in": D, "width": W, **extra}
+    if arch != "relu":
+        fields["k"] = K
+    if arch == "temporal":
+        fields |= {"n_heads": 2, "attn_dim": 8}
+    return make_sae(arch, **fields)
+
+
+def inputs(sae: SparseAutoencoder) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(3, 5, D, generator=g) if sae.is_sequence else torch.randn(15, D, generator=g)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_shapes(arch):
+    sae = build(arch)
+    x = inputs(sae)
+    out = sae(x)
+    assert out.recon.shape == x.shape
+    assert out.codes.shape == (*x.shape[:-1], W)
+    assert torch.all(out.codes >= 0)
+    assert sae.encode(x).shape == out.codes.shape
+    if arch != "relu":
+        assert int((out.codes > 0).sum(-1).max()) <= K
+    if sae.is_sequence:
+        assert out.pred_recon.shape == x.shape and out.novel_recon.shape == x.shape
+        # the reconstruction is exactly the two parts plus the bias
+        total = out.pred_recon + out.novel_recon + sae.b_dec / sae.config.act_scale
+        torch.testing.assert_close(total, out.recon)
+    else:
+        torch.testing.assert_close(sae.decode(out.codes), out.recon)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_gradients_reach_every_parameter(arch):
+    sae = build(arch)
+    loss, metrics = make_objective(arch)(sae, inputs(sae))
+    loss.backward()
+    for name, p in sae.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+        assert p.grad.abs().sum() > 0, name
+    assert {"mse", "fvu", "l0"} <= set(metrics)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_save_load_round_trip(arch, tmp_path):
+    sae = build(arch, act_scale=0.7)
+    with torch.no_grad():
+        for p in sae.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    sae.save_pretrained(tmp_path / "sae")
+    loaded = SparseAutoencoder.from_pretrained(tmp_path / "sae")
+    assert type(loaded) is type(sae) and loaded.config == sae.config
+    x = inputs(sae)
+    torch.testing.assert_close(loaded(x).recon, sae(x).recon, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_scale_equivariance(arch):
+    """Scaling the input by c and act_scale by 1/c leaves the codes unchanged and scales the recon by c."""
+    sae = build(arch, act_scale=1.0)
+    other = build(arch, act_scale=0.5)
+    other.load_state_dict(sae.state_dict())
+    x = inputs(sae)
+    a, b = sae(x), other(2 * x)
+    torch.testing.assert_close(b.codes, a.codes)
+    torch.testing.assert_close(b.recon, 2 * a.recon)
+
+
+def test_atoms_are_unit_norm():
+    sae = build("topk")
+    with torch.no_grad():
+        sae.W_dec.mul_(torch.rand(W, 1) * 5 + 0.1)
+    torch.testing.assert_close(sae.atoms.norm(dim=1), torch.ones(W))
+
+
+def test_topk_keeps_the_largest():
+    from geninterp.saes import topk_relu
+
+    pre = torch.tensor([[3.0, -1.0, 2.0, 0.5], [-2.0, -1.0, -3.0, 4.0]])
+    torch.testing.assert_close(topk_relu(pre, 2), torch.tensor([[3.0, 0.0, 2.0, 0.0], [0.0, 0.0, 0.0, 4.0]]))
+
+
+def test_relu_l1_penalty_is_the_code_sum():
+    sae = build("relu")
+    x = inputs(sae)
+    base, _ = make_objective("relu", l1_coeff=0.0)(sae, x)
+    pen, m = make_objective("relu", l1_coeff=0.5)(sae, x)
+    torch.testing.assert_close(pen - base, 0.5 * sae(x).codes.sum(-1).mean())
+    assert m["l1"] > 0
+
+
+def test_auxk_is_active_only_with_dead_latents():
+    sae = build("topk")
+    x = inputs(sae)
+    objective = make_objective("topk", dead_after_tokens=1)
+    sae.tokens_since_fired.zero_()
+    # after one batch every latent that did not fire has been silent for >= 1 token: dead
+    loss, m = objective(sae, x)
+    assert m["dead_frac"] > 0 and m["auxk"] > 0
+    loss.backward()
+    fired = (sae(x).codes > 0).reshape(-1, W).any(0)
+    assert torch.all(sae.tokens_since_fired[fired] == 0)
+    quiet = make_objective("topk", dead_after_tokens=10**9)
+    _, m2 = quiet(sae, x)
+    assert m2["auxk"] == 0 and m2["dead_frac"] == 0
+
+
+def test_registry_errors(tmp_path):
+    with pytest.raises(ConfigError, match="arch must be one of"):
+        make_sae("nope", d_in=4, width=8)
+    with pytest.raises(ConfigError, match="no setting"):
+        make_sae("relu", d_in=4, width=8, k=3)
+    with pytest.raises(ConfigError, match="k must be in"):
+        make_sae("topk", d_in=4, width=8, k=9)
+    with pytest.raises(StorageError):
+        SparseAutoencoder.from_pretrained(tmp_path / "missing")

