@@ -1,19 +1,270 @@
-"""The ``genimage`` command. Its verbs arrive with the package's issues; today it answers
-``--help``, ``--version`` and ``info``."""
+"""The ``genimage`` command.
+
+genimage train    --data digits --steps 300 --out runs/d          # DiT, flow matching, class-conditional
+genimage train    --data photos --lwd --steps 2000 --out runs/p   # Latent Wavelet Diffusion loss mask
+genimage train    --data mnist --layersync --out runs/m           # LayerSync regulariser
+genimage sample   --run runs/d --n 64 --out grid.png --nfe 32 --cfg-scale 2
+genimage evaluate --run runs/d --json m.json
+genimage demo     --out report/genimage
+"""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
-from gencore.command import package_parser, run
+from gencore.command import name_list, package_parser, run
+from gencore.config import load_config
+from gencore.errors import ConfigError
+from gencore.io import write_json
+from gencore.solvers import FIXED_STEP_METHODS
+from gencore.tables import format_table
 from genimage import __version__
+from genimage.config import BACKBONES, OBJECTIVES, ImageTrainConfig
+from genimage.data import DATA_SOURCES
+from genimage.models import DIT_SIZES
+from genimage.watermark.command import register as register_watermark
 
 DESCRIPTION = "Image, video and audio-spectrogram generation on gencore's flow-matching math."
 
+TRAIN_FIELDS = {
+    "data": str,
+    "data_path": str,
+    "image_size": int,
+    "channels": int,
+    "model": str,
+    "dit_size": str,
+    "patch_size": int,
+    "objective": str,
+    "time_sampler": str,
+    "label_dropout": float,
+    "steps": int,
+    "batch_size": int,
+    "lr": float,
+    "warmup_steps": int,
+    "ema_decay": float,
+    "seed": int,
+    "layersync_weight": float,
+    "lwd_floor": float,
+    "vae_steps": int,
+    "vae_scale_weight": float,
+    "sample_nfe": int,
+}
+
+
+def _add_train(commands: argparse._SubParsersAction) -> None:
+    tr = commands.add_parser("train", help="train a DiT or UNet on images or spectrograms (gencore engine)")
+    tr.add_argument("--out", required=True, type=Path, help="run folder")
+    tr.add_argument("--config", type=Path, help="YAML file of ImageTrainConfig fields; flags override it")
+    d = tr.add_argument_group("data")
+    d.add_argument("--data", help=f"one of {', '.join(DATA_SOURCES)} (default digits)")
+    d.add_argument("--data-path", dest="data_path", help="image folder, tar shards, or WAV folder (mel)")
+    d.add_argument("--image-size", dest="image_size", type=int, help="square size (digits 8, others 32 by default)")
+    d.add_argument("--channels", type=int, choices=(1, 3), help="folders: grayscale or RGB (default: detect)")
+    d.add_argument("--skip-bad", action="store_true", help="skip and count unreadable images instead of stopping")
+    m = tr.add_argument_group("model and objective")
+    m.add_argument("--model", help=f"one of {', '.join(BACKBONES)} (default dit)")
+    m.add_argument("--dit-size", dest="dit_size", help=f"one of {', '.join(DIT_SIZES)} (default DiT-Mi)")
+    m.add_argument("--patch-size", dest="patch_size", type=int, help="DiT patch size (default 2)")
+    m.add_argument("--objective", help=f"one of {', '.join(OBJECTIVES)} (flow matching by default)")
+    m.add_argument("--time-sampler", dest="time_sampler", help="uniform | logit_normal | beta")
+    m.add_argument("--unconditional", action="store_true", help="ignore class labels")
+    m.add_argument("--label-dropout", dest="label_dropout", type=float, help="null-label probability (CFG; 0.1)")
+    o = tr.add_argument_group("optimisation")
+    o.add_argument("--steps", type=int, help="optimiser steps (default 2000)")
+    o.add_argument("--batch-size", dest="batch_size", type=int, help="global batch (default 128)")
+    o.add_argument("--lr", type=float)
+    o.add_argument("--warmup-steps", dest="warmup_steps", type=int)
+    o.add_argument("--ema-decay", dest="ema_decay", type=float)
+    o.add_argument("--seed", type=int)
+    r = tr.add_argument_group("methods")
+    r.add_argument("--layersync", action="store_true", help="LayerSync regulariser (gencore.train)")
+    r.add_argument(
+        "--layersync-pairs", dest="layersync_pairs", type=name_list, help="weak:strong,... e.g. blocks.1:blocks.3"
+    )
+    r.add_argument("--layersync-weight", dest="layersync_weight", type=float, help="default 0.2")
+    r.add_argument("--lwd", action="store_true", help="Latent Wavelet Diffusion wavelet loss mask")
+    r.add_argument("--lwd-floor", dest="lwd_floor", type=float, help="LWD mask floor l (default 0.1)")
+    r.add_argument("--latent", action="store_true", help="train a KL-VAE first and diffuse in its latent space")
+    r.add_argument("--vae-steps", dest="vae_steps", type=int)
+    r.add_argument("--vae-scale-weight", dest="vae_scale_weight", type=float, help="LWD scale consistency (0.5)")
+    r.add_argument("--sample-nfe", dest="sample_nfe", type=int, help="NFE of the sample grids (default 32)")
+    e = tr.add_argument_group("training engine (gencore.train)")
+    e.add_argument("--nproc", type=int, default=1, help="processes (DDP; gloo on CPU)")
+    e.add_argument("--resume", help="'auto' or a checkpoint folder")
+    e.add_argument("--checkpoint-every", dest="checkpoint_every", type=int)
+    e.add_argument("--keep-last", dest="keep_last", type=int)
+    e.add_argument("--precision", choices=("fp32", "bf16"))
+    e.add_argument("--nan-policy", dest="nan_policy", choices=("skip", "stop"))
+    e.add_argument("--clip-grad-norm", dest="clip_grad_norm", type=float)
+    e.add_argument("--sample-every", dest="sample_every", type=int, help="steps between sample grids in OUT/samples")
+    e.add_argument("--parallel", choices=("ddp", "fsdp"))
+    tr.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    tr.set_defaults(func=cmd_train)
+
+
+def train_config(args: argparse.Namespace) -> ImageTrainConfig:
+    """The run configuration from ``--config`` and the flags."""
+    overrides = {k: getattr(args, k) for k in TRAIN_FIELDS}
+    for flag in ("skip_bad", "layersync", "lwd", "latent"):
+        if getattr(args, flag):
+            overrides[flag] = True
+    if args.unconditional:
+        overrides["class_conditional"] = False
+    if args.layersync_pairs:
+        overrides["layersync_pairs"] = args.layersync_pairs
+        overrides["layersync"] = True
+    if args.no_progress:
+        overrides["progress"] = False
+    return load_config(ImageTrainConfig, args.config, overrides).validate()
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from genimage.training import train
+
+    cfg = train_config(args)
+    engine = {
+        k: getattr(args, k)
+        for k in (
+            "resume",
+            "checkpoint_every",
+            "keep_last",
+            "precision",
+            "nan_policy",
+            "clip_grad_norm",
+            "sample_every",
+            "parallel",
+        )
+        if getattr(args, k) is not None
+    }
+    outcome = train(cfg, args.out, nproc=args.nproc, **engine)
+    if outcome.interrupted:
+        print(f"interrupted: a checkpoint is in {args.out}/checkpoints; continue with --resume auto")
+        return 0
+    skipped = outcome.config.get("skipped_files") or []
+    if skipped:
+        print(f"skipped {len(skipped)} unreadable file(s), e.g. {skipped[0]}")
+    print(f"trained {cfg.model} on {cfg.data} for {cfg.steps} steps in {outcome.seconds:.0f} s")
+    print(f"wrote {args.out}/: config.json, model/, checkpoints/, metrics.jsonl, samples/, samples.png, loss.png")
+    return 0
+
+
+def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, type=Path, help="run folder written by genimage train")
+    p.add_argument("--nfe", type=int, default=32, help="network evaluations (default 32)")
+    p.add_argument("--cfg-scale", dest="cfg_scale", type=float, default=1.0, help="classifier-free guidance (1: none)")
+    p.add_argument("--solver", default="euler", choices=FIXED_STEP_METHODS)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    import torch
+
+    from genimage.imageio import save_images, write_grid
+    from genimage.runs import load_run
+    from genimage.sampling import generate, sample_noise
+
+    if args.n < 1:
+        raise ConfigError(f"--n must be a positive integer, got {args.n}.")
+    run_ = load_run(args.run)
+    labels = None
+    if run_.num_classes:
+        if args.label is not None and not 0 <= args.label < run_.num_classes:
+            raise ConfigError(f"--label must be in 0..{run_.num_classes - 1}, got {args.label}.")
+        labels = (
+            torch.full((args.n,), args.label) if args.label is not None else torch.arange(args.n) % run_.num_classes
+        )
+    elif args.label is not None:
+        raise ConfigError(f"the run in {args.run} is unconditional; drop --label.")
+    images = generate(
+        run_, sample_noise(run_, args.n, args.seed), labels, nfe=args.nfe, cfg_scale=args.cfg_scale, solver=args.solver
+    )
+    write_grid(args.out, images, nrow=run_.num_classes if run_.num_classes and args.n >= run_.num_classes else None)
+    written = [str(args.out)]
+    if args.individual is not None:
+        save_images(args.individual, images)
+        written.append(f"{args.individual}/ ({args.n} PNG files)")
+    if args.wav is not None:
+        from genimage.data.audio import MelConfig, mel_to_audio, write_wav
+
+        if run_.config.get("data") != "mel":
+            raise ConfigError("--wav needs a run trained on --data mel.")
+        mel = MelConfig()
+        for i in range(args.n):
+            write_wav(Path(args.wav) / f"sample-{i:05d}.wav", mel_to_audio(images[i], mel), mel.sr)
+        written.append(f"{args.wav}/ ({args.n} WAV files, Griffin-Lim)")
+    print(f"wrote {', '.join(written)}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from genimage.evaluate import evaluate_run
+    from genimage.runs import load_run
+
+    record = evaluate_run(
+        load_run(args.run),
+        n=args.n,
+        nfe=args.nfe,
+        cfg_scale=args.cfg_scale,
+        solver=args.solver,
+        seed=args.seed,
+        input_px=args.input_px,
+        bpd_images=args.bpd_images,
+        progress=not args.no_progress,
+    )
+    keys = [
+        k
+        for k in (
+            "fd_efflite0",
+            "kid_efflite0",
+            "fd_classifier",
+            "precision_knn",
+            "recall_knn",
+            "bits_per_dim",
+            "hf_spectral_error",
+        )
+        if record.get(k) is not None
+    ]
+    print(format_table([record], keys))
+    if args.json is not None:
+        write_json(args.json, record)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from genimage.demo import run_demo
+
+    run_demo(args.out, steps=args.steps, progress=not args.no_progress)
+    return 0
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser, _commands = package_parser("genimage", __version__, DESCRIPTION)
+    parser, commands = package_parser("genimage", __version__, DESCRIPTION)
+    _add_train(commands)
+    sp = commands.add_parser("sample", help="sample a trained run into a PNG grid (and files / WAVs)")
+    _add_sampling_flags(sp)
+    sp.add_argument("--n", type=int, default=64, help="number of images (default 64)")
+    sp.add_argument("--out", required=True, type=Path, help="PNG grid to write")
+    sp.add_argument("--label", type=int, help="one class for every image (default: cycle through the classes)")
+    sp.add_argument("--individual", type=Path, help="also write one PNG per image into this folder")
+    sp.add_argument("--wav", type=Path, help="mel runs: also write Griffin-Lim audio into this folder")
+    sp.set_defaults(func=cmd_sample)
+    ev = commands.add_parser("evaluate", help="FD-EffLite0, KID, classifier FD, precision/recall, bits/dim, spectra")
+    _add_sampling_flags(ev)
+    ev.add_argument("--n", type=int, default=500, help="generated and reference images (default 500)")
+    ev.add_argument("--input-px", dest="input_px", type=int, default=224, help="EfficientNet-Lite0 input size (224)")
+    ev.add_argument("--bpd-images", dest="bpd_images", type=int, default=32, help="images for bits/dim (0: skip)")
+    ev.add_argument("--json", type=Path, help="write the metrics here")
+    ev.add_argument("--no-progress", action="store_true")
+    ev.set_defaults(func=cmd_evaluate)
+    demo = commands.add_parser("demo", help="train a tiny DiT on digits, sample, evaluate, write a report")
+    demo.add_argument("--out", type=Path, default=Path("report/genimage"), help="report folder")
+    demo.add_argument("--steps", type=int, default=400, help="training steps (default 400)")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(func=cmd_demo)
+    register_watermark(commands)
     return parser
 
 

@@ -1,0 +1,119 @@
+"""Miniature reproduction of LayerSync (ICLR 2026): training steps a DiT needs to reach the baseline's
+final Frechet distance, with and without the LayerSync regulariser, on the 8x8 digits and on log-mel
+spectrograms (synthetic tones/chirps, or espeak-ng speech when installed).
+
+Per domain: the same DiT-Mi, seed, data and optimiser, trained for ``STEPS`` steps without and with
+LayerSync (default pair ``blocks.1 -> blocks.3``, weight 0.2). Every ``eval_every`` steps the EMA model
+draws ``N_EVAL`` class-conditional samples (Euler, 8 NFE) scored by the Frechet distance on the
+in-suite classifier's features (``fd_classifier``, against ``N_EVAL`` training images). Reported:
+the baseline's final FD, the first step at which the LayerSync run is at or below it, and the ratio.
+
+    python bench_layersync.py results/bench_layersync.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from _repro import steps_to_reach, train_with_curve
+
+from gencore.io import write_json
+from gencore.tables import format_table
+from genimage.config import ImageTrainConfig
+from genimage.data import load_digits_set, load_mel_set
+from genimage.evaluate import sample_images
+from genimage.metrics import classifier_features, frechet_distance, train_classifier
+
+N_EVAL = 150
+DOMAINS = {
+    "digits": {"steps": 240, "batch_size": 64, "patch_size": 2, "lr": 1e-3, "eval_every": 40},
+    "mel": {"steps": 120, "batch_size": 16, "patch_size": 4, "lr": 1e-3, "eval_every": 40},
+}
+
+
+def main(out_json: str, domains: list[str]) -> None:
+    torch.set_num_threads(1)
+    records, curves = [], {}
+    for domain in domains:
+        settings = DOMAINS[domain]
+        data = load_digits_set() if domain == "digits" else load_mel_set(n=1024)
+        net, acc = train_classifier(data, seed=0)
+        ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:N_EVAL])
+        ref_feats = classifier_features(net, ref.images)
+
+        def score(run, ref=ref, net=net, ref_feats=ref_feats):
+            x = sample_images(run, len(ref), ref.labels, nfe=8, cfg_scale=1.0, solver="euler", seed=1, progress=False)
+            return {"fd_classifier": frechet_distance(ref_feats, classifier_features(net, x))}
+
+        results = {}
+        for layersync in (False, True):
+            cfg = ImageTrainConfig(
+                data="digits" if domain == "digits" else "mel",
+                steps=settings["steps"],
+                batch_size=settings["batch_size"],
+                patch_size=settings["patch_size"],
+                lr=settings["lr"],
+                warmup_steps=20,
+                layersync=layersync,
+                progress=False,
+            )
+            start = time.perf_counter()
+            curve, _, seconds = train_with_curve(cfg, data, score, settings["eval_every"])
+            results[layersync] = {
+                "curve": curve,
+                "train_seconds": seconds,
+                "total_seconds": time.perf_counter() - start,
+            }
+            curves[f"{domain}/{'layersync' if layersync else 'baseline'}"] = curve
+        base_final = results[False]["curve"][-1]["fd_classifier"]
+        reach = steps_to_reach(results[True]["curve"], "fd_classifier", base_final)
+        records.append(
+            {
+                "domain": domain,
+                "data": data.name,
+                "steps": settings["steps"],
+                "baseline_final_fd": base_final,
+                "layersync_final_fd": results[True]["curve"][-1]["fd_classifier"],
+                "layersync_steps_to_baseline_fd": reach,
+                "speedup": None if reach is None else settings["steps"] / reach,
+                "classifier_accuracy": acc,
+                "baseline_train_s": round(results[False]["train_seconds"], 1),
+                "layersync_train_s": round(results[True]["train_seconds"], 1),
+            }
+        )
+    print(format_table(records, list(records[0])))
+    write_json(
+        out_json,
+        {"benchmark": "layersync", "n_eval": N_EVAL, "settings": DOMAINS, "records": records, "curves": curves},
+    )
+    _plot(curves, Path(out_json).with_suffix(".png"))
+    print(json.dumps(records, indent=1))
+
+
+def _plot(curves: dict, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from gencore.plots import save_figure
+
+    domains = sorted({k.split("/")[0] for k in curves})
+    fig, axes = plt.subplots(1, len(domains), figsize=(4.2 * len(domains), 3.0))
+    for ax, domain in zip(list(axes) if len(domains) > 1 else [axes], domains, strict=True):
+        for name in ("baseline", "layersync"):
+            c = curves[f"{domain}/{name}"]
+            ax.plot([r["step"] for r in c], [r["fd_classifier"] for r in c], marker="o", ms=3, label=name)
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_ylabel("FD (in-suite classifier)")
+        ax.set_title(domain, fontsize=10)
+        ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+if __name__ == "__main__":
+    # an optional second argument restricts the run to some domains, e.g. "mel" (default: all)
+    chosen = sys.argv[2].split(",") if len(sys.argv) > 2 else list(DOMAINS)
+    main(sys.argv[1] if len(sys.argv) > 1 else "results/bench_layersync.json", chosen)

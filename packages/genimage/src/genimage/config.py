@@ -1,0 +1,92 @@
+"""The settings of one ``genimage train`` run: :class:`ImageTrainConfig` (YAML-loadable, flags override)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from gencore.checks import check_choice
+from gencore.errors import ConfigError
+from genimage.data import DATA_SOURCES
+from genimage.models import DIT_SIZES
+
+OBJECTIVES = ("flow", "vp")
+BACKBONES = ("dit", "unet")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageTrainConfig:
+    """Everything a run needs; ``config.json`` in the run folder is this dict plus derived fields."""
+
+    data: str = "digits"  # digits | mnist | photos | mel | folder | shards
+    data_path: str | None = None  # folder / shards / WAV folder
+    image_size: int | None = None  # None: the data set's default (digits 8, others 32)
+    channels: int | None = None  # folders: 1 or 3 (None: detect)
+    skip_bad: bool = False  # skip (and count) unreadable images instead of stopping
+    model: str = "dit"  # dit | unet
+    dit_size: str = "DiT-Mi"
+    patch_size: int = 2
+    unet_base: int = 32
+    unet_mults: tuple[int, ...] = (1, 2)
+    objective: str = "flow"  # flow (rectified flow, velocity) | vp (VP diffusion, noise prediction)
+    time_sampler: str = "uniform"  # uniform | logit_normal | beta
+    class_conditional: bool = True  # when the data have labels
+    label_dropout: float = 0.1  # probability of the null label (classifier-free guidance)
+    steps: int = 2000
+    batch_size: int = 128
+    lr: float = 5e-4
+    warmup_steps: int = 100
+    ema_decay: float = 0.999
+    seed: int = 0
+    layersync: bool = False
+    layersync_pairs: tuple[str, ...] = ()  # "weak:strong" module names; () with layersync: the default pair
+    layersync_weight: float = 0.2
+    lwd: bool = False  # Latent Wavelet Diffusion loss mask
+    lwd_floor: float = 0.1
+    latent: bool = False  # train in the latent space of a KL-VAE trained first
+    vae_steps: int = 1500
+    vae_latent_channels: int = 4
+    vae_width: int = 64
+    vae_beta: float = 1e-3
+    vae_scale_weight: float = 0.5  # LWD scale-consistency term (0: plain KL-VAE)
+    sample_nfe: int = 32  # NFE of the periodic / final sample grids
+    progress: bool = True
+
+    def validate(self) -> ImageTrainConfig:
+        check_choice(self.data, DATA_SOURCES, "data set")
+        check_choice(self.model, BACKBONES, "model")
+        check_choice(self.objective, OBJECTIVES, "objective")
+        check_choice(self.dit_size, tuple(DIT_SIZES), "DiT size")
+        for name in (
+            "steps",
+            "batch_size",
+            "patch_size",
+            "unet_base",
+            "vae_latent_channels",
+            "vae_width",
+            "sample_nfe",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if self.latent and self.vae_steps < 1:
+            raise ConfigError(f"vae_steps must be a positive integer, got {self.vae_steps}.")
+        if self.image_size is not None and self.image_size < 4:
+            raise ConfigError(f"image_size must be at least 4, got {self.image_size}.")
+        if not 0.0 <= self.label_dropout < 1.0:
+            raise ConfigError(f"label_dropout must be in [0, 1), got {self.label_dropout}.")
+        if not 0.0 <= self.lwd_floor <= 1.0:
+            raise ConfigError(f"lwd_floor must be in [0, 1], got {self.lwd_floor}.")
+        if self.vae_scale_weight < 0 or self.vae_beta < 0 or self.layersync_weight < 0:
+            raise ConfigError("vae_scale_weight, vae_beta and layersync_weight must be non-negative.")
+        for pair in self.layersync_pairs:
+            if pair.count(":") != 1 or not all(pair.split(":")):
+                raise ConfigError(f"layersync pairs are written weak:strong (e.g. blocks.1:blocks.3), got {pair!r}.")
+        if self.data in ("folder", "shards") and not self.data_path:
+            raise ConfigError(f"--data {self.data} needs --data-path.")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["unet_mults"] = list(self.unet_mults)
+        d["layersync_pairs"] = list(self.layersync_pairs)
+        return d

@@ -1,0 +1,273 @@
+"""``genimage train``: data -> (optional KL-VAE) -> backbone trained on the gencore engine -> run folder.
+
+Every rank runs :func:`_worker` (``gencore.train.launch`` starts ``nproc`` processes; DDP over gloo on
+CPU, NCCL on GPU): it seeds and builds the same backbone, trains the VAE first on a latent run, then
+fits the backbone with :class:`gencore.train.Trainer` (EMA, checkpoints, exact resume, progress bar,
+LayerSync through ``TrainConfig.layersync_pairs``, periodic sample grids). Rank 0 saves the EMA
+backbone to ``RUN/model``; the parent process writes ``RUN/config.json`` and the pictures. The run
+folder layout is documented in :mod:`genimage.runs`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset, TensorDataset
+
+from gencore.errors import ConfigError, GenError
+from gencore.io import atomic_path, ensure_dir, write_json
+from gencore.train import TrainConfig, Trainer, find_checkpoints, launch
+from genimage.config import ImageTrainConfig
+from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, load_image_set
+from genimage.imageio import write_grid
+from genimage.models import DiT, ImageBackbone, UNet, default_layersync_pair
+from genimage.models.vae import KLVAE
+from genimage.runs import LoadedRun
+from genimage.task import ImageTask, VAETask, make_path
+
+GRID_SIZE = 64  # images in the periodic and final sample grids
+
+
+@dataclass
+class TrainOutcome:
+    """What :func:`train` returns."""
+
+    run_dir: Path
+    config: dict[str, Any]  # the config.json written
+    interrupted: bool
+    seconds: float
+
+
+def load_training_data(cfg: ImageTrainConfig) -> ImageSet | ShardedImages:
+    """The data of a run: an in-memory :class:`ImageSet`, or a :class:`ShardedImages` stream."""
+    size = cfg.image_size or DEFAULT_SIZES[cfg.data]
+    if cfg.data == "shards":
+        return ShardedImages(
+            cfg.data_path, image_size=size, channels=cfg.channels, skip_bad=cfg.skip_bad, seed=cfg.seed
+        )
+    return load_image_set(cfg.data, image_size=size, path=cfg.data_path, channels=cfg.channels, skip_bad=cfg.skip_bad)
+
+
+def data_summary(data: ImageSet | ShardedImages, size: int) -> dict[str, Any]:
+    """Shape, classes and size of the training data, as recorded in ``config.json``."""
+    if isinstance(data, ShardedImages):
+        names = data.class_names
+        return {"image_shape": [data.channels, size, size], "class_names": names, "data_size": None}
+    return {"image_shape": list(data.shape), "class_names": data.class_names, "data_size": len(data)}
+
+
+def run_record(cfg: ImageTrainConfig, summary: dict[str, Any]) -> dict[str, Any]:
+    """The resolved run configuration (``config.json``) without the engine section."""
+    c, h, w = summary["image_shape"]
+    names = summary["class_names"] if cfg.class_conditional else None
+    path_objective = make_path(cfg.objective)
+    if cfg.latent:
+        factor = 2  # one VAE downsampling
+        sample_shape = [cfg.vae_latent_channels, h // factor, w // factor]
+    else:
+        sample_shape = [c, h, w]
+    return cfg.to_dict() | {
+        "image_shape": [c, h, w],
+        "sample_shape": sample_shape,
+        "num_classes": len(names) if names else None,
+        "class_names": names,
+        "prediction": path_objective[1],
+        "t_end": path_objective[2],
+        "data_size": summary["data_size"],
+    }
+
+
+def build_backbone(cfg: ImageTrainConfig, record: dict[str, Any]) -> ImageBackbone:
+    """The backbone named in ``cfg`` for the run's ODE state shape."""
+    c, h, _ = record["sample_shape"]
+    if cfg.model == "dit":
+        return DiT(
+            image_size=h, channels=c, patch_size=cfg.patch_size, size=cfg.dit_size, num_classes=record["num_classes"]
+        )
+    return UNet(
+        image_size=h, channels=c, base=cfg.unet_base, channel_mults=cfg.unet_mults, num_classes=record["num_classes"]
+    )
+
+
+def layersync_pairs(cfg: ImageTrainConfig, model: ImageBackbone) -> tuple[tuple[str, str], ...]:
+    """The LayerSync module pairs of a run: given ``weak:strong`` pairs, or the backbone's default."""
+    if not cfg.layersync:
+        return ()
+    if cfg.layersync_pairs:
+        return tuple(tuple(p.split(":")) for p in cfg.layersync_pairs)  # type: ignore[misc]
+    if isinstance(model, DiT):
+        return (default_layersync_pair(model.config["depth"]),)
+    return (("taps.mid_in", "taps.mid_out"),)
+
+
+def _engine(cfg: ImageTrainConfig, out: Path, steps: int, **overrides: Any) -> TrainConfig:
+    base = {
+        "steps": steps,
+        "global_batch_size": cfg.batch_size,
+        "optimizer": "adamw",
+        "lr": cfg.lr,
+        "warmup_steps": min(cfg.warmup_steps, steps),
+        "schedule": "cosine",
+        "ema_decay": cfg.ema_decay,
+        "seed": cfg.seed,
+        "progress": cfg.progress,
+        "out_dir": str(out),
+    }
+    return TrainConfig(**(base | overrides)).validate()
+
+
+def _train_vae(cfg: ImageTrainConfig, images: torch.Tensor, out: Path, engine: dict[str, Any]) -> KLVAE:
+    """Train (or, on resume, load) the KL-VAE and set its latent scale to 1 / std of the latents."""
+    rank0 = int(os.environ.get("RANK", "0") or 0) == 0
+    if (out / "vae" / "model.safetensors").is_file():
+        return KLVAE.from_pretrained(out / "vae").eval().requires_grad_(False)
+    torch.manual_seed(cfg.seed + 7)
+    vae = KLVAE(channels=images.shape[1], latent_channels=cfg.vae_latent_channels, width=cfg.vae_width)
+    keep = {k: v for k, v in engine.items() if k in ("nan_policy", "keep_last", "parallel")}
+    result = Trainer(_engine(cfg, out / "vae_train", cfg.vae_steps, **keep)).fit(
+        VAETask(cfg, vae), TensorDataset(images)
+    )
+    vae = result.model.cpu().eval().requires_grad_(False)
+    with torch.no_grad():
+        means = torch.cat([vae.encode(b)[0] for b in images.split(256)])
+        vae.latent_scale.fill_(1.0 / float(means.std().clamp_min(1e-6)))
+    if rank0:
+        vae.save_pretrained(out / "vae")
+    return vae
+
+
+Callback = Any  # callable(run: LoadedRun, step: int) -> None, called with the EMA model every sample_every steps
+
+
+def fit_backbone(
+    cfg: ImageTrainConfig,
+    data: ImageSet | ShardedImages,
+    record: dict[str, Any],
+    out: Path,
+    engine: dict[str, Any],
+    callback: Callback = None,
+) -> tuple[Any, KLVAE | None, float]:
+    """Train (the VAE and) the backbone in this process or rank: ``(engine result, vae, seconds)``.
+
+    ``engine["sample_every"]`` steps apart, the EMA backbone is handed to ``callback(run, step)`` as a
+    :class:`LoadedRun` (default: a 64-image grid written to ``RUN/samples``).
+    """
+    engine = dict(engine)
+    vae = None
+    dataset: Dataset = data if isinstance(data, ShardedImages) else TensorDataset(*data.tensors())
+    if cfg.latent:
+        vae = _train_vae(cfg, data.images, out, engine)
+        with torch.no_grad():
+            latents = torch.cat([vae.to_latent(b) for b in data.images.split(256)])
+        dataset = TensorDataset(latents, *data.tensors()[1:])
+    torch.manual_seed(cfg.seed)
+    model = build_backbone(cfg, record)
+    pairs = layersync_pairs(cfg, model)
+    sample_every = int(engine.pop("sample_every", 0) or 0)
+    train_cfg = _engine(
+        cfg,
+        out,
+        cfg.steps,
+        layersync_pairs=pairs,
+        layersync_weight=cfg.layersync_weight,
+        sample_every=sample_every,
+        **engine,
+    )
+    sampler = None
+    if sample_every:
+        hook = callback or _grid_callback(cfg, out)
+
+        def sampler(ema: ImageBackbone, step: int, out_dir: Path) -> None:
+            was_training = ema.training
+            hook(LoadedRun.from_parts(ema, record, vae), step)
+            ema.train(was_training)
+
+    task = ImageTask(cfg, model, record["num_classes"], sampler)
+    start = time.perf_counter()
+    result = Trainer(train_cfg).fit(task, dataset)
+    return result, vae, time.perf_counter() - start
+
+
+def _grid_callback(cfg: ImageTrainConfig, out: Path) -> Callback:
+    from genimage.sampling import generate, sample_noise
+
+    def grid(run: LoadedRun, step: int) -> None:
+        labels = None if not run.num_classes else torch.arange(GRID_SIZE) % run.num_classes
+        x = generate(run, sample_noise(run, GRID_SIZE, cfg.seed + 1), labels, nfe=cfg.sample_nfe)
+        write_grid(out / "samples" / f"step-{step:07d}.png", x, nrow=8)
+
+    return grid
+
+
+def _worker(cfg: ImageTrainConfig, data: Any, record: dict[str, Any], out: Path, engine: dict[str, Any]) -> dict:
+    """Runs on every rank (see the module docstring)."""
+    result, _, seconds = fit_backbone(cfg, data, record, out, engine)
+    if int(os.environ.get("RANK", "0") or 0) == 0 and not result.interrupted:
+        result.ema.cpu().save_pretrained(out / "model")
+    skipped = list(getattr(data, "skipped", []))
+    return {"interrupted": result.interrupted, "seconds": seconds, "skipped": skipped}
+
+
+def train(
+    cfg: ImageTrainConfig,
+    out_dir: str | os.PathLike,
+    *,
+    nproc: int = 1,
+    data: ImageSet | ShardedImages | None = None,
+    **engine: Any,
+) -> TrainOutcome:
+    """Train one run into ``out_dir`` (see the module docstring); ``engine`` overrides TrainConfig fields.
+
+    ``data`` replaces the data set named in ``cfg`` (for experiments on a prepared :class:`ImageSet`).
+    """
+    cfg = cfg.validate()
+    out = ensure_dir(out_dir)
+    if engine.get("resume") is None and find_checkpoints(out / "checkpoints"):
+        raise ConfigError(
+            f"{str(out / 'checkpoints')!r} already holds checkpoints; pass --resume auto to continue that run "
+            "or choose a new --out folder."
+        )
+    data = load_training_data(cfg) if data is None else data
+    if cfg.latent and isinstance(data, ShardedImages):
+        raise ConfigError("the latent path needs an in-memory data set, not streamed shards.")
+    size = cfg.image_size or DEFAULT_SIZES[cfg.data]
+    record = run_record(cfg, data_summary(data, size))
+    if cfg.latent and (record["image_shape"][1] % 4 or record["image_shape"][2] % 4):
+        raise ConfigError(f"latent training needs an image size divisible by 4, got {record['image_shape'][1:]}.")
+    start = time.perf_counter()
+    results = launch(_worker, cfg, data, record, out, dict(engine), nproc=nproc)
+    info = results.get(0) or {"interrupted": True, "seconds": 0.0, "skipped": []}
+    record |= {"engine": {k: (str(v) if isinstance(v, Path) else v) for k, v in engine.items()}, "nproc": nproc}
+    record["skipped_files"] = info.get("skipped", [])
+    if not info["interrupted"]:
+        write_json(out / "config.json", record)
+        _final_pictures(out, record, cfg)
+    return TrainOutcome(out, record, bool(info["interrupted"]), time.perf_counter() - start)
+
+
+def _final_pictures(out: Path, record: dict[str, Any], cfg: ImageTrainConfig) -> None:
+    from gencore.plots import loss_curve
+    from genimage.runs import load_run
+
+    _grid_callback(cfg, out)(load_run(out), cfg.steps)
+    with atomic_path(out / "samples.png") as tmp:
+        shutil.copyfile(out / "samples" / f"step-{cfg.steps:07d}.png", tmp)
+    path = out / "metrics.jsonl"
+    if path.is_file():
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        losses = [(int(r["step"]), float(r["loss"])) for r in rows if "loss" in r and r["loss"] == r["loss"]]
+        if losses:
+            loss_curve(losses, out / "loss.png", title=f"{cfg.data}: training loss")
+
+
+def check_interrupted(outcome: TrainOutcome) -> None:
+    """Raise :class:`GenError` when a run was interrupted (used by experiments that need the model)."""
+    if outcome.interrupted:
+        raise GenError(f"training in {outcome.run_dir} was interrupted; continue it with --resume auto.")

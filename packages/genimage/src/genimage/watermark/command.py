@@ -1,0 +1,306 @@
+"""``genimage watermark keygen|embed|detect|attack|evaluate``.
+
+    genimage watermark keygen   --scheme spherical --run runs/d --bits 32 --out key.json
+    genimage watermark embed    --key key.json --run runs/d --n 16 --out marked/
+    genimage watermark attack   --images marked/ --attack jpeg75 --out attacked/
+    genimage watermark detect   --key key.json --run runs/d --images attacked/ --json det.json
+    genimage watermark evaluate --run runs/d --schemes spherical,tree-ring,gaussian-shading \\
+                                --attacks none,jpeg75,blur --n 64 --json wm.json
+
+``--run`` is a ``genimage train`` run folder, or ``gaussian:C,H,W`` for the exact analytic flow of
+``N(0, 0.5^2 I)`` data (closed-form inversion; a check of the pipeline without a model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gencore.command import add_commands, name_list
+from gencore.errors import ConfigError, InputError, StorageError
+from gencore.io import ensure_dir, save_tensors, write_json
+from gencore.tables import format_table
+
+__all__ = ["register"]
+
+
+def _generator(spec: str, steps: int, solver: str):
+    from genimage.watermark.generators import GaussianFlowGenerator, RunGenerator
+
+    if spec.startswith("gaussian:"):
+        try:
+            shape = tuple(int(v) for v in spec.split(":", 1)[1].replace("x", ",").split(","))
+        except ValueError:
+            raise ConfigError(f"--run {spec!r}: expected gaussian:C,H,W such as gaussian:1,32,32.") from None
+        if len(shape) != 3 or min(shape) < 1:
+            raise ConfigError(f"--run {spec!r}: expected three positive sizes C,H,W.")
+        return GaussianFlowGenerator(torch.zeros(shape), torch.full(shape, 0.5), steps=steps, solver=solver)
+    if not Path(spec).is_dir():
+        raise StorageError(f"run folder {spec!r} does not exist (train one with `genimage train`).")
+    return RunGenerator(spec, steps=steps, solver=solver)
+
+
+def _read_images(paths: list[Path]) -> tuple[torch.Tensor, list[Path]]:
+    from PIL import Image, UnidentifiedImageError
+
+    from genimage.imageio import from_uint8
+
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files += sorted(f for f in p.iterdir() if f.suffix.lower() in (".png", ".jpg", ".jpeg"))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise StorageError(f"image path {str(p)!r} does not exist.")
+    if not files:
+        raise InputError("no PNG/JPEG images found in the given --images paths.")
+    arrays = []
+    for f in files:
+        try:
+            with Image.open(f) as im:
+                mode = "L" if im.mode in ("L", "1", "P", "I;16") else "RGB"
+                arrays.append(torch.from_numpy(np.array(im.convert(mode))))
+        except (UnidentifiedImageError, OSError) as exc:
+            raise StorageError(f"{str(f)!r} is not a readable image ({exc}).") from None
+    shapes = {tuple(a.shape) for a in arrays}
+    if len(shapes) != 1:
+        raise InputError(f"all images must have one size; found {sorted(shapes)}.")
+    return from_uint8(torch.stack(arrays).numpy()), files
+
+
+def _key_params(items: list[str] | None) -> dict:
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ConfigError(f"--param {item!r}: expected NAME=VALUE such as radius=5.")
+        k, v = item.split("=", 1)
+        try:
+            out[k] = int(v)
+        except ValueError:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                out[k] = v
+    return out
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from genimage.watermark.keys import new_key
+    from genimage.watermark.schemes import noise_scheme
+
+    if args.shape:
+        shape = tuple(int(v) for v in args.shape.split(","))
+    elif args.run:
+        shape = _generator(args.run, 1, "euler").noise_shape
+    else:
+        raise ConfigError("give --shape C,H,W or --run RUN_DIR to size the key.")
+    key = new_key(
+        args.scheme, shape, seed=args.seed, message=args.message, message_bits=args.bits, **_key_params(args.param)
+    )
+    noise_scheme(key)  # validates the parameters against the shape
+    key.save(args.out)
+    print(f"wrote {args.scheme} key for noise {shape} ({len(key.message)} message bits) to {args.out}")
+    return 0
+
+
+def cmd_embed(args: argparse.Namespace) -> int:
+    from genimage.imageio import save_images, write_grid
+    from genimage.watermark.keys import WatermarkKey
+    from genimage.watermark.schemes import noise_scheme
+
+    key = WatermarkKey.load(args.key)
+    gen = _generator(args.run, args.steps, args.solver)
+    if tuple(gen.noise_shape) != tuple(key.shape):
+        raise InputError(f"key {args.key} is for noise {key.shape} but the run's noise is {gen.noise_shape}.")
+    noise = noise_scheme(key).embed(args.n, generator=torch.Generator().manual_seed(args.seed))
+    images = gen.generate(noise)
+    out = ensure_dir(args.out)
+    save_images(out / "images", images, prefix="marked")
+    write_grid(out / "grid.png", images)
+    save_tensors(out / "noise.safetensors", {"noise": noise})
+    print(f"wrote {args.n} marked images ({gen.nfe} NFE each) to {out / 'images'}, a grid and the noise")
+    return 0
+
+
+def cmd_attack(args: argparse.Namespace) -> int:
+    from genimage.imageio import save_png
+    from genimage.watermark.attacks import apply_attack
+
+    images, files = _read_images(args.images)
+    attacked = apply_attack(images, args.attack, seed=args.seed)
+    out = ensure_dir(args.out)
+    for f, img in zip(files, attacked):
+        save_png(out / (f.stem + ".png"), img)
+    print(f"wrote {len(files)} images attacked with {args.attack} to {out}")
+    return 0
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from genimage.watermark.keys import WatermarkKey
+    from genimage.watermark.schemes import noise_scheme
+
+    key = WatermarkKey.load(args.key)
+    wm = noise_scheme(key)
+    gen = _generator(args.run, args.steps, args.solver)
+    images, files = _read_images(args.images)
+    if tuple(images.shape[1:]) != tuple(gen.image_shape):
+        raise InputError(f"images have shape {tuple(images.shape[1:])} but the run makes {gen.image_shape}.")
+    if tuple(gen.noise_shape) != tuple(key.shape):
+        raise InputError(f"key {args.key} is for noise {key.shape} but the run's noise is {gen.noise_shape}.")
+    det = wm.detect(gen.invert(images), generator=torch.Generator().manual_seed(args.seed))
+    records = []
+    for i, f in enumerate(files):
+        rec = {"image": str(f), "pvalue": float(det.pvalue[i]), "marked": bool(det.pvalue[i] < args.alpha)}
+        if det.bits is not None:
+            rec["bits"] = "".join(str(int(b)) for b in det.bits[i])
+            rec["bit_accuracy"] = float((det.bits[i] == key.message_tensor()).double().mean())
+        records.append(rec)
+    print(format_table(records, [c for c in ("image", "pvalue", "marked", "bit_accuracy") if c in records[0]]))
+    if args.json:
+        write_json(args.json, {"key": str(args.key), "inversion_nfe": gen.nfe, "records": records})
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from genimage.watermark.evaluate import (
+        HEADLINE_COLUMNS,
+        IMAGE_SCHEMES,
+        EvaluationConfig,
+        evaluate_watermarks,
+        known_schemes,
+    )
+    from genimage.watermark.report import write_all
+
+    for s in args.schemes:
+        if s not in known_schemes():
+            raise ConfigError(f"unknown scheme {s!r}; expected one of: {', '.join(known_schemes())}.")
+    gen = _generator(args.run, args.steps, args.solver)
+    if args.bits is None:  # the paper's density: 256 bits in 16384 noise dimensions, at most 32 bits
+        c, h, w = gen.noise_shape
+        args.bits = max(1, min(32, c * h * w // 64))
+    cfg = EvaluationConfig(
+        n=args.n,
+        seed=args.seed,
+        message_bits=args.bits,
+        progress=not args.no_progress,
+        noise_samples=args.noise_samples,
+    )
+    shared: dict = {}
+    schemes = [_image_scheme(s, gen, args, shared) if s in IMAGE_SCHEMES else s for s in args.schemes]
+    t0 = time.perf_counter()
+    records = evaluate_watermarks(gen, schemes, args.attacks, cfg, quality=_fd_quality if args.fd else None)
+    md = args.markdown or args.json.with_suffix(".md")
+    fig = args.figure or args.json.with_suffix(".png")
+    write_all(records, args.json, md, fig)
+    config = {
+        "run": args.run,
+        "schemes": list(args.schemes),
+        "attacks": list(args.attacks),
+        "n": args.n,
+        "seed": args.seed,
+        "message_bits": args.bits,
+        "steps": args.steps,
+        "solver": args.solver,
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    write_json(args.json, {"config": config, "records": records})
+    print(format_table(records, HEADLINE_COLUMNS))
+    print(f"wrote {args.json}, {md} and {fig}")
+    return 0
+
+
+def _fd_quality(marked: torch.Tensor, clean: torch.Tensor) -> dict[str, float]:
+    from genimage.metrics.efflite import efflite0_features
+    from genimage.metrics.frechet import frechet_distance
+
+    return {"fd_efflite0": frechet_distance(efflite0_features(marked), efflite0_features(clean))}
+
+
+def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
+    """Guidance and post-hoc HiDDeN share one HiDDeN trained on the run's samples."""
+    progress = not args.no_progress
+    if name in ("guidance", "hidden"):
+        from genimage.watermark.image_schemes import GuidanceScheme, HiddenScheme, train_for_generator
+
+        if "hidden" not in shared:
+            shared["hidden"] = train_for_generator(gen, message_bits=args.bits, seed=args.seed, progress=progress)
+        kw = {"message_bits": args.bits, "seed": args.seed, "progress": progress, "trained": shared["hidden"]}
+        if name == "hidden":
+            return HiddenScheme.build(gen, **kw)
+        return GuidanceScheme.build(gen, scale=args.guidance_scale, **kw)
+    from genimage.watermark.molm import MOLMScheme
+
+    return MOLMScheme.build(gen, message_bits=args.bits, seed=args.seed, progress=not args.no_progress)
+
+
+def _add_generator_options(p: argparse.ArgumentParser, run_required: bool = True) -> None:
+    p.add_argument("--run", required=run_required, help="run folder from `genimage train`, or gaussian:C,H,W")
+    p.add_argument("--steps", type=int, default=20, help="ODE steps for generation and inversion (default 20)")
+    p.add_argument("--solver", default="euler", help="euler, midpoint, heun or rk4 (default euler)")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Add ``genimage watermark`` and its sub-verbs."""
+    from genimage.watermark.attacks import ATTACK_NAMES
+    from genimage.watermark.schemes import NOISE_SCHEMES
+
+    wm = commands.add_parser("watermark", help="watermark keys, embedding, detection, attacks and evaluation")
+    sub = add_commands(wm)
+
+    kg = sub.add_parser("keygen", help="write a seeded watermark key file (JSON)")
+    kg.add_argument("--scheme", required=True, choices=tuple(NOISE_SCHEMES))
+    kg.add_argument("--out", required=True, type=Path)
+    kg.add_argument("--shape", help="noise shape C,H,W (or give --run)")
+    kg.add_argument("--run", help="run folder whose image shape sizes the key")
+    kg.add_argument("--bits", type=int, default=32, help="message length in bits (default 32)")
+    kg.add_argument("--message", help="message as 0/1 string or 0x-hex (default: seeded random bits)")
+    kg.add_argument("--seed", type=int, help="key seed (default: 62 fresh random bits)")
+    kg.add_argument("--param", action="append", help="scheme parameter NAME=VALUE (repeatable), e.g. radius=5")
+    kg.set_defaults(func=cmd_keygen)
+
+    em = sub.add_parser("embed", help="generate marked images with a key")
+    em.add_argument("--key", required=True, type=Path)
+    _add_generator_options(em)
+    em.add_argument("--n", type=int, default=16)
+    em.add_argument("--seed", type=int, default=0)
+    em.add_argument("--out", required=True, type=Path)
+    em.set_defaults(func=cmd_embed)
+
+    at = sub.add_parser("attack", help=f"attack PNG images ({', '.join(ATTACK_NAMES)}; combine with +)")
+    at.add_argument("--images", required=True, type=Path, nargs="+")
+    at.add_argument("--attack", required=True)
+    at.add_argument("--seed", type=int, default=0)
+    at.add_argument("--out", required=True, type=Path)
+    at.set_defaults(func=cmd_attack)
+
+    de = sub.add_parser("detect", help="invert images and test them against a key")
+    de.add_argument("--key", required=True, type=Path)
+    _add_generator_options(de)
+    de.add_argument("--images", required=True, type=Path, nargs="+")
+    de.add_argument("--alpha", type=float, default=0.01, help="p-value threshold for 'marked' (default 0.01)")
+    de.add_argument("--seed", type=int, default=0, help="seed of the randomised p-values")
+    de.add_argument("--json", type=Path)
+    de.set_defaults(func=cmd_detect)
+
+    ev = sub.add_parser("evaluate", help="every scheme under every attack on the same images; table + figure")
+    _add_generator_options(ev)
+    ev.add_argument("--schemes", type=name_list, default=("spherical", "tree-ring", "gaussian-shading"))
+    ev.add_argument("--attacks", type=name_list, default=("none", "jpeg75", "blur"))
+    ev.add_argument("--n", type=int, default=64, help="marked (and unmarked) images per scheme")
+    ev.add_argument("--bits", type=int, help="message bits of multi-bit schemes (default: noise dims / 64, at most 32)")
+    ev.add_argument("--fd", action="store_true", help="quality cost: FD-EffLite0 between marked and unmarked sets")
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--noise-samples", type=int, default=300, dest="noise_samples", help="marked noises for the Gaussianity tests"
+    )
+    ev.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale")
+    ev.add_argument("--json", required=True, type=Path)
+    ev.add_argument("--markdown", type=Path, help="Markdown table (default: beside --json)")
+    ev.add_argument("--figure", type=Path, help="PNG figure (default: beside --json)")
+    ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    ev.set_defaults(func=cmd_evaluate)

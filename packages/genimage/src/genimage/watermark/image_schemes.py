@@ -1,0 +1,111 @@
+"""Image-domain schemes for the harness: watermark guidance and post-hoc HiDDeN.
+
+Both use one HiDDeN encoder/decoder trained on unmarked images of the generator being
+evaluated (:func:`train_hidden`), and a Gaussian null of the decoder score fitted on further
+held-out unmarked images. ``mark(generator, noise, clean)`` returns marked images;
+``detect(images)`` returns a :class:`~genimage.watermark.spherical.Detection`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gencore.errors import ConfigError
+from genimage.watermark.guidance import GaussianNull, decoder_detection, guided_generate
+from genimage.watermark.hidden import HiddenConfig, HiddenModel, train_hidden
+from genimage.watermark.keys import derive_seed, new_key
+from genimage.watermark.metrics import psnr
+
+__all__ = ["GuidanceScheme", "HiddenScheme", "train_for_generator"]
+
+
+def _generate(gen, n: int, seed: int, batch: int = 64) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    noise = torch.randn(n, *gen.noise_shape, generator=g)
+    return torch.cat([gen.generate(noise[i : i + batch]) for i in range(0, n, batch)])
+
+
+def train_for_generator(
+    gen, *, message_bits: int, seed: int, n_train: int = 256, n_null: int = 128, steps: int = 600, progress=True
+):
+    """HiDDeN trained on ``n_train`` unmarked samples, plus ``n_null`` held-out unmarked samples."""
+    images = _generate(gen, n_train + n_null, derive_seed(seed, "hidden-data"))
+    cfg = HiddenConfig(channels=gen.image_shape[0], message_bits=message_bits, steps=steps, seed=seed)
+    return train_hidden(images[:n_train], cfg, progress=progress), images[n_train:]
+
+
+class _DecoderScheme:
+    multibit = True
+    detect_nfe = 0
+
+    def __init__(self, model: HiddenModel, message: torch.Tensor, null_images: torch.Tensor) -> None:
+        self.model, self.message = model, message
+        self.null = GaussianNull(
+            decoder_detection(model.decoder, null_images, message, GaussianNull(torch.zeros(2))).score
+        )
+
+    def detect(self, images: torch.Tensor):
+        return decoder_detection(self.model.decoder, images, self.message, self.null)
+
+
+class GuidanceScheme(_DecoderScheme):
+    """Watermark guidance with the in-suite HiDDeN decoder (``scale``: total guidance displacement)."""
+
+    name = "guidance"
+
+    def __init__(self, model, message, null_images, *, scale: float = 1.0, seed: int = 0) -> None:
+        super().__init__(model, message, null_images)
+        self.scale, self.seed = scale, seed
+
+    @classmethod
+    def build(
+        cls, gen, *, message_bits: int = 32, seed: int = 0, scale: float = 1.0, progress: bool = True, trained=None
+    ):
+        """Train HiDDeN on the generator's samples (or reuse ``trained = (model, null_images)``)."""
+        if not getattr(gen, "pixel_space", True):
+            raise ConfigError("watermark guidance here needs a pixel-space run (its velocity acts on images).")
+        model, null_images = trained or train_for_generator(
+            gen, message_bits=message_bits, seed=seed, progress=progress
+        )
+        key = new_key("guidance", gen.image_shape, seed=derive_seed(seed, "guidance"), message_bits=message_bits)
+        return cls(model, key.message_tensor(), null_images, scale=scale, seed=seed)
+
+    def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        return torch.cat(
+            [
+                guided_generate(
+                    gen.velocity,
+                    noise[i : i + 64],
+                    self.model.decoder,
+                    self.message,
+                    steps=gen.steps,
+                    scale=self.scale,
+                    seed=self.seed + i,
+                )
+                for i in range(0, noise.shape[0], 64)
+            ]
+        )
+
+
+class HiddenScheme(_DecoderScheme):
+    """Post-hoc HiDDeN: the encoder marks finished images; quality cost is PSNR to the unmarked image."""
+
+    name = "hidden"
+
+    @classmethod
+    def build(cls, gen, *, message_bits: int = 32, seed: int = 0, progress: bool = True, trained=None):
+        """Train HiDDeN on the generator's samples (or reuse ``trained = (model, null_images)``)."""
+        model, null_images = trained or train_for_generator(
+            gen, message_bits=message_bits, seed=seed, progress=progress
+        )
+        key = new_key("guidance", gen.image_shape, seed=derive_seed(seed, "hidden"), message_bits=message_bits)
+        return cls(model, key.message_tensor(), null_images)
+
+    def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return self.model.encoder(clean, self.message.expand(clean.shape[0], -1))
+
+    def quality(self, marked: torch.Tensor, clean: torch.Tensor) -> dict[str, float]:
+        return {"psnr": psnr(marked, clean)}

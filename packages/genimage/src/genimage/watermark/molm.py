@@ -1,0 +1,169 @@
+"""MOLM: Mixture of LoRA Markers — key bits route LoRA adapters inside the generator.
+
+After "Mixture of LoRA Markers" (MOLM, ICLR 2026). Selected linear layers of the generator
+(by default the attention output and MLP output projections of every transformer block) get,
+for each of the ``L`` key bits, two rank-``r`` LoRA adapters; a key ``k in {0, 1}^L`` switches on
+adapter ``k_b`` of bit ``b``: ``W x + (alpha / L) sum_b B_{b, k_b} A_{b, k_b} x``. Adapters and an
+extractor network (the HiDDeN decoder architecture) are trained jointly over random keys, so a
+new key needs no retraining: the loss is the extractor's BCE on the one-step clean prediction
+``x1 = x_t + (1 - t) v_k(x_t, t)`` (through a random distortion) plus ``fidelity *
+|v_k - v_base|^2``, which keeps the marked generator close to the original. The base weights are
+frozen. Simplification, stated: the extractor is trained on one-step predictions from points on
+the data path (unmarked samples of the base model serve as data), not on fully sampled
+images; the harness measures it on fully sampled images.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from tqdm.auto import tqdm
+
+from gencore.errors import ConfigError
+from genimage.watermark.guidance import GaussianNull, decoder_detection
+from genimage.watermark.hidden import HiddenConfig, HiddenDecoder, noise_layer
+from genimage.watermark.keys import derive_seed, new_key
+
+__all__ = ["DEFAULT_TARGETS", "MOLMScheme", "RoutedLoRALinear", "attach_markers", "train_molm"]
+
+DEFAULT_TARGETS = r"blocks\.\d+\.(proj|mlp\.2)$"
+
+
+class RoutedLoRALinear(nn.Module):
+    """``base(x) + (alpha / L) sum_b B[b, k_b] A[b, k_b] x`` with keys set by :meth:`route` (``None``: base only)."""
+
+    def __init__(self, base: nn.Linear, bits: int, rank: int = 4, alpha: float = 1.0) -> None:
+        super().__init__()
+        self.base = base
+        self.bits, self.rank, self.alpha = bits, rank, alpha
+        self.A = nn.Parameter(torch.randn(bits, 2, rank, base.in_features) / base.in_features**0.5)
+        self.B = nn.Parameter(torch.zeros(bits, 2, base.out_features, rank))
+        self.keys: torch.Tensor | None = None
+
+    def route(self, keys: torch.Tensor | None) -> None:
+        self.keys = keys
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.base(x)
+        if self.keys is None:
+            return out
+        idx = torch.arange(self.bits)
+        a = self.A[idx, self.keys]  # [N, L, r, in]
+        b = self.B[idx, self.keys]  # [N, L, out, r]
+        h = torch.einsum("n...i,nlri->n...lr", x, a)
+        return out + (self.alpha / self.bits) * torch.einsum("n...lr,nlor->n...o", h, b)
+
+
+def attach_markers(
+    model: nn.Module, bits: int, *, targets: str = DEFAULT_TARGETS, rank: int = 4, alpha: float = 8.0
+) -> list[str]:
+    """Replace the linear layers whose names match ``targets`` by :class:`RoutedLoRALinear` (in place)."""
+    names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and re.search(targets, n)]
+    if not names:
+        raise ConfigError(f"no linear layer of the model matches the MOLM target pattern {targets!r}.")
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name) if parent_name else model
+        setattr(parent, child, RoutedLoRALinear(getattr(parent, child), bits, rank, alpha))
+    return names
+
+
+def _markers(model: nn.Module) -> list[RoutedLoRALinear]:
+    return [m for m in model.modules() if isinstance(m, RoutedLoRALinear)]
+
+
+def route(model: nn.Module, keys: torch.Tensor | None) -> None:
+    for m in _markers(model):
+        m.route(keys)
+
+
+def train_molm(
+    model: nn.Module,
+    images: torch.Tensor,
+    *,
+    bits: int,
+    steps: int = 300,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    fidelity: float = 0.1,
+    seed: int = 0,
+    progress: bool = True,
+) -> HiddenDecoder:
+    """Train the markers already attached to ``model`` and a fresh extractor; returns the extractor."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    extractor = HiddenDecoder(HiddenConfig(channels=images.shape[1], message_bits=bits))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    lora = [p for m in _markers(model) for p in (m.A, m.B)]
+    for p in lora:
+        p.requires_grad_(True)
+    opt = torch.optim.Adam([*lora, *extractor.parameters()], lr=lr)
+    for _ in tqdm(range(steps), disable=not progress, desc="train MOLM"):
+        x1 = images[torch.randint(0, images.shape[0], (batch_size,), generator=g)]
+        x0 = torch.randn(x1.shape, generator=g)
+        t = 0.3 + 0.7 * torch.rand(batch_size, generator=g)
+        tt = t[:, None, None, None]
+        xt = (1 - tt) * x0 + tt * x1
+        keys = torch.randint(0, 2, (batch_size, bits), generator=g)
+        with torch.no_grad():
+            route(model, None)
+            v_base = model(xt, t)
+        route(model, keys)
+        v = model(xt, t)
+        pred = (xt + (1 - tt) * v).clamp(-1, 1)
+        kind = int(torch.randint(0, 6, (), generator=g))
+        logits = extractor(noise_layer(pred, kind, g).clamp(-1, 1))
+        loss = F.binary_cross_entropy_with_logits(logits, keys.float()) + fidelity * (v - v_base).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    route(model, None)
+    for p in lora:
+        p.requires_grad_(False)
+    extractor.eval()
+    return extractor
+
+
+class MOLMScheme:
+    """MOLM in the harness: marked images are sampled with the key's adapters switched on."""
+
+    name = "molm"
+    multibit = True
+    detect_nfe = 0
+
+    def __init__(self, model: nn.Module, extractor: HiddenDecoder, message: torch.Tensor, null_images: torch.Tensor):
+        self.model, self.extractor, self.message = model, extractor, message
+        unmarked = decoder_detection(extractor, null_images, message, GaussianNull(torch.zeros(2)))
+        self.null = GaussianNull(unmarked.score)
+
+    @classmethod
+    def build(cls, gen, *, message_bits: int = 32, seed: int = 0, steps: int = 300, progress: bool = True):
+        """Attach markers to the run's network, train them with an extractor on its own samples."""
+        run = getattr(gen, "run", None)
+        if run is None:
+            raise ConfigError("MOLM needs a generator with a network (a `genimage train` run), not an analytic flow.")
+        if not gen.pixel_space:
+            raise ConfigError("MOLM here needs a pixel-space run (its extractor reads one-step image predictions).")
+        g = torch.Generator().manual_seed(derive_seed(seed, "molm-data"))
+        noise = torch.randn(384, *gen.noise_shape, generator=g)
+        images = torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, 384, 64)])
+        attach_markers(run.model, message_bits)
+        extractor = train_molm(run.model, images[:256], bits=message_bits, steps=steps, seed=seed, progress=progress)
+        key = new_key("molm", gen.image_shape, seed=derive_seed(seed, "molm"), message_bits=message_bits)
+        return cls(run.model, extractor, key.message_tensor(), images[256:])
+
+    def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
+        out = []
+        for i in range(0, noise.shape[0], 64):
+            chunk = noise[i : i + 64]
+            route(self.model, self.message.expand(chunk.shape[0], -1))
+            out.append(gen.generate(chunk))
+        route(self.model, None)
+        return torch.cat(out)
+
+    def detect(self, images: torch.Tensor):
+        return decoder_detection(self.extractor, images, self.message, self.null)

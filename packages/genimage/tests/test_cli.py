@@ -1,0 +1,153 @@
+"""The command line end to end on tiny runs: train -> sample -> evaluate, methods by flag, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from PIL import Image
+
+from genimage.cli import main
+from genimage.runs import load_run
+from genimage.sampling import generate, sample_noise
+
+
+def test_train_writes_a_loadable_run(digits_run) -> None:
+    for name in ("config.json", "model/model.safetensors", "samples.png", "metrics.jsonl", "loss.png"):
+        assert (digits_run / name).is_file(), name
+    run = load_run(digits_run)
+    assert run.image_shape == (1, 8, 8) and run.num_classes == 10 and run.prediction == "velocity"
+    assert not run.model.training and all(not p.requires_grad for p in run.model.parameters())
+    x = generate(run, sample_noise(run, 4), torch.tensor([0, 1, 2, 3]), nfe=4, cfg_scale=2.0)
+    assert x.shape == (4, 1, 8, 8) and float(x.abs().max()) <= 1.0
+
+
+def test_sample_writes_a_valid_png_grid_and_files(digits_run, tmp_path) -> None:
+    out = tmp_path / "grid.png"
+    assert (
+        main(
+            [
+                "sample",
+                "--run",
+                str(digits_run),
+                "--n",
+                "64",
+                "--out",
+                str(out),
+                "--nfe",
+                "4",
+                "--individual",
+                str(tmp_path / "each"),
+            ]
+        )
+        == 0
+    )
+    with Image.open(out) as img:
+        img.verify()
+    with Image.open(out) as img:
+        assert img.format == "PNG" and img.size[0] > 8 * 10
+    assert len(list((tmp_path / "each").glob("*.png"))) == 64
+
+
+def test_evaluate_writes_finite_fd(digits_run, tmp_path) -> None:
+    path = tmp_path / "m.json"
+    code = main(
+        [
+            "evaluate",
+            "--run",
+            str(digits_run),
+            "--json",
+            str(path),
+            "--n",
+            "40",
+            "--nfe",
+            "4",
+            "--input-px",
+            "32",
+            "--bpd-images",
+            "4",
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    m = json.loads(path.read_text())
+    for key in (
+        "fd_efflite0",
+        "kid_efflite0",
+        "fd_classifier",
+        "precision_knn",
+        "recall_knn",
+        "bits_per_dim",
+        "hf_spectral_error",
+    ):
+        assert isinstance(m[key], float) and math.isfinite(m[key]), key
+    assert 0.0 <= m["precision_knn"] <= 1.0 and m["bits_per_dim"] > 0
+
+
+def test_existing_run_is_not_overwritten(digits_run, capsys) -> None:
+    assert main(["train", "--data", "digits", "--steps", "2", "--out", str(digits_run)]) == 2
+    assert "--resume auto" in capsys.readouterr().err
+
+
+def test_layersync_and_lwd_by_flag(tmp_path) -> None:
+    out = tmp_path / "ls"
+    args = ["train", "--data", "digits", "--steps", "4", "--batch-size", "16", "--out", str(out), "--no-progress"]
+    assert main([*args, "--layersync", "--layersync-pairs", "blocks.0:blocks.2", "--lwd"]) == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert "layersync" in rows[-1] and -1.0 <= rows[-1]["layersync"] <= 1.0
+    assert 0.0 < rows[-1]["lwd_mask_fraction"] <= 1.0
+    config = json.loads((out / "config.json").read_text())
+    assert config["layersync_pairs"] == ["blocks.0:blocks.2"] and config["lwd"] is True
+
+
+def test_latent_unet_vp_run(tmp_path) -> None:
+    out = tmp_path / "lat"
+    args = ["train", "--data", "digits", "--image-size", "16", "--latent", "--vae-steps", "3", "--model", "unet"]
+    args += ["--objective", "vp", "--steps", "3", "--batch-size", "16", "--unconditional", "--no-progress"]
+    code = main([*args, "--out", str(out)])
+    assert code == 0
+    run = load_run(out)
+    assert run.vae is not None and run.sample_shape == (4, 8, 8) and run.image_shape == (1, 16, 16)
+    assert run.num_classes is None and run.prediction == "noise"
+    x = generate(run, sample_noise(run, 2), nfe=2)
+    assert x.shape == (2, 1, 16, 16)
+
+
+def test_user_errors_are_one_line(tmp_path, capsys) -> None:
+    assert main(["sample", "--run", str(tmp_path / "missing"), "--out", str(tmp_path / "g.png")]) == 2
+    assert main(["train", "--data", "digits", "--objective", "sde", "--out", str(tmp_path / "x")]) == 2
+    assert main(["train", "--data", "digits", "--layersync-pairs", "blocks.9", "--out", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all("Traceback" not in line for line in err)
+    assert "not a genimage run folder" in err[0] and "objective" in err[1] and "weak:strong" in err[2]
+
+
+@pytest.mark.slow
+def test_acceptance_300_steps(tmp_path) -> None:
+    run = tmp_path / "d"
+    assert main(["train", "--data", "digits", "--steps", "300", "--out", str(run), "--no-progress"]) == 0
+    assert main(["sample", "--run", str(run), "--n", "64", "--out", str(tmp_path / "grid.png")]) == 0
+    assert main(["evaluate", "--run", str(run), "--json", str(tmp_path / "m.json"), "--no-progress"]) == 0
+    m = json.loads((tmp_path / "m.json").read_text())
+    assert math.isfinite(m["fd_efflite0"]) and math.isfinite(m["fd_classifier"])
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_process_training(tmp_path) -> None:
+    out = tmp_path / "ddp"
+    args = ["train", "--data", "digits", "--steps", "4", "--batch-size", "16", "--nproc", "2", "--no-progress"]
+    assert main([*args, "--out", str(out)]) == 0
+    assert load_run(out).num_classes == 10
+
+
+@pytest.mark.slow
+def test_demo_writes_a_report(tmp_path) -> None:
+    assert main(["demo", "--out", str(tmp_path / "report"), "--steps", "20", "--no-progress"]) == 0
+    report = tmp_path / "report"
+    text = (report / "README.md").read_text()
+    for picture in ("real.png", "samples_cfg1.png", "samples_cfg3.png", "spectrum.png", "loss.png"):
+        assert (report / picture).is_file() and picture in text
+    assert math.isfinite(json.loads((report / "metrics.json").read_text())["fd_efflite0"])

@@ -1,0 +1,96 @@
+"""The ``genimage watermark`` command on the exact analytic flow (no trained model needed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gencore.command import package_parser, run
+from genimage.watermark.command import register
+
+
+def _main(argv):
+    parser, commands = package_parser("genimage", "test", "test")
+    register(commands)
+    return run(parser, argv)
+
+
+def test_keygen_embed_attack_detect_round_trip(tmp_path, capsys):
+    key = tmp_path / "k.json"
+    assert (
+        _main(
+            [
+                "watermark",
+                "keygen",
+                "--scheme",
+                "spherical",
+                "--shape",
+                "1,16,16",
+                "--bits",
+                "8",
+                "--seed",
+                "3",
+                "--out",
+                str(key),
+            ]
+        )
+        == 0
+    )
+    assert json.loads(key.read_text())["scheme"] == "spherical"
+    gen = ["--run", "gaussian:1,16,16"]
+    assert _main(["watermark", "embed", "--key", str(key), *gen, "--n", "4", "--out", str(tmp_path / "m")]) == 0
+    assert len(list((tmp_path / "m" / "images").glob("*.png"))) == 4
+    att = ["watermark", "attack", "--images", str(tmp_path / "m" / "images"), "--attack", "noise0.02"]
+    assert _main([*att, "--out", str(tmp_path / "a")]) == 0
+    det = tmp_path / "d.json"
+    assert (
+        _main(["watermark", "detect", "--key", str(key), *gen, "--images", str(tmp_path / "a"), "--json", str(det)])
+        == 0
+    )
+    recs = json.loads(det.read_text())["records"]
+    assert len(recs) == 4 and all(r["marked"] and r["bit_accuracy"] == 1.0 for r in recs)
+
+
+def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
+    out = tmp_path / "wm.json"
+    argv = ["watermark", "evaluate", "--run", "gaussian:1,32,32", "--schemes", "spherical,tree-ring,gaussian-shading"]
+    argv += ["--attacks", "none,jpeg75", "--n", "16", "--noise-samples", "64", "--json", str(out), "--no-progress"]
+    assert _main(argv) == 0
+    data = json.loads(out.read_text())
+    recs = data["records"]
+    assert [(r["scheme"], r["attack"]) for r in recs] == [
+        (s, a) for s in ("spherical", "tree-ring", "gaussian-shading") for a in ("none", "jpeg75")
+    ]
+    sph = next(r for r in recs if r["scheme"] == "spherical" and r["attack"] == "none")
+    assert sph["bit_accuracy"] == 1.0
+    tr = next(r for r in recs if r["scheme"] == "tree-ring")
+    assert tr["bit_accuracy"] is None and tr["tpr_at_1fpr"] == 1.0
+    assert out.with_suffix(".md").read_text().startswith("| scheme")
+    assert out.with_suffix(".png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["watermark", "evaluate", "--run", "nowhere", "--json", "x.json"], "does not exist"),
+        (
+            ["watermark", "evaluate", "--run", "gaussian:1,8,8", "--schemes", "bogus", "--json", "x.json"],
+            "unknown scheme",
+        ),
+        (
+            ["watermark", "evaluate", "--run", "gaussian:1,8,8", "--attacks", "sharpen", "--json", "x.json"],
+            "unknown attack",
+        ),
+        (["watermark", "keygen", "--scheme", "spherical", "--out", "k.json"], "give --shape"),
+        (
+            ["watermark", "detect", "--key", "missing.json", "--run", "gaussian:1,8,8", "--images", "."],
+            "does not exist",
+        ),
+    ],
+)
+def test_user_mistakes_are_one_line_errors(argv, message, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert _main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err

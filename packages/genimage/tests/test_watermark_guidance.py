@@ -1,0 +1,124 @@
+"""HiDDeN training, PCGrad reconciliation, watermark guidance and MOLM on small CPU problems."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gencore.errors import ConfigError
+from genimage.watermark.generators import FlowGenerator, GaussianFlowGenerator
+from genimage.watermark.guidance import GaussianNull, decoder_detection, guided_generate, reconcile_gradients
+from genimage.watermark.hidden import HiddenConfig, HiddenModel, train_hidden
+from genimage.watermark.metrics import bit_accuracy, psnr
+from genimage.watermark.molm import RoutedLoRALinear, attach_markers, route, train_molm
+
+
+def _digits(size: int = 16):
+    from gencore.data.digits import load_digits
+
+    x = load_digits().reshape(-1, 1, 8, 8)[:512]
+    return x if size == 8 else F.interpolate(x, size=(size, size), mode="bilinear").clamp(-1, 1)
+
+
+@pytest.fixture(scope="module")
+def hidden():
+    cfg = HiddenConfig(channels=1, message_bits=8, hidden=16, steps=250, batch_size=32, strength=0.15, seed=0)
+    return train_hidden(_digits(), cfg, progress=False)
+
+
+def test_pcgrad_removes_conflicts_and_keeps_agreeing_gradients():
+    a = torch.tensor([[1.0, 0.0]])
+    b = torch.tensor([[-1.0, 1.0]])
+    out = reconcile_gradients(torch.stack([a, b]))
+    # each projected gradient is orthogonal to the one it conflicted with, so the mean agrees with both
+    assert float((out * a).sum()) >= 0 and float((out * b).sum()) >= 0
+    same = reconcile_gradients(torch.stack([a, 2 * a]))
+    assert torch.allclose(same, 1.5 * a)
+
+
+def test_hidden_post_hoc_marks_decode_and_save_load(hidden, tmp_path):
+    x = _digits()[:128]
+    g = torch.Generator().manual_seed(1)
+    m = torch.randint(0, 2, (128, 8), generator=g)
+    with torch.no_grad():
+        marked = hidden.encoder(x, m)
+        acc = bit_accuracy((hidden.decoder(marked) > 0).long(), m)
+    assert acc > 0.9
+    assert psnr(marked, x) > 20
+    hidden.save_pretrained(tmp_path / "h")
+    back = HiddenModel.from_pretrained(tmp_path / "h")
+    with torch.no_grad():
+        assert torch.equal(back.decoder(marked), hidden.decoder(marked))
+
+
+def test_guidance_writes_the_message_during_sampling(hidden):
+    gen = GaussianFlowGenerator(torch.zeros(1, 16, 16), torch.full((1, 16, 16), 0.3))
+    g = torch.Generator().manual_seed(0)
+    noise = torch.randn(32, 1, 16, 16, generator=g)
+    msg = torch.tensor([1, 0, 1, 1, 0, 0, 1, 0])
+    for p in hidden.parameters():
+        p.requires_grad_(False)
+    plain = gen._solve(noise, 0.0, 1.0, 20).clamp(-1, 1)
+    guided = guided_generate(gen.velocity, noise, hidden.decoder, msg, steps=20, scale=2.0)
+    null = GaussianNull(decoder_detection(hidden.decoder, plain, msg, GaussianNull(torch.zeros(2))).score)
+    det = decoder_detection(hidden.decoder, guided, msg, null)
+    assert bit_accuracy(det.bits, msg) > 0.9
+    assert float((det.pvalue < 0.01).double().mean()) > 0.9
+    assert bit_accuracy(decoder_detection(hidden.decoder, plain, msg, null).bits, msg) < 0.8
+
+
+def test_routed_lora_matches_the_explicit_sum_and_is_off_without_a_key():
+    torch.manual_seed(0)
+    base = torch.nn.Linear(6, 5)
+    lora = RoutedLoRALinear(base, bits=3, rank=2)
+    torch.nn.init.normal_(lora.B)
+    x = torch.randn(4, 7, 6)
+    keys = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 0, 0]])
+    assert torch.equal(lora(x), base(x))
+    lora.route(keys)
+    expect = base(x).clone()
+    for n in range(4):
+        for b in range(3):
+            expect[n] += (lora.alpha / 3) * x[n] @ lora.A[b, keys[n, b]].T @ lora.B[b, keys[n, b]].T
+    assert torch.allclose(lora(x), expect, atol=1e-5)
+
+
+def test_molm_markers_route_by_key_and_the_extractor_reads_them():
+    from genimage.models.dit import DiT
+
+    torch.manual_seed(0)
+    net = DiT(image_size=8, channels=1, patch_size=2, size=None, depth=2, hidden=32, heads=2)
+    for p in net.parameters():  # stands in for a trained network (adaLN-Zero starts with closed gates)
+        torch.nn.init.normal_(p, std=0.05)
+    load = _digits(8)[:256]
+    with torch.no_grad():
+        base_out = net(load[:4], torch.rand(4))
+    names = attach_markers(net, bits=4, rank=2)
+    assert len(names) == 4  # proj and mlp.2 of two blocks
+    with torch.no_grad():
+        assert torch.allclose(net(load[:4], torch.rand(4) * 0 + 0.5), net(load[:4], torch.full((4,), 0.5)))
+        route(net, None)
+        assert base_out.shape == net(load[:4], torch.rand(4)).shape
+    extractor = train_molm(net, load, bits=4, steps=150, batch_size=32, seed=0, progress=False)
+    gen = FlowGenerator(lambda x, t: net(x, t.expand(x.shape[0])), (1, 8, 8), steps=10)
+    g = torch.Generator().manual_seed(3)
+    noise = torch.randn(64, 1, 8, 8, generator=g)
+    keys = torch.randint(0, 2, (64, 4), generator=g)
+    route(net, keys)
+    with torch.no_grad():
+        marked = gen.generate(noise)
+        route(net, None)
+        acc = bit_accuracy((extractor(marked) > 0).long(), keys)
+        plain = gen.generate(noise)
+        acc_plain = bit_accuracy((extractor(plain) > 0).long(), keys)
+    assert acc > 0.7
+    assert acc_plain < 0.6  # without the adapters the extractor cannot know the key
+
+
+def test_molm_and_guidance_refuse_analytic_generators():
+    from genimage.watermark.molm import MOLMScheme
+
+    gen = GaussianFlowGenerator(torch.zeros(1, 8, 8), torch.ones(1, 8, 8))
+    with pytest.raises(ConfigError, match="needs a generator with a network"):
+        MOLMScheme.build(gen, message_bits=4, progress=False)

@@ -1,0 +1,69 @@
+"""The LWD wavelet mask against a hand-computed Haar case, pywt, and its invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from genimage.wavelet import haar_dwt2, haar_idwt2, lwd_mask, wavelet_energy_map
+
+
+def test_haar_by_hand() -> None:
+    # one 2x2 block [[a, b], [c, d]] = [[4, 2], [1, 3]]
+    x = torch.tensor([[[[4.0, 2.0], [1.0, 3.0]]]])
+    ll, h, v, d = haar_dwt2(x)
+    assert ll.item() == pytest.approx((4 + 2 + 1 + 3) / 2)  # 5
+    assert h.item() == pytest.approx((4 - 2 + 1 - 3) / 2)  # 0
+    assert v.item() == pytest.approx((4 + 2 - 1 - 3) / 2)  # 1
+    assert d.item() == pytest.approx((4 - 2 - 1 + 3) / 2)  # 2
+
+
+def test_energy_map_and_mask_by_hand() -> None:
+    # 4x2 image: top block flat (no detail), bottom block a checker (all detail in D)
+    x = torch.tensor([[[[1.0, 1.0], [1.0, 1.0], [1.0, -1.0], [-1.0, 1.0]]]])
+    # bottom block: a=1, b=-1, c=-1, d=1 -> H = 0, V = 0, D = (1 + 1 + 1 + 1) / 2 = 2, energy 4; top energy 0
+    energy = wavelet_energy_map(x)
+    # bilinear upsampling of the 2x1 energy column [0, 4] to 4 rows (align_corners=False): 0, 1, 3, 4
+    expected = torch.tensor([0.0, 1.0, 3.0, 4.0]) / 4.0
+    assert torch.allclose(energy[0, :, 0], expected, atol=1e-6)
+    assert torch.allclose(energy[0, :, 0], energy[0, :, 1])
+    # time-dependent mask M = [A + l >= 1 - t], l = 0.1
+    m_noisy = lwd_mask(energy, torch.tensor([0.2]), floor=0.1)  # tau = 0.8: keep A >= 0.7
+    assert m_noisy[0, 0, :, 0].tolist() == [0.0, 0.0, 1.0, 1.0]
+    m_mid = lwd_mask(energy, torch.tensor([0.7]), floor=0.1)  # tau = 0.3: keep A >= 0.2
+    assert m_mid[0, 0, :, 0].tolist() == [0.0, 1.0, 1.0, 1.0]
+    m_clean = lwd_mask(energy, torch.tensor([0.95]), floor=0.1)  # tau = 0.05 <= l: everything
+    assert bool((m_clean == 1).all())
+
+
+def test_matches_pywavelets() -> None:
+    pywt = pytest.importorskip("pywt")
+    x = torch.randn(2, 3, 8, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    ll, h, v, d = haar_dwt2(x)
+    ca, (ch, cv, cd) = pywt.dwt2(x.numpy(), "haar", axes=(-2, -1))
+    assert np.allclose(ll.numpy(), ca)
+    # pywt orders (horizontal, vertical, diagonal) with its own signs; the energies agree band by band
+    assert np.allclose(
+        sorted([h.square().sum().item(), v.square().sum().item()]), sorted([(ch**2).sum(), (cv**2).sum()])
+    )
+    assert np.allclose(d.abs().numpy(), np.abs(cd))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 4), st.integers(1, 4), st.integers(0, 10_000))
+def test_orthonormal_and_invertible(c: int, hh: int, ww: int, seed: int) -> None:
+    x = torch.randn(2, c, 2 * hh, 2 * ww, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    bands = haar_dwt2(x)
+    assert torch.allclose(haar_idwt2(*bands), x)
+    assert torch.allclose(sum(b.square().sum() for b in bands), x.square().sum())  # Parseval
+    a = wavelet_energy_map(x)
+    assert a.shape == (2, 2 * hh, 2 * ww) and float(a.min()) >= 0 and float(a.max()) <= 1 + 1e-9
+
+
+def test_mask_is_monotone_in_time() -> None:
+    energy = torch.rand(3, 8, 8, generator=torch.Generator().manual_seed(1))
+    masks = [lwd_mask(energy, torch.full((3,), t)).sum().item() for t in torch.linspace(0, 1, 11)]
+    assert masks == sorted(masks) and masks[-1] == energy.numel()
