@@ -1,4 +1,4 @@
-"""The ``genrl`` command: ``dataset make|info``, ``train``, ``evaluate``, ``demo`` (and ``info``)."""
+"""The ``genrl`` command: ``dataset make|info|export|import``, ``train``, ``evaluate``, ``demo`` (and ``info``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,13 @@ def _dataset_make(args: argparse.Namespace) -> int:
 
     t = time.perf_counter()
     ds, card = make_dataset(
-        args.env, args.policy, args.steps, args.seed, train_steps=args.train_steps, progress=not args.no_progress
+        args.env,
+        args.policy,
+        args.steps,
+        args.seed,
+        train_steps=args.train_steps,
+        episode_length=args.episode_length,
+        progress=not args.no_progress,
     )
     save_dataset(args.out, ds, card)
     r = card["returns"]
@@ -34,6 +40,26 @@ def _dataset_make(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.out}: {len(ds)} transitions, {ds.n_episodes} episodes, return {ret} "
         f"({time.perf_counter() - t:.1f} s)"
+    )
+    return 0
+
+
+def _dataset_export(args: argparse.Namespace) -> int:
+    from genrl.minari_io import export_minari
+
+    data = export_minari(args.dir, args.out, dataset_id=args.dataset_id)
+    print(f"wrote Minari dataset {data} ({data / 'main_data.hdf5'}, {data / 'metadata.json'})")
+    return 0
+
+
+def _dataset_import(args: argparse.Namespace) -> int:
+    from genrl.minari_io import import_minari
+
+    ds, card = import_minari(args.src, args.out)
+    cut = card["source"]["episodes_cut_at_end"]
+    print(
+        f"wrote {args.out}: {len(ds)} transitions, {ds.n_episodes} episodes from {card['source']['dataset_id']}"
+        + (f" ({cut} unfinished episodes marked truncated)" if cut else "")
     )
     return 0
 
@@ -177,17 +203,37 @@ def build_parser() -> argparse.ArgumentParser:
 
     ds = commands.add_parser("dataset", help="make or inspect offline datasets")
     ds_cmds = add_commands(ds)
-    mk = ds_cmds.add_parser("make", help="generate a dataset locally (gymnasium env or toy-bimodal)")
+    mk = ds_cmds.add_parser("make", help="generate a dataset locally (gymnasium env, OGBench or toy-bimodal)")
     mk.add_argument(
-        "--env", required=True, help="gymnasium id with Box actions (Pendulum-v1, Hopper-v5, ...) or toy-bimodal"
+        "--env",
+        required=True,
+        help="gymnasium id with Box actions (Pendulum-v1, Hopper-v5, ...), toy-bimodal, or OGBench cube-single / "
+        "puzzle-3x3 (e.g. cube-single-play-v0, puzzle-3x3-noisy-singletask-task2-v0; needs genrl[ogbench])",
     )
-    mk.add_argument("--policy", default="random", help="random | medium | expert (SAC trained here)")
+    mk.add_argument(
+        "--policy",
+        default=None,
+        help="random | medium | expert (SAC trained here); OGBench: oracle-play | oracle-noisy "
+        "(default: random, or the OGBench id's oracle)",
+    )
     mk.add_argument("--steps", type=int, default=10_000, help="transitions to collect")
     mk.add_argument("--train-steps", type=int, default=None, help="SAC budget for medium/expert (20k / 100k)")
+    mk.add_argument("--episode-length", type=int, default=None, help="OGBench collection episode length (1000)")
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--out", required=True, help="output folder (data.npz + card.json)")
     mk.add_argument("--no-progress", action="store_true")
     mk.set_defaults(func=_dataset_make)
+    ex = ds_cmds.add_parser("export", help="write a dataset as a Minari HDF5 dataset (needs genrl[minari])")
+    ex.add_argument("dir", help="genrl dataset folder")
+    ex.add_argument("--format", default="minari", choices=["minari"], help="target format")
+    ex.add_argument("--out", required=True, help="output folder; the Minari data goes to OUT/data")
+    ex.add_argument("--dataset-id", default=None, help="Minari id (namespace/name-vN); default genrl/<env>-<policy>-v0")
+    ex.set_defaults(func=_dataset_export)
+    im = ds_cmds.add_parser("import", help="read a Minari HDF5 dataset folder into the genrl layout")
+    im.add_argument("src", help="Minari dataset folder (holding metadata.json + main_data.hdf5, or data/ with them)")
+    im.add_argument("--format", default="minari", choices=["minari"], help="source format")
+    im.add_argument("--out", required=True, help="output genrl dataset folder")
+    im.set_defaults(func=_dataset_import)
     inf = ds_cmds.add_parser("info", help="print a dataset's card")
     inf.add_argument("dir", help="dataset folder")
     inf.add_argument("--json", action="store_true", help="print the whole card as JSON")

@@ -22,8 +22,11 @@ def make_env(env_id: str, **kwargs: Any):
     """``gymnasium.make`` with a clear error for an unknown id or a non-continuous action space."""
     import gymnasium as gym
 
+    from genrl.ogbench_data import ensure_registered, quiet_if
+
     try:
-        env = gym.make(env_id, **kwargs)
+        with quiet_if(ensure_registered(env_id)):
+            env = gym.make(env_id, **kwargs)
     except gym.error.Error as exc:
         raise ConfigError(f"cannot make environment {env_id!r}: {exc}") from None
     if not isinstance(env.action_space, gym.spaces.Box):

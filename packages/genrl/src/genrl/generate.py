@@ -10,8 +10,10 @@ Behaviour policies:
   the label never hides what the data is.
 
 Environment ids: any gymnasium id with Box actions (``Pendulum-v1``, ``MountainCarContinuous-v0``,
-``HalfCheetah-v5``, ``Hopper-v5``, ``Walker2d-v5``, ``Ant-v5`` ...), or ``toy-bimodal`` for
-:class:`genrl.toy_mdp.BimodalChain`.
+``HalfCheetah-v5``, ``Hopper-v5``, ``Walker2d-v5``, ``Ant-v5`` ...), ``toy-bimodal`` for
+:class:`genrl.toy_mdp.BimodalChain`, or an OGBench manipulation dataset (``cube-single``, ``puzzle-3x3``,
+``cube-single-noisy-v0``, ...) made with OGBench's scripted oracles (:mod:`genrl.ogbench_data`, behaviour
+``oracle-play`` / ``oracle-noisy``; needs ``genrl[ogbench]``).
 """
 
 from __future__ import annotations
@@ -115,14 +117,27 @@ def train_behaviour_policy(env_id: str, train_steps: int, seed: int, progress: b
 
 def make_dataset(
     env_id: str,
-    policy: str = "random",
+    policy: str | None = None,
     steps: int = 10_000,
     seed: int = 0,
     *,
     train_steps: int | None = None,
+    episode_length: int | None = None,
     progress: bool = True,
 ) -> tuple[OfflineDataset, dict[str, Any]]:
-    """A dataset and its card (see the module docstring for the policies)."""
+    """A dataset and its card (see the module docstring for the policies).
+
+    ``policy=None`` means ``random`` for gymnasium ids and the id's oracle (``oracle-play`` unless the id says
+    ``noisy``) for OGBench ids; ``episode_length`` (OGBench only, default 1,000) sets the collection episodes.
+    """
+    from genrl.ogbench_data import EPISODE_LENGTH, is_ogbench_id, make_ogbench_dataset
+
+    if is_ogbench_id(env_id):
+        length = EPISODE_LENGTH if episode_length is None else episode_length
+        return make_ogbench_dataset(env_id, policy, steps, seed, episode_length=length, progress=progress)
+    if episode_length is not None:
+        raise ConfigError(f"episode_length applies to OGBench datasets only; {env_id!r} sets its own episode ends.")
+    policy = "random" if policy is None else policy
     check_choice(policy, POLICIES, "policy")
     if env_id == TOY_ENV:
         if policy != "random":

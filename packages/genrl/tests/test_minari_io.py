@@ -1,0 +1,151 @@
+"""Minari export/import: minari's own reader and writer are the oracle; bad files are one clear sentence."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from gencore.errors import ConfigError, InputError, StorageError
+from genrl.cli import main
+from genrl.dataset import KEYS, load_dataset, save_dataset
+
+h5py = pytest.importorskip("h5py")
+from genrl.minari_io import MAIN_FILE, METADATA_FILE, export_minari, import_minari  # noqa: E402
+
+
+def _assert_same(a, b) -> None:
+    for k in KEYS:
+        np.testing.assert_array_equal(getattr(a, k), getattr(b, k), err_msg=k)
+        assert getattr(a, k).dtype == getattr(b, k).dtype, k
+
+
+def test_export_loads_in_minari_with_the_same_arrays(tmp_path, pendulum_dataset) -> None:
+    minari = pytest.importorskip("minari")
+    ds, card = pendulum_dataset
+    data = export_minari((ds, card), tmp_path / "m")
+    m = minari.MinariDataset(data)
+    assert m.total_episodes == 3 and m.total_steps == 450
+    assert m.spec.dataset_id == "genrl/pendulum-v1-random-v0" and m.spec.env_spec.id == "Pendulum-v1"
+    np.testing.assert_array_equal(m.action_space.low, [-2.0])
+    episodes = list(m.iterate_episodes())
+    assert [len(ep) for ep in episodes] == [200, 200, 50]
+    for (start, stop), ep in zip(ds.episode_bounds(), episodes):
+        np.testing.assert_array_equal(ep.observations[:-1], ds.observations[start:stop])
+        np.testing.assert_array_equal(ep.observations[1:], ds.next_observations[start:stop])
+        np.testing.assert_array_equal(ep.actions, ds.actions[start:stop])
+        np.testing.assert_array_equal(ep.rewards, ds.rewards[start:stop])
+        np.testing.assert_array_equal(ep.terminations, ds.terminals[start:stop])
+        np.testing.assert_array_equal(ep.truncations, ds.truncations[start:stop])
+
+
+def test_round_trip_keeps_arrays_and_card(tmp_path, toy_dataset) -> None:
+    from genrl.dataset import make_card
+
+    card = make_card(toy_dataset, env_id="toy-bimodal", policy={"name": "random"}, seed=7)
+    save_dataset(tmp_path / "d", toy_dataset, card)
+    assert main(["dataset", "export", str(tmp_path / "d"), "--format", "minari", "--out", str(tmp_path / "m")]) == 0
+    assert main(["dataset", "import", str(tmp_path / "m"), "--out", str(tmp_path / "d2")]) == 0
+    back, card2 = load_dataset(tmp_path / "d2")
+    _assert_same(back, toy_dataset)  # toy episodes end in terminals: Minari's terminations carry them
+    assert card2["env_id"] == "toy-bimodal" and card2["policy"] == {"name": "random"} and card2["seed"] == 7
+    assert card2["source"]["format"] == "minari" and card2["source"]["episodes_cut_at_end"] == 0
+    assert card2["returns"] == card["returns"]
+
+
+def test_import_of_a_dataset_written_by_minari(tmp_path) -> None:
+    """Minari's own storage writer (python lists, float64 rewards, infos, an unfinished last episode)."""
+    pytest.importorskip("minari")
+    import gymnasium as gym
+    from minari.data_collector import EpisodeBuffer
+    from minari.dataset.minari_storage import MinariStorage
+
+    rng = np.random.default_rng(0)
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    act_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    storage = MinariStorage.new(tmp_path / "m", observation_space=obs_space, action_space=act_space)
+    storage.update_metadata({"dataset_id": "test/made-by-minari-v0", "minari_version": "0.5.4"})
+    lengths, buffers = [5, 3, 4], []
+    for e, t in enumerate(lengths):
+        buffers.append(
+            EpisodeBuffer(
+                observations=[rng.normal(size=4).astype(np.float32) for _ in range(t + 1)],
+                actions=[rng.uniform(-1, 1, 2).astype(np.float32) for _ in range(t)],
+                rewards=rng.normal(size=t).tolist(),
+                terminations=[False] * (t - 1) + [e == 0],
+                truncations=[False] * (t - 1) + [e == 1],  # episode 2 ends with neither flag
+                infos={"step": np.arange(t + 1)},
+            )
+        )
+    storage.update_episodes(buffers)
+    ds, card = import_minari(tmp_path / "m", tmp_path / "d")
+    ref = list(storage.get_episodes(range(3)))
+    np.testing.assert_array_equal(ds.episode_starts, [0, 5, 8])
+    for (start, stop), ep in zip(ds.episode_bounds(), ref):
+        np.testing.assert_array_equal(ds.observations[start:stop], ep["observations"][:-1])
+        np.testing.assert_array_equal(ds.next_observations[start:stop], ep["observations"][1:])
+        np.testing.assert_allclose(ds.rewards[start:stop], ep["rewards"].astype(np.float32))
+    assert ds.terminals.nonzero()[0].tolist() == [4] and ds.truncations.nonzero()[0].tolist() == [7, 11]
+    assert card["source"]["episodes_cut_at_end"] == 1 and card["action_low"] == [-1.0, -1.0]
+    load_dataset(tmp_path / "d")  # what import wrote is a valid genrl dataset
+
+
+def test_bad_minari_files_are_one_sentence(tmp_path, toy_dataset, capsys) -> None:
+    data = export_minari((toy_dataset, {"env_id": "toy-bimodal"}), tmp_path / "m")
+    meta = json.loads((data / METADATA_FILE).read_text())
+    (data / METADATA_FILE).write_text(json.dumps({k: v for k, v in meta.items() if k != "total_steps"}))
+    with pytest.raises(InputError, match=r"metadata\.json.*'total_steps' must be a non-negative integer"):
+        import_minari(tmp_path / "m")
+    assert main(["dataset", "import", str(tmp_path / "m"), "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "total_steps" in err and "Traceback" not in err
+    (data / METADATA_FILE).write_text(json.dumps({**meta, "action_space": json.dumps({"type": "Discrete", "n": 3})}))
+    with pytest.raises(InputError, match="'action_space' is a Discrete space"):
+        import_minari(tmp_path / "m")
+    (data / METADATA_FILE).write_text(json.dumps(meta))
+    with h5py.File(data / MAIN_FILE, "a") as f:
+        del f["episode_1/rewards"]
+    with pytest.raises(InputError, match=r"main_data\.hdf5.*episode_1/rewards is missing"):
+        import_minari(tmp_path / "m")
+    with h5py.File(data / MAIN_FILE, "a") as f:
+        f["episode_1"].create_dataset("rewards", data=np.zeros(3, np.float32))
+        obs = f["episode_2/observations"][()]
+        del f["episode_2/observations"]
+        f["episode_2"].create_dataset("observations", data=obs[:-1])
+    with pytest.raises(InputError, match=r"episode_2/observations must have shape \[4, \.\.\.\]"):
+        import_minari(tmp_path / "m")
+    (data / MAIN_FILE).write_bytes(b"not hdf5")
+    with pytest.raises(StorageError, match="not a readable HDF5 file"):
+        import_minari(tmp_path / "m")
+    with pytest.raises(StorageError, match=r"metadata\.json' does not exist"):
+        import_minari(tmp_path)
+
+
+def test_export_refuses_what_minari_cannot_hold(tmp_path, toy_dataset) -> None:
+    arrays = {k: v.copy() for k, v in toy_dataset.as_dict().items()}
+    from genrl.dataset import OfflineDataset
+
+    arrays["next_observations"][0] += 1.0  # breaks next_observations[0] == observations[1] inside episode 0
+    with pytest.raises(InputError, match=r"next_observations\[0\] differs from observations\[1\] inside episode 0"):
+        export_minari((OfflineDataset(**arrays), {}), tmp_path / "a")
+    with pytest.raises(ConfigError, match="not a Minari id"):
+        export_minari((toy_dataset, {}), tmp_path / "b", dataset_id="no version")
+    export_minari((toy_dataset, {}), tmp_path / "c")
+    with pytest.raises(StorageError, match="already exists"):
+        export_minari((toy_dataset, {}), tmp_path / "c")
+
+
+def test_missing_h5py_is_one_sentence(monkeypatch, tmp_path, toy_dataset) -> None:
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_h5py(name, *args, **kwargs):
+        if name == "h5py":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_h5py)
+    with pytest.raises(ConfigError, match=r"install it with pip install 'genrl\[minari\]'"):
+        export_minari((toy_dataset, {}), tmp_path / "m")
