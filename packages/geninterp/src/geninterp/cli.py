@@ -88,6 +88,7 @@ def cmd_train_sae(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens,
         lr=args.lr,
         eval_fraction=args.eval_fraction,
+        skip_positions=args.skip_positions,
         seed=args.seed,
         progress=args.progress,
     )
@@ -112,12 +113,15 @@ def cmd_evaluate_sae(args: argparse.Namespace) -> int:
         store = ActivationStore(run_record["acts"], range(*run_record["eval_sequences"]))
     if store.d_model != sae.config.d_in:
         raise_config(f"the store has d={store.d_model} but the SAE expects d_in={sae.config.d_in}")
-    record = evaluate_sae(sae, store)
+    skip = int(run_record["config"].get("skip_positions", 0))
+    if skip >= store.seq_len:
+        raise_config(f"the run skips {skip} positions but the store's sequences have {store.seq_len}")
+    record = evaluate_sae(sae, store, skip_positions=skip)
     source = store.metadata
     if args.downstream and source.get("model") and source.get("module"):
         from geninterp.models import load_model
 
-        record |= downstream_effect(load_model(source["model"]), source["module"], sae, store, args.max_sequences)
+        record |= downstream_effect(load_model(source["model"]), source["module"], sae, store, args.max_sequences, skip)
     record |= {"run": str(args.run), "acts": str(store.path), "source": source}
     _print_record(record)
     if args.json:
@@ -205,6 +209,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--l1-coeff", type=float, default=5e-3, dest="l1_coeff", help="relu: L1 weight")
     p.add_argument("--aux-k", type=int, default=None, dest="aux_k", help="topk: dead latents in AuxK (d/2)")
     p.add_argument("--eval-fraction", type=float, default=0.1, dest="eval_fraction")
+    p.add_argument(
+        "--skip-positions", type=int, default=0, dest="skip_positions",
+        help="leave the first positions of every sequence out of training, scaling and evaluation "
+        "(2 for SmolLM2: its first token, and in some sequences the second, are attention sinks with ~140x the norm)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", default=None, help="'auto' or a checkpoint folder")
     common(p)

@@ -9,8 +9,13 @@ evaluation set's mean, ``N`` tokens, ``d`` features):
   offset of the error, so it can exceed ``1 - fvu``);
 * ``l0``: mean number of non-zero (sparse) codes per token; ``dead_frac``: latents that never
   fire on the evaluation set; ``dense_frac``: latents firing on more than 10% of tokens;
+* ``skip_positions``: the first positions of every sequence left out (a decoder's first token is an
+  attention sink whose norm is ~100x the others' and would hold nearly all the variance): as in
+  training, the SAE sees only the later positions (a Temporal SAE's context starts after them), and
+  the splice keeps the model's own activations there;
 * Temporal SAE: ``pred_share = sum ||x_pred||^2 / (sum ||x_pred||^2 + sum ||x_novel||^2)``,
-  its profile ``pred_share_by_position`` over sequence positions, and ``l0_pred``.
+  its profile ``pred_share_by_position`` over sequence positions (index ``i`` is position
+  ``skip_positions + i``), and ``l0_pred``.
 
 :func:`downstream_effect` splices the reconstruction back into the language model: for a causal
 LM the next-token loss with and without the splice (and with the layer zero-ablated, giving the
@@ -23,6 +28,7 @@ from typing import Any
 
 import torch
 
+from gencore.errors import ConfigError
 from geninterp.capture import OutputReplacement
 from geninterp.saes import SparseAutoencoder
 from geninterp.store import ActivationStore
@@ -31,10 +37,17 @@ DENSE_THRESHOLD = 0.1
 
 
 @torch.no_grad()
-def evaluate_sae(sae: SparseAutoencoder, store: ActivationStore, batch_sequences: int = 32) -> dict[str, Any]:
-    """Reconstruction, sparsity and (Temporal SAE) predicted/novel metrics over ``store`` (a view)."""
+def evaluate_sae(
+    sae: SparseAutoencoder, store: ActivationStore, batch_sequences: int = 32, skip_positions: int = 0
+) -> dict[str, Any]:
+    """Reconstruction, sparsity and (Temporal SAE) predicted/novel metrics over ``store`` (a view).
+
+    Positions ``< skip_positions`` of every sequence are left out of every metric.
+    """
     sae.eval()
-    d, width, length = store.d_model, sae.config.width, store.seq_len
+    d, width, length = store.d_model, sae.config.width, store.seq_len - skip_positions
+    if not 0 <= skip_positions < store.seq_len:
+        raise ConfigError(f"skip_positions must be in 0..{store.seq_len - 1}, got {skip_positions}.")
     n = 0
     s_x = torch.zeros(d, dtype=torch.float64)
     s_xx = 0.0
@@ -46,7 +59,8 @@ def evaluate_sae(sae: SparseAutoencoder, store: ActivationStore, batch_sequences
     pred_pos = torch.zeros(length, dtype=torch.float64)
     novel_pos = torch.zeros(length, dtype=torch.float64)
     for acts, _ in store.iter_batches(batch_sequences):
-        x = acts if sae.is_sequence else acts.reshape(-1, d)
+        x = acts[:, skip_positions:]  # as in training: a Temporal SAE's context starts there too
+        x = x if sae.is_sequence else x.reshape(-1, d)
         out = sae(x)
         xf, err = x.reshape(-1, d).double(), (x - out.recon).reshape(-1, d).double()
         codes = out.codes.reshape(-1, width)
@@ -77,6 +91,7 @@ def evaluate_sae(sae: SparseAutoencoder, store: ActivationStore, batch_sequences
         "dense_frac": float((freq > DENSE_THRESHOLD).double().mean()),
         "width": width,
         "arch": sae.config.arch,
+        "skip_positions": skip_positions,
     }
     if sae.is_sequence:
         p, q = float(pred_pos.sum()), float(novel_pos.sum())
@@ -86,26 +101,35 @@ def evaluate_sae(sae: SparseAutoencoder, store: ActivationStore, batch_sequences
     return record
 
 
-def _splice_fn(sae: SparseAutoencoder) -> Any:
+def _splice_fn(sae: SparseAutoencoder, skip_positions: int = 0) -> Any:
     def fn(h: torch.Tensor) -> torch.Tensor:
         x = h.float().cpu()
-        recon = sae(x).recon if sae.is_sequence else sae(x.reshape(-1, x.shape[-1])).recon.reshape(x.shape)
-        return recon.to(h)
+        tail = x[:, skip_positions:]
+        recon = sae(tail).recon if sae.is_sequence else sae(tail.reshape(-1, x.shape[-1])).recon.reshape(tail.shape)
+        return torch.cat([x[:, :skip_positions], recon], dim=1).to(h)
 
     return fn
 
 
 @torch.no_grad()
 def downstream_effect(
-    lm: Any, module_name: str, sae: SparseAutoencoder, store: ActivationStore, max_sequences: int = 16
+    lm: Any,
+    module_name: str,
+    sae: SparseAutoencoder,
+    store: ActivationStore,
+    max_sequences: int = 16,
+    skip_positions: int = 0,
 ) -> dict[str, Any]:
-    """Splice ``sae``'s reconstruction into ``lm`` at ``module_name`` on the store's token sequences."""
+    """Splice ``sae``'s reconstruction into ``lm`` at ``module_name`` on the store's token sequences.
+
+    The first ``skip_positions`` positions keep the model's own activations.
+    """
     from geninterp.models import next_token_loss, run_model
 
     n = min(max_sequences, len(store))
     tokens = torch.stack([store.tokens(i) for i in range(n)])
     clean = run_model(lm, tokens)
-    with OutputReplacement(lm.model, module_name, _splice_fn(sae)):
+    with OutputReplacement(lm.model, module_name, _splice_fn(sae, skip_positions)):
         spliced = run_model(lm, tokens)
     if lm.kind == "causal":
         with OutputReplacement(lm.model, module_name, torch.zeros_like):

@@ -48,12 +48,15 @@ class SAETrainConfig:
     lr: float = 1e-3
     warmup_steps: int = 20
     eval_fraction: float = 0.1
+    skip_positions: int = 0  # first positions of every sequence left out of the loss and the scaling
     seed: int = 0
     progress: bool = True
 
     def validate(self) -> SAETrainConfig:
         if self.arch not in ARCHITECTURES:
             raise ConfigError(f"arch must be one of {', '.join(ARCHITECTURES)}, got {self.arch!r}.")
+        if self.skip_positions < 0:
+            raise ConfigError(f"skip_positions must be non-negative, got {self.skip_positions}.")
         for name in ("width", "k", "steps", "batch_tokens", "n_heads", "attn_dim"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
@@ -67,29 +70,50 @@ class SAETrainConfig:
 class SAETask:
     """The engine task: ``loss(model, batch, generator)`` = the architecture's objective."""
 
-    def __init__(self, sae: SparseAutoencoder, objective: Any) -> None:
+    def __init__(self, sae: SparseAutoencoder, objective: Any, skip_positions: int = 0) -> None:
         self.model = sae
         self.objective = objective
+        self.skip_positions = skip_positions
 
     def loss(self, model: torch.nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         x = batch[0] if isinstance(batch, tuple | list) else batch
+        x = x[:, self.skip_positions :]  # the Temporal SAE's context then starts at skip_positions too
         sae = getattr(model, "module", model)
         if not sae.is_sequence:
             x = x.reshape(-1, x.shape[-1])
         return self.objective(sae, x, forward=model)
 
 
+def position_stats(store: ActivationStore, skip_positions: int, max_sequences: int = 512) -> tuple[torch.Tensor, float]:
+    """Mean and mean squared norm of the activations at positions ``>= skip_positions``.
+
+    The store's running statistics when nothing is skipped; otherwise one pass over at most
+    ``max_sequences`` sequences spread evenly over ``store`` (a view).
+    """
+    if skip_positions == 0:
+        return store.mean, store.mean_sq_norm
+    picks = torch.linspace(0, len(store) - 1, min(len(store), max_sequences)).round().long().unique().tolist()
+    acts = torch.stack([store[i][skip_positions:] for i in picks]).reshape(-1, store.d_model).double()
+    return acts.mean(0).float(), float(acts.pow(2).sum(1).mean())
+
+
 def build_sae_for_store(cfg: SAETrainConfig, store: ActivationStore) -> SparseAutoencoder:
-    """An SAE sized for ``store`` with ``act_scale`` so that ``E ||x * act_scale||^2 = d``, decoder bias at the mean."""
+    """An SAE sized for ``store`` with ``act_scale`` so that ``E ||x * act_scale||^2 = d``, decoder bias at the mean.
+
+    Both statistics are taken over positions ``>= cfg.skip_positions``.
+    """
     d = store.d_model
-    fields = {"d_in": d, "width": cfg.width, "act_scale": math.sqrt(d / max(store.mean_sq_norm, 1e-12))}
+    if cfg.skip_positions >= store.seq_len:
+        raise ConfigError(f"skip_positions ({cfg.skip_positions}) must be below the sequence length {store.seq_len}.")
+    mean, mean_sq_norm = position_stats(store, cfg.skip_positions)
+    fields = {"d_in": d, "width": cfg.width, "act_scale": math.sqrt(d / max(mean_sq_norm, 1e-12))}
     if cfg.arch in ("topk", "temporal"):
         fields["k"] = cfg.k
     if cfg.arch == "temporal":
         fields |= {"n_heads": cfg.n_heads, "attn_dim": cfg.attn_dim}
     torch.manual_seed(cfg.seed)
     sae = make_sae(cfg.arch, **fields)
-    sae.init_from_data(store.mean)
+    sae.init_from_data(mean)
     return sae
 
 
@@ -109,7 +133,7 @@ def train_sae(
             f"a batch of {cfg.batch_tokens} tokens needs {seqs} sequences but the training split of "
             f"{str(acts)!r} has {len(train_view)}; capture more tokens or lower --batch-tokens."
         )
-    sae = build_sae_for_store(cfg, store)
+    sae = build_sae_for_store(cfg, train_view if cfg.skip_positions else store)
     objective = make_objective(
         cfg.arch,
         l1_coeff=cfg.l1_coeff,
@@ -132,13 +156,13 @@ def train_sae(
     }
     train_cfg = TrainConfig(**(settings | engine))
     start = time.perf_counter()
-    result = Trainer(train_cfg).fit(SAETask(sae, objective), train_view)
+    result = Trainer(train_cfg).fit(SAETask(sae, objective, cfg.skip_positions), train_view)
     seconds = time.perf_counter() - start
     if result.interrupted:
         raise GenError(f"training was interrupted; resume with the same command and --resume auto ({out}).")
     sae = result.model.eval()
     sae.save_pretrained(out / "sae")
-    tokens = cfg.steps * seqs * store.seq_len
+    tokens = cfg.steps * seqs * (store.seq_len - cfg.skip_positions)
     record = {
         "config": dataclasses.asdict(cfg),
         "acts": str(Path(acts).resolve()),
