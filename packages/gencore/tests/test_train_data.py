@@ -30,3 +30,17 @@ def test_tensor_fast_path_matches_dataloader_across_epochs_and_resume() -> None:
             a, b = next(fast), next(slow)
             assert all(torch.equal(u, v) for u, v in zip(a, b))
             assert fast.position == slow.position
+
+
+def test_epoch_indices_are_distributed_samplers() -> None:
+    from torch.utils.data import DistributedSampler
+
+    for n, world, micro in ((103, 1, 8), (103, 3, 5), (64, 4, 16)):
+        ds = TensorDataset(torch.arange(n))
+        for rank in range(world):
+            batches = RankBatches(ds, micro_batch_size=micro, rank=rank, world_size=world, seed=11)
+            for epoch in (0, 1, 5):
+                sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=11, drop_last=True)
+                sampler.set_epoch(epoch)
+                expected = list(sampler)[: batches.per_epoch * micro]
+                assert batches._epoch_indices(epoch).tolist() == expected

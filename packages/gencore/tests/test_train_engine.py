@@ -244,3 +244,25 @@ def test_grad_norm_matches_torch_total_norm() -> None:
     params[0].grad = None  # parameters without a gradient are left out
     expected = torch.sqrt(sum((p.grad**2).sum() for p in params[1:]))
     torch.testing.assert_close(_grad_norm(params, None), expected)
+
+
+def test_optimizer_is_fused_where_possible_and_follows_torchs_update() -> None:
+    from gencore.train.trainer import _build_optimizer
+
+    g = torch.Generator().manual_seed(0)
+    for name, reference in (("adam", torch.optim.Adam), ("adamw", torch.optim.AdamW)):
+        cfg = TrainConfig(optimizer=name, lr=1e-2, weight_decay=0.1)
+        ours = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in [(4, 3), (3,)]]
+        theirs = [torch.nn.Parameter(p.detach().clone()) for p in ours]
+        opt = _build_optimizer(cfg, ours, sharded=False)
+        assert opt.defaults["fused"] is True
+        ref = reference(theirs, lr=1e-2, betas=tuple(cfg.betas), weight_decay=0.1)  # torch's default (per tensor)
+        for _ in range(5):
+            grads = [torch.randn(p.shape, generator=g) for p in ours]
+            for p, q, gr in zip(ours, theirs, grads):
+                p.grad, q.grad = gr.clone(), gr.clone()
+            opt.step()
+            ref.step()
+        for p, q in zip(ours, theirs):
+            torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6)
+    assert not _build_optimizer(TrainConfig(optimizer="adam"), ours, sharded=True).defaults["fused"]

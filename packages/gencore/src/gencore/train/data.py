@@ -1,6 +1,6 @@
 """Exactly resumable per-rank batches of a map-style dataset.
 
-Epoch ``e`` shuffles the ``len(dataset)`` indices with ``torch.utils.data.DistributedSampler``
+Epoch ``e`` shuffles the ``len(dataset)`` indices as ``torch.utils.data.DistributedSampler`` does
 (seed ``seed``, ``set_epoch(e)``, ``drop_last=True``); rank ``r`` of ``W`` receives the
 indices ``perm[r::W]`` and cuts them into consecutive micro-batches of ``b`` samples
 (a trailing partial micro-batch is dropped). Micro-batch ``k`` of all ranks together is
@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from torch.utils.data import DataLoader, Dataset, DistributedSampler, IterableDataset, TensorDataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset, IterableDataset, TensorDataset, get_worker_info
 
 from gencore.errors import ConfigError
 
@@ -96,12 +96,13 @@ class RankBatches:
             )
         self._it: Iterator[Any] | None = None
 
-    def _epoch_indices(self, epoch: int) -> list[int]:
-        sampler = DistributedSampler(
-            self.dataset, num_replicas=self.world, rank=self.rank, shuffle=True, seed=self.seed, drop_last=True
-        )
-        sampler.set_epoch(epoch)
-        return list(sampler)[: self.per_epoch * self.micro]
+    def _epoch_indices(self, epoch: int) -> torch.Tensor:
+        """This rank's indices of ``epoch``: ``DistributedSampler(shuffle=True, drop_last=True)``'s, computed in
+        torch (the sampler's Python list round trip costs more than a small network's step every epoch)."""
+        n = len(self.dataset)  # type: ignore[arg-type]
+        g = torch.Generator().manual_seed(self.seed + epoch)
+        perm = torch.randperm(n, generator=g)[: (n // self.world) * self.world]
+        return perm[self.rank :: self.world][: self.per_epoch * self.micro]
 
     def _open(self) -> None:
         pos = self.position
@@ -131,11 +132,11 @@ class RankBatches:
         if isinstance(self.dataset, TensorDataset) and self.num_workers == 0 and not self.pin_memory:
             # In-memory tensors: index whole micro-batches at once. Same batches as the DataLoader's
             # per-sample fetch and collate (a stack of rows), without B Python calls per batch.
-            chunks = torch.tensor(indices, dtype=torch.long).split(self.micro)
+            chunks = indices.split(self.micro)
             tensors = self.dataset.tensors
             self._it = (tuple(t[c] for t in tensors) for c in chunks)
             return
-        self._it = iter(DataLoader(self.dataset, sampler=indices, **common))
+        self._it = iter(DataLoader(self.dataset, sampler=indices.tolist(), **common))
 
     def __iter__(self) -> RankBatches:
         return self
