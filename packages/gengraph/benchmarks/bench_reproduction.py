@@ -3,7 +3,12 @@ clustering / orbit MMD of GGBall (hyperbolic latent) vs the Euclidean-latent abl
 discrete diffusion baseline, all trained in the same harness with the same main-network step budget.
 
     python benchmarks/bench_reproduction.py OUT.json [--datasets community-small,ego-small,tree] [--steps 300]
-                                                     [--work DIR] [--reuse]
+                                                     [--work DIR] [--reuse] [--merge]
+
+``--merge`` keeps the rows already in OUT.json for the (data set, model) pairs not run now and replaces the
+others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The model name ``data``
+(not in the default list) scores fresh samples of the data set's own generator (seeds 1..FOLDS) in place of a
+trained model: the floor a perfect generator reaches with the biased MMD on sets of this size.
 
 Each model is trained once (seed 0) on the train split; ``FOLDS`` sampling folds (seeds 0..FOLDS-1) of as many
 graphs as the test split are scored against it; the table reports mean and standard deviation over folds.
@@ -19,7 +24,8 @@ import statistics
 import time
 from pathlib import Path
 
-from gengraph.datasets import load_dataset
+from gencore.io import read_json, write_json
+from gengraph.datasets import generate, load_dataset
 from gengraph.experiment import RunConfig, sample_run, train_run
 from gengraph.metrics import graph_mmd
 
@@ -43,26 +49,41 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--work", default="bench-reproduction-runs")
     p.add_argument("--reuse", action="store_true", help="score existing run folders instead of retraining them")
+    p.add_argument("--merge", action="store_true", help="keep OUT's rows for the (data set, model) pairs not run now")
     args = p.parse_args()
-    rows = []
     out = Path(args.out)
+    rows = read_json(out)["rows"] if args.merge and out.is_file() else []
     for dataset in args.datasets.split(","):
         train, test = load_dataset(dataset, "train"), load_dataset(dataset, "test")
         for model in args.models.split(","):
             run = Path(args.work) / dataset / model
             start = time.perf_counter()
-            if not (args.reuse and (run / "run.json").is_file()):
+            if model != "data" and not (args.reuse and (run / "run.json").is_file()):
                 train_run(RunConfig(model=model, dataset=dataset, steps=args.steps, progress=False), train, run)
             train_s = time.perf_counter() - start
-            folds = [graph_mmd(test, sample_run(run, len(test), seed=f), KEYS) for f in range(FOLDS)]
-            row = {"dataset": dataset, "model": model, "steps": args.steps, "train_s": round(train_s, 1)}
+            folds = [graph_mmd(test, _sample(model, dataset, run, len(test), f), KEYS) for f in range(FOLDS)]
+            steps = 0 if model == "data" else args.steps
+            row = {"dataset": dataset, "model": model, "steps": steps, "train_s": round(train_s, 1)}
             for k in KEYS:
                 vals = [f[k] for f in folds]
                 row[k] = statistics.mean(vals)
                 row[k + "_std"] = statistics.stdev(vals)
             print(json.dumps(row), flush=True)
-            rows.append(row)
-            out.write_text(json.dumps({"folds": FOLDS, "train_seed": 0, "rows": rows}, indent=2))
+            rows = _put(rows, row)
+            write_json(out, {"folds": FOLDS, "train_seed": 0, "rows": rows})
+
+
+def _sample(model: str, dataset: str, run: Path, n: int, fold: int) -> list:
+    """Fold ``fold``'s ``n`` generated graphs: from the trained run, or fresh data for the ``data`` reference."""
+    return generate(dataset, n, seed=1 + fold) if model == "data" else sample_run(run, n, seed=fold)
+
+
+def _put(rows: list[dict], row: dict) -> list[dict]:
+    """``rows`` with ``row`` in place of the row of the same data set and model (appended if there is none)."""
+    key = (row["dataset"], row["model"])
+    if any((r["dataset"], r["model"]) == key for r in rows):
+        return [row if (r["dataset"], r["model"]) == key else r for r in rows]
+    return [*rows, row]
 
 
 if __name__ == "__main__":
