@@ -5,12 +5,17 @@ noise to denoise faster" (ICLR 2026): with few sampling steps, learning the forw
 (maximum-coupling posteriors, factorised reverse model unchanged) gives a better bound and better
 samples than a fixed masking schedule with the same number of steps.
 
-Both arms use ``gencore.discrete.learnable_forward.LearnableForwardProcess`` (``learnable=True`` vs
-``learnable=False``, the latter being masked diffusion's T-step bound and ancestral sampler), the same
-``TokenDenoiser(hidden=64, depth=2)``, the same AdamW optimiser over ``model.parameters()`` plus
-``process.parameters()``, the same batches and the same number of steps, calling
-``process.update_schedule(step / steps)`` before each loss (Gumbel straight-through warm-up for the first
-fifth, then REINFORCE with a leave-one-out baseline).
+Arms (``--arms``): ``fixed-mask`` and ``learned-forward`` are
+``gencore.discrete.learnable_forward.LearnableForwardProcess`` (``learnable=False``: masked diffusion's
+T-step bound and ancestral sampler; ``learnable=True``: marginals per (step, position, clean token), the
+reverse model masked diffusion's x0-mixture); ``fixed-mask-net`` and ``learned-forward-net`` are
+``gencore.discrete.sequence_forward.SequenceForwardProcess``, the paper's parameterisation (marginals from a
+network of the whole sequence, reverse transitions predicted directly; ``fixed-mask-net`` keeps the masking
+schedule with that reverse model, isolating the learned forward process; ``learned-forward-net`` holds phi
+for the first half of training, then 10 % straight-through Gumbel, then REINFORCE). Every arm uses the same
+``TokenDenoiser(hidden=64, depth=2)`` (``process.output_dim`` outputs), the same AdamW optimiser over
+``model.parameters()`` plus ``process.parameters()``, the same batches and the same number of steps, calling
+``process.update_schedule(step / steps)`` before each loss.
 
 - ``grid``: 8-component 2-D Gaussian mixture on a 16 x 16 categorical grid (length 2, K = 16), T = 2.
   Sample quality: total variation between the histogram of 4,096 samples and (a) the 512-point test
@@ -23,19 +28,21 @@ fifth, then REINFORCE with a leave-one-out baseline).
   ``train vs test`` rows give the floor of each statistic.
 
 The bound is the exact T-step bound in nats per position on the test set, each expectation over
-``z_s`` estimated with ``n_time`` draws. Run: ``python benchmarks/bench_learnable_forward.py [out.json]``
-(at most 2 threads, a few minutes; wall times are noisy on a shared machine).
+``z_s`` estimated with ``n_time`` draws. Run: ``python benchmarks/bench_learnable_forward.py [out.json]
+[--tasks grid,digits] [--arms ...] [--steps N]`` (at most 2 threads; wall times are noisy on a shared machine).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
 import torch
 
-from gencore.discrete.learnable_forward import LearnableForwardProcess
+from gencore.discrete.learnable_forward import FewStepForward, LearnableForwardProcess
 from gencore.discrete.network import TokenDenoiser
+from gencore.discrete.sequence_forward import SequenceForwardProcess
 from gencore.discrete.tasks import grid_tokens, make_task
 from gencore.io import write_json
 from gencore.metrics import mmd
@@ -48,10 +55,23 @@ CONFIGS = {
 N_TIME = {"grid": 8, "digits": 4}
 
 
-def _train(task, learnable: bool, cfg: dict, seed: int) -> tuple[LearnableForwardProcess, TokenDenoiser, float]:
+ARMS = ("fixed-mask", "learned-forward", "fixed-mask-net", "learned-forward-net")
+
+
+def _process(arm: str, task, steps_T: int) -> FewStepForward:
+    if arm in ("fixed-mask", "learned-forward"):
+        return LearnableForwardProcess(task.vocab_size, task.length, steps=steps_T, learnable=arm == "learned-forward")
+    # the paper's parameterisation; phi held for the first half while the reverse model learns, then 10 % Gumbel
+    learnable = arm == "learned-forward-net"
+    return SequenceForwardProcess(
+        task.vocab_size, task.length, steps=steps_T, learnable=learnable, warmup_fraction=0.5, gumbel_fraction=0.1
+    )
+
+
+def _train(task, arm: str, cfg: dict, seed: int) -> tuple[FewStepForward, TokenDenoiser, float]:
     torch.manual_seed(seed)
-    proc = LearnableForwardProcess(task.vocab_size, task.length, steps=cfg["steps_T"], learnable=learnable)
-    model = TokenDenoiser(proc.input_dim, task.vocab_size, task.length, hidden=64, depth=2, heads=4, local_kernel=0)
+    proc = _process(arm, task, cfg["steps_T"])
+    model = TokenDenoiser(proc.input_dim, proc.output_dim, task.length, hidden=64, depth=2, heads=4, local_kernel=0)
     opt = torch.optim.AdamW([*model.parameters(), *proc.parameters()], lr=cfg["lr"])
     g = torch.Generator().manual_seed(1000 + seed)  # same batches for both arms
     start = time.perf_counter()
@@ -89,14 +109,14 @@ def _digit_stats(samples: torch.Tensor, task) -> dict:
     }
 
 
-def run_task(name: str) -> list[dict]:
-    cfg = CONFIGS[name]
+def run_task(name: str, arms: tuple[str, ...] = ARMS, train_steps: int | None = None) -> list[dict]:
+    cfg = dict(CONFIGS[name], **({"train_steps": train_steps} if train_steps else {}))
     task = make_task(name)
     reference = grid_tokens(200_000, task.vocab_size, generator=torch.Generator().manual_seed(99))
     records = []
     for seed in cfg["seeds"]:
-        for learnable in (False, True):
-            proc, model, wall = _train(task, learnable, cfg, seed)
+        for arm in arms:
+            proc, model, wall = _train(task, arm, cfg, seed)
             model.eval()
             with torch.no_grad():
                 g = torch.Generator().manual_seed(7)
@@ -147,10 +167,20 @@ def summarise(records: list[dict]) -> list[dict]:
     return rows
 
 
-def main(out_json: str | None = None) -> list[dict]:
+def main(argv: list[str]) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", help="write records and summary here")
+    parser.add_argument("--tasks", default="grid,digits", help="comma-separated: grid, digits")
+    parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)}")
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default: per task, see CONFIGS)")
+    args = parser.parse_args(argv)
+    arms = tuple(args.arms.split(","))
+    if unknown := set(arms) - set(ARMS) or set(args.tasks.split(",")) - set(CONFIGS):
+        parser.error(f"unknown arm or task: {', '.join(sorted(unknown))}")
+    out_json = args.out_json
     torch.set_num_threads(min(2, torch.get_num_threads()))  # OMP_NUM_THREADS=1 lowers it on a busy machine
     start = time.perf_counter()
-    records = run_task("grid") + run_task("digits")
+    records = [r for task in args.tasks.split(",") for r in run_task(task, arms, args.steps)]
     summary = summarise(records)
     print(format_table(summary))
     print(f"total wall time {time.perf_counter() - start:.0f} s")
@@ -160,4 +190,4 @@ def main(out_json: str | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    main(sys.argv[1:])

@@ -21,6 +21,7 @@ from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.discrete.masked import MaskedDiffusion
 from gencore.discrete.network import TokenDenoiser
 from gencore.discrete.registry import PROCESSES, make_process
+from gencore.discrete.sequence_forward import SequenceForwardProcess
 from gencore.discrete.simplex import JacobiDirichletSDE, WrightFisherSimplex
 from gencore.discrete.uniform import UNIFORM_SAMPLERS, UniformDiffusion, uniform_elbo_integrand
 from gencore.discrete.wright_fisher import WrightFisherDiscrete, WrightFisherGaussian
@@ -41,6 +42,7 @@ __all__ = [
     "LinearDiscreteSchedule",
     "MarginalTransitionDiffusion",
     "MaskedDiffusion",
+    "SequenceForwardProcess",
     "TokenDenoiser",
     "UniformDiffusion",
     "WrightFisherDiscrete",

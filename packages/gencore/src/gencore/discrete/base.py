@@ -50,6 +50,12 @@ class DiscreteProcess(ABC):
     vocab_size: int
     input_dim: int  # features per position given to the denoiser
 
+    @property
+    def output_dim(self) -> int:
+        """Logits per position the denoiser returns: ``vocab_size`` (a clean-token prediction) unless a process
+        predicts something else."""
+        return self.vocab_size
+
     @abstractmethod
     def loss(
         self, model: nn.Module, x0: torch.Tensor, *, generator: torch.Generator | None = None, **cond: Any

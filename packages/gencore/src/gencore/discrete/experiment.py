@@ -123,7 +123,7 @@ def train_process(name: str, task: TokenTask, cfg: DiscreteConfig) -> TrainedPro
     torch.manual_seed(cfg.seed)
     model = TokenDenoiser(
         process.input_dim,
-        task.vocab_size,
+        process.output_dim,
         task.length,
         hidden=cfg.hidden,
         depth=cfg.depth,

@@ -53,6 +53,7 @@ position's clean token; and the time passed to the network is the step index map
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any
 
 import torch
@@ -89,6 +90,11 @@ def maximum_coupling_posterior(prev: torch.Tensor, cur: torch.Tensor) -> torch.T
     return stay[..., :, None] * eye + (1.0 - stay)[..., :, None] * jump[..., None, :]
 
 
+def repeat_cond(cond: dict[str, Any], times: int) -> dict[str, Any]:
+    """Conditioning tensors repeated row-wise ``times`` times (as ``repeat_interleave``); scalars pass through."""
+    return {k: v.repeat_interleave(times, dim=0) if torch.is_tensor(v) and v.dim() > 0 else v for k, v in cond.items()}
+
+
 def masking_marginals(vocab_size: int, length: int, steps: int) -> torch.Tensor:
     """Linear masking schedule as marginals ``[steps + 1, length, K, K + 1]``: ``q(z_s = mask | x) = s / steps``."""
     k = vocab_size
@@ -99,7 +105,176 @@ def masking_marginals(vocab_size: int, length: int, steps: int) -> torch.Tensor:
     return table
 
 
-class LearnableForwardProcess(nn.Module, DiscreteProcess):
+class FewStepForward(nn.Module, DiscreteProcess):
+    """What every T-step learned-forward process shares: the training phases and the bound's estimators.
+
+    Subclasses define how ``z_s ~ q_phi(z_s | x)`` is drawn and scored (:meth:`_terms`), whether ``phi``
+    is learned (:attr:`_learns`), and the sampler. Phases follow ``progress`` (:meth:`update_schedule`):
+    warm-up (``phi`` held), straight-through Gumbel-softmax with annealed temperature, then REINFORCE with
+    a leave-one-out baseline over ``reinforce_samples`` draws per sequence.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        length: int,
+        steps: int,
+        *,
+        warmup_fraction: float,
+        gumbel_fraction: float,
+        tau_start: float,
+        tau_end: float,
+        reinforce_samples: int,
+    ) -> None:
+        nn.Module.__init__(self)
+        kind = type(self).__name__
+        if vocab_size < 1 or length < 1 or steps < 1:
+            raise ConfigError(f"{kind} needs vocab_size, length and steps >= 1, got {vocab_size}, {length}, {steps}.")
+        if not (0.0 <= warmup_fraction <= 1.0 and 0.0 <= gumbel_fraction <= 1.0):
+            raise ConfigError(
+                f"warmup_fraction and gumbel_fraction must lie in [0, 1], got {warmup_fraction} and {gumbel_fraction}."
+            )
+        if not (tau_start > 0 and tau_end > 0):
+            raise ConfigError(f"Gumbel temperatures must be positive, got tau_start={tau_start}, tau_end={tau_end}.")
+        if reinforce_samples < 2:
+            raise ConfigError(f"reinforce_samples must be >= 2 (leave-one-out baseline), got {reinforce_samples}.")
+        self.vocab_size = vocab_size
+        self.length = length
+        self.steps = steps
+        self.input_dim = vocab_size + 1
+        self.mask_index = vocab_size
+        self.warmup_fraction = warmup_fraction
+        self.gumbel_fraction = gumbel_fraction
+        self.tau_start = tau_start
+        self.tau_end = tau_end
+        self.reinforce_samples = reinforce_samples
+        self.progress = 0.0
+
+    # ----------------------------------------------------------------- schedule
+    def update_schedule(self, progress: float) -> None:
+        """Set the training progress in ``[0, 1]`` (fraction of optimisation steps done)."""
+        if not 0.0 <= float(progress) <= 1.0:
+            raise InputError(f"progress must lie in [0, 1], got {progress}.")
+        self.progress = float(progress)
+
+    @property
+    def phase(self) -> str:
+        """``"warmup"``, ``"gumbel"``, ``"reinforce"`` (learnable) or ``"fixed"`` at the current progress."""
+        if not self._learns:
+            return "fixed"
+        if self.progress < self.warmup_fraction:
+            return "warmup"
+        return "gumbel" if self.progress < self.warmup_fraction + self.gumbel_fraction else "reinforce"
+
+    @property
+    def temperature(self) -> float:
+        """Gumbel temperature ``tau_start * (tau_end / tau_start) ** frac``, ``frac`` the Gumbel phase's share done."""
+        if self.gumbel_fraction == 0.0:
+            return self.tau_end
+        frac = min(max(self.progress - self.warmup_fraction, 0.0) / self.gumbel_fraction, 1.0)
+        return self.tau_start * (self.tau_end / self.tau_start) ** frac
+
+    def _draw(
+        self, logq: torch.Tensor, generator: torch.Generator | None, tau: float | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gumbel-max sample of ``softmax(logq)``: hard indices and the state features.
+
+        With ``tau`` the features are straight-through (one-hot forward, relaxed gradient at ``tau``).
+        """
+        u = torch.rand(logq.shape, generator=generator, device=logq.device).clamp_(1e-20, 1.0 - 1e-7)
+        perturbed = logq - torch.log(-torch.log(u))
+        idx = perturbed.argmax(-1)
+        hard = F.one_hot(idx, logq.shape[-1]).to(logq.dtype)
+        if tau is None:
+            return idx, hard
+        soft = torch.softmax(perturbed / tau, dim=-1)
+        return idx, hard + soft - soft.detach()
+
+    # ---------------------------------------------------------- DiscreteProcess
+    def loss(
+        self, model: nn.Module, x0: torch.Tensor, *, generator: torch.Generator | None = None, **cond: Any
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Differentiable surrogate of the T-step bound (nats per position) and metrics.
+
+        Each sequence draws one step ``s`` uniformly from ``1..T`` (the bound is ``T`` times the mean
+        term, so one network call per sequence and replicate). The value's gradient is an unbiased
+        estimate of the bound's gradient for theta in every phase; for phi it is a straight-through
+        Gumbel estimate (Gumbel phase) or an unbiased REINFORCE estimate whose ``reinforce_samples``
+        replicates of ``z_s`` (same ``s``) serve as each other's leave-one-out baseline.
+        ``metrics["bound"]`` is the batch's estimate of the bound (nats per position), ``metrics["temperature"]``
+        the Gumbel temperature (0 outside the Gumbel phase) and ``metrics["reinforce"]`` 1 in the REINFORCE phase.
+        """
+        x0 = check_tokens(x0, self.vocab_size)
+        if x0.shape[1] != self.length:
+            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
+        phase = self.phase
+        tau = self.temperature if phase == "gumbel" else None
+        repeats = self.reinforce_samples if phase == "reinforce" else 1
+        steps = torch.randint(1, self.steps + 1, (x0.shape[0], 1), generator=generator, device=x0.device)
+        kl, logprob = self._terms(model, x0, steps, repeats, generator, tau, cond)
+        kl, logprob = self.steps * kl[..., 0], logprob[..., 0]  # [B, repeats]
+        objective = kl
+        if phase == "reinforce":
+            value = kl.detach()
+            baseline = (value.sum(1, keepdim=True) - value) / (repeats - 1)
+            objective = kl + (value - baseline) * logprob
+        loss = objective.mean() / self.length
+        bound = float(kl.detach().mean()) / self.length
+        metrics = {
+            "loss": bound,
+            "bound": bound,
+            "temperature": float(tau) if tau is not None else 0.0,  # 0: no relaxation in this phase
+            "reinforce": 1.0 if phase == "reinforce" else 0.0,
+        }
+        return loss, metrics
+
+    @torch.no_grad()
+    def nll_bound(
+        self,
+        model: nn.Module,
+        x0: torch.Tensor,
+        *,
+        n_time: int = 64,
+        generator: torch.Generator | None = None,
+        **cond: Any,
+    ) -> torch.Tensor:
+        """Exact T-step bound, nats per position ``[B]``; the expectations over ``z_s`` use ``n_time`` draws each."""
+        x0 = check_tokens(x0, self.vocab_size)
+        if x0.shape[1] != self.length:
+            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
+        if n_time < 1:
+            raise ConfigError(f"n_time must be >= 1, got {n_time}.")
+        rows_per_chunk = max(1, 65536 // (self.steps * n_time * self.length))  # ~65k tokens per network call
+        out = []
+        for start in range(0, x0.shape[0], rows_per_chunk):
+            sl = slice(start, start + rows_per_chunk)
+            ccond = {k: (v[sl] if torch.is_tensor(v) and v.dim() > 0 else v) for k, v in cond.items()}
+            xs = x0[sl]
+            steps = torch.arange(1, self.steps + 1, device=x0.device).expand(xs.shape[0], -1)
+            kl, _ = self._terms(model, xs, steps, n_time, generator, None, ccond)
+            out.append(kl.sum(-1).mean(1) / self.length)
+        return torch.cat(out)
+
+    @property
+    @abstractmethod
+    def _learns(self) -> bool:
+        """Whether the forward process has parameters ``phi`` that training moves."""
+
+    @abstractmethod
+    def _terms(
+        self,
+        model: nn.Module,
+        x0: torch.Tensor,
+        steps: torch.Tensor,
+        repeats: int,
+        generator: torch.Generator | None,
+        tau: float | None,
+        cond: dict[str, Any],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """KL terms ``[B, repeats, n]`` of steps ``[B, n]`` at fresh ``z_s ~ q_phi(z_s | x)``, with their log-probs."""
+
+
+class LearnableForwardProcess(FewStepForward):
     """T-step discrete diffusion whose forward marginals are learned (FLDD) or fixed to masking.
 
     Args:
@@ -143,35 +318,21 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
         logit_scale: float = 10.0,
         init_floor: float = 1e-3,
     ) -> None:
-        nn.Module.__init__(self)
-        if vocab_size < 1 or length < 1 or steps < 1:
-            raise ConfigError(
-                f"LearnableForwardProcess needs vocab_size, length and steps >= 1, got {vocab_size}, {length}, {steps}."
-            )
-        if not (0.0 <= warmup_fraction <= 1.0 and 0.0 <= gumbel_fraction <= 1.0):
-            raise ConfigError(
-                f"warmup_fraction and gumbel_fraction must lie in [0, 1], got {warmup_fraction} and {gumbel_fraction}."
-            )
-        if not (tau_start > 0 and tau_end > 0):
-            raise ConfigError(f"Gumbel temperatures must be positive, got tau_start={tau_start}, tau_end={tau_end}.")
-        if reinforce_samples < 2:
-            raise ConfigError(f"reinforce_samples must be >= 2 (leave-one-out baseline), got {reinforce_samples}.")
+        super().__init__(
+            vocab_size,
+            length,
+            steps,
+            warmup_fraction=warmup_fraction,
+            gumbel_fraction=gumbel_fraction,
+            tau_start=tau_start,
+            tau_end=tau_end,
+            reinforce_samples=reinforce_samples,
+        )
         if not 0.0 < init_floor < 1.0:
             raise ConfigError(f"init_floor must lie in (0, 1), got {init_floor}.")
-        self.vocab_size = vocab_size
-        self.length = length
-        self.steps = steps
         self.learnable = learnable
-        self.input_dim = vocab_size + 1
-        self.mask_index = vocab_size
         self.name = "learned-forward" if learnable else "fixed-mask-forward"
-        self.warmup_fraction = warmup_fraction
-        self.gumbel_fraction = gumbel_fraction
-        self.tau_start = tau_start
-        self.tau_end = tau_end
-        self.reinforce_samples = reinforce_samples
         self.logit_scale = logit_scale
-        self.progress = 0.0
         base = masking_marginals(vocab_size, length, steps)
         self.register_buffer("fixed_marginals", base, persistent=False)
         if learnable and steps > 1:
@@ -185,29 +346,9 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
             self.raw = None
             self.raw_position = None
 
-    # ----------------------------------------------------------------- schedule
-    def update_schedule(self, progress: float) -> None:
-        """Set the training progress in ``[0, 1]`` (fraction of optimisation steps done)."""
-        if not 0.0 <= float(progress) <= 1.0:
-            raise InputError(f"progress must lie in [0, 1], got {progress}.")
-        self.progress = float(progress)
-
     @property
-    def phase(self) -> str:
-        """``"warmup"``, ``"gumbel"``, ``"reinforce"`` (learnable) or ``"fixed"`` at the current progress."""
-        if not self.learnable or self.raw is None:
-            return "fixed"
-        if self.progress < self.warmup_fraction:
-            return "warmup"
-        return "gumbel" if self.progress < self.warmup_fraction + self.gumbel_fraction else "reinforce"
-
-    @property
-    def temperature(self) -> float:
-        """Gumbel temperature ``tau_start * (tau_end / tau_start) ** frac``, ``frac`` the Gumbel phase's share done."""
-        if self.gumbel_fraction == 0.0:
-            return self.tau_end
-        frac = min(max(self.progress - self.warmup_fraction, 0.0) / self.gumbel_fraction, 1.0)
-        return self.tau_start * (self.tau_end / self.tau_start) ** frac
+    def _learns(self) -> bool:
+        return self.learnable and self.raw is not None
 
     # ---------------------------------------------------------------- marginals
     def marginals(self) -> torch.Tensor:
@@ -288,22 +429,6 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
         _, logm, post = self.tables()
         return self._reverse(model, self._states(z), step_t, logm, post, cond)[0]
 
-    def _draw(
-        self, logq: torch.Tensor, generator: torch.Generator | None, tau: float | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gumbel-max sample of ``softmax(logq)``: hard indices and the state features.
-
-        With ``tau`` the features are straight-through (one-hot forward, relaxed gradient at ``tau``).
-        """
-        u = torch.rand(logq.shape, generator=generator, device=logq.device).clamp_(1e-20, 1.0 - 1e-7)
-        perturbed = logq - torch.log(-torch.log(u))
-        idx = perturbed.argmax(-1)
-        hard = F.one_hot(idx, logq.shape[-1]).to(logq.dtype)
-        if tau is None:
-            return idx, hard
-        soft = torch.softmax(perturbed / tau, dim=-1)
-        return idx, hard + soft - soft.detach()
-
     def _terms(
         self,
         model: nn.Module,
@@ -323,77 +448,9 @@ class LearnableForwardProcess(nn.Module, DiscreteProcess):
         logq = torch.gather(logm[sr], 2, xr[:, :, None, None].expand(-1, -1, 1, self.input_dim)).squeeze(2)
         idx, zfeat = self._draw(logq, generator, tau)
         logprob = torch.gather(logq, 2, idx[:, :, None]).squeeze(2).sum(1)
-        rcond = {
-            k: (v.repeat_interleave(repeats * n, dim=0) if torch.is_tensor(v) and v.dim() > 0 else v)
-            for k, v in cond.items()
-        }
+        rcond = repeat_cond(cond, repeats * n)
         kl = self._kl(model, xr, zfeat, sr, logm, post, rcond)
         return kl.view(b, repeats, n), logprob.view(b, repeats, n)
-
-    # ---------------------------------------------------------- DiscreteProcess
-    def loss(
-        self, model: nn.Module, x0: torch.Tensor, *, generator: torch.Generator | None = None, **cond: Any
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Differentiable surrogate of the T-step bound (nats per position) and metrics.
-
-        Each sequence draws one step ``s`` uniformly from ``1..T`` (the bound is ``T`` times the mean
-        term, so one network call per sequence and replicate). The value's gradient is an unbiased
-        estimate of the bound's gradient for theta in every phase; for phi it is a straight-through
-        Gumbel estimate (Gumbel phase) or an unbiased REINFORCE estimate whose ``reinforce_samples``
-        replicates of ``z_s`` (same ``s``) serve as each other's leave-one-out baseline.
-        ``metrics["bound"]`` is the batch's estimate of the bound (nats per position), ``metrics["temperature"]``
-        the Gumbel temperature (0 outside the Gumbel phase) and ``metrics["reinforce"]`` 1 in the REINFORCE phase.
-        """
-        x0 = check_tokens(x0, self.vocab_size)
-        if x0.shape[1] != self.length:
-            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
-        phase = self.phase
-        tau = self.temperature if phase == "gumbel" else None
-        repeats = self.reinforce_samples if phase == "reinforce" else 1
-        steps = torch.randint(1, self.steps + 1, (x0.shape[0], 1), generator=generator, device=x0.device)
-        kl, logprob = self._terms(model, x0, steps, repeats, generator, tau, cond)
-        kl, logprob = self.steps * kl[..., 0], logprob[..., 0]  # [B, repeats]
-        objective = kl
-        if phase == "reinforce":
-            value = kl.detach()
-            baseline = (value.sum(1, keepdim=True) - value) / (repeats - 1)
-            objective = kl + (value - baseline) * logprob
-        loss = objective.mean() / self.length
-        bound = float(kl.detach().mean()) / self.length
-        metrics = {
-            "loss": bound,
-            "bound": bound,
-            "temperature": float(tau) if tau is not None else 0.0,  # 0: no relaxation in this phase
-            "reinforce": 1.0 if phase == "reinforce" else 0.0,
-        }
-        return loss, metrics
-
-    @torch.no_grad()
-    def nll_bound(
-        self,
-        model: nn.Module,
-        x0: torch.Tensor,
-        *,
-        n_time: int = 64,
-        generator: torch.Generator | None = None,
-        **cond: Any,
-    ) -> torch.Tensor:
-        """Exact T-step bound, nats per position ``[B]``; the expectations over ``z_s`` use ``n_time`` draws each."""
-        x0 = check_tokens(x0, self.vocab_size)
-        if x0.shape[1] != self.length:
-            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
-        if n_time < 1:
-            raise ConfigError(f"n_time must be >= 1, got {n_time}.")
-        rows_per_chunk = max(1, 65536 // (self.steps * n_time * self.length))  # ~65k tokens per network call
-        out = []
-        for start in range(0, x0.shape[0], rows_per_chunk):
-            sl = slice(start, start + rows_per_chunk)
-            ccond = {k: (v[sl] if torch.is_tensor(v) and v.dim() > 0 else v) for k, v in cond.items()}
-            xs = x0[sl]
-            steps = torch.arange(1, self.steps + 1, device=x0.device).expand(xs.shape[0], -1)
-            kl, _ = self._terms(model, xs, steps, n_time, generator, None, ccond)
-            out.append(kl.sum(-1).mean(1) / self.length)
-        return torch.cat(out)
 
     @torch.no_grad()
     def sample(

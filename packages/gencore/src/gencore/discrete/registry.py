@@ -41,6 +41,11 @@ def _learnable_forward(learnable: bool) -> Callable[[TokenTask, int], DiscretePr
     return lambda task, sample_steps: load()(task.vocab_size, task.length, steps=sample_steps, learnable=learnable)
 
 
+def _sequence_forward(learnable: bool) -> Callable[[TokenTask, int], DiscreteProcess]:
+    load = _lazy("gencore.discrete.sequence_forward", "SequenceForwardProcess")
+    return lambda task, sample_steps: load()(task.vocab_size, task.length, steps=sample_steps, learnable=learnable)
+
+
 PROCESSES: dict[str, Callable[[TokenTask, int], DiscreteProcess]] = {
     "masked": lambda task, sample_steps: MaskedDiffusion(task.vocab_size),
     "uniform": lambda task, sample_steps: UniformDiffusion(task.vocab_size),
@@ -50,6 +55,8 @@ PROCESSES: dict[str, Callable[[TokenTask, int], DiscreteProcess]] = {
     "dirichlet-sde": _wright_fisher("JacobiDirichletSDE"),
     "fixed-mask": _learnable_forward(False),
     "learned-forward": _learnable_forward(True),
+    "fixed-mask-net": _sequence_forward(False),
+    "learned-forward-net": _sequence_forward(True),
 }
 
 
