@@ -68,11 +68,14 @@ def _process(arm: str, task, steps_T: int) -> FewStepForward:
     )
 
 
-def _train(task, arm: str, cfg: dict, seed: int) -> tuple[FewStepForward, TokenDenoiser, float]:
+def _train(
+    task, arm: str, cfg: dict, seed: int, phi_lr_scale: float = 1.0
+) -> tuple[FewStepForward, TokenDenoiser, float]:
     torch.manual_seed(seed)
     proc = _process(arm, task, cfg["steps_T"])
     model = TokenDenoiser(proc.input_dim, proc.output_dim, task.length, hidden=64, depth=2, heads=4, local_kernel=0)
-    opt = torch.optim.AdamW([*model.parameters(), *proc.parameters()], lr=cfg["lr"])
+    groups = [{"params": list(model.parameters())}, {"params": list(proc.parameters()), "lr": cfg["lr"] * phi_lr_scale}]
+    opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg["lr"])
     g = torch.Generator().manual_seed(1000 + seed)  # same batches for both arms
     start = time.perf_counter()
     for step in range(cfg["train_steps"]):
@@ -109,14 +112,16 @@ def _digit_stats(samples: torch.Tensor, task) -> dict:
     }
 
 
-def run_task(name: str, arms: tuple[str, ...] = ARMS, train_steps: int | None = None) -> list[dict]:
+def run_task(
+    name: str, arms: tuple[str, ...] = ARMS, train_steps: int | None = None, phi_lr_scale: float = 1.0
+) -> list[dict]:
     cfg = dict(CONFIGS[name], **({"train_steps": train_steps} if train_steps else {}))
     task = make_task(name)
     reference = grid_tokens(200_000, task.vocab_size, generator=torch.Generator().manual_seed(99))
     records = []
     for seed in cfg["seeds"]:
         for arm in arms:
-            proc, model, wall = _train(task, arm, cfg, seed)
+            proc, model, wall = _train(task, arm, cfg, seed, phi_lr_scale)
             model.eval()
             with torch.no_grad():
                 g = torch.Generator().manual_seed(7)
@@ -132,6 +137,7 @@ def run_task(name: str, arms: tuple[str, ...] = ARMS, train_steps: int | None = 
                     "T": cfg["steps_T"],
                     "nfe": out.nfe,
                     "train_steps": cfg["train_steps"],
+                    "phi_lr_scale": phi_lr_scale,
                     "test_bound_nats_per_position": bound,
                     **stats,
                     "train_s": wall,
@@ -173,6 +179,7 @@ def main(argv: list[str]) -> list[dict]:
     parser.add_argument("--tasks", default="grid,digits", help="comma-separated: grid, digits")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)}")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: per task, see CONFIGS)")
+    parser.add_argument("--phi-lr-scale", type=float, default=1.0, help="learning rate of phi / that of the model")
     args = parser.parse_args(argv)
     arms = tuple(args.arms.split(","))
     if unknown := set(arms) - set(ARMS) or set(args.tasks.split(",")) - set(CONFIGS):
@@ -180,7 +187,7 @@ def main(argv: list[str]) -> list[dict]:
     out_json = args.out_json
     torch.set_num_threads(min(2, torch.get_num_threads()))  # OMP_NUM_THREADS=1 lowers it on a busy machine
     start = time.perf_counter()
-    records = [r for task in args.tasks.split(",") for r in run_task(task, arms, args.steps)]
+    records = [r for task in args.tasks.split(",") for r in run_task(task, arms, args.steps, args.phi_lr_scale)]
     summary = summarise(records)
     print(format_table(summary))
     print(f"total wall time {time.perf_counter() - start:.0f} s")
