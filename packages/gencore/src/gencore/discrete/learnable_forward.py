@@ -255,6 +255,13 @@ class FewStepForward(nn.Module, DiscreteProcess):
             out.append(kl.sum(-1).mean(1) / self.length)
         return torch.cat(out)
 
+    def _check_sample(self, steps: int | None, length: int) -> None:
+        """The sampler runs exactly the ``T`` steps and the length the process was built for."""
+        if steps is not None and steps != self.steps:
+            raise ConfigError(f"this process was built for {self.steps} steps and samples with exactly that many.")
+        if length != self.length:
+            raise ConfigError(f"this process was built for length {self.length}, got {length}.")
+
     @property
     @abstractmethod
     def _learns(self) -> bool:
@@ -464,11 +471,7 @@ class LearnableForwardProcess(FewStepForward):
         **cond: Any,
     ) -> DiscreteSample:
         """Ancestral sampling ``z_T = mask -> ... -> z_0`` with the factorised reverse model (NFE = T)."""
-        steps = self.steps if steps is None else steps
-        if steps != self.steps:
-            raise ConfigError(f"this process was built for {self.steps} steps and samples with exactly that many.")
-        if length != self.length:
-            raise ConfigError(f"this process was built for length {self.length}, got {length}.")
+        self._check_sample(steps, length)
         device = self.fixed_marginals.device
         _, logm, post = self.tables()
         z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)

@@ -32,6 +32,7 @@ reverse parameterisation (the ablation that isolates the learned forward process
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -124,15 +125,16 @@ class SequenceForwardProcess(FewStepForward):
     # ---------------------------------------------------------------- marginals
     def marginals(self, x0: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """``q_phi(z_s^i | x)`` ``[N, L, K + 1]`` for clean sequences ``x0`` ``[N, L]`` at steps ``step`` ``[N]``."""
-        fixed = self.schedule[step][torch.arange(x0.shape[0], device=x0.device)[:, None], x0]  # [N, L, K+1]
+        rows = torch.arange(x0.shape[0], device=x0.device)[:, None]
+        fixed = self.schedule[step][rows, x0]  # [N, L, K + 1]
         if self.forward_net is None:
             return fixed
         t = 1.0 - step.float() / self.steps
-        shift = self.forward_net(F.one_hot(x0, self.vocab_size).float(), t)
-        gate = self.gate
-        if self.phase == "warmup":  # phi held at its initial schedule: no gradient reaches it
-            shift, gate = shift.detach(), gate.detach()
-        logits = self.schedule_logits[step][torch.arange(x0.shape[0], device=x0.device)[:, None], x0]
+        held = self.phase == "warmup"  # phi held at its initial schedule: no gradient reaches it
+        with torch.no_grad() if held else contextlib.nullcontext():
+            shift = self.forward_net(F.one_hot(x0, self.vocab_size).float(), t)
+        gate = self.gate.detach() if held else self.gate
+        logits = self.schedule_logits[step][rows, x0]
         learned = torch.softmax(logits + gate * shift, dim=-1)
         inner = ((step > 0) & (step < self.steps))[:, None, None]
         return torch.where(inner, learned, fixed)
@@ -227,11 +229,7 @@ class SequenceForwardProcess(FewStepForward):
         **cond: Any,
     ) -> DiscreteSample:
         """Ancestral sampling ``z_T = mask -> ... -> z_0`` from ``p_theta(z_{s-1} | z_s)`` (NFE = T)."""
-        steps = self.steps if steps is None else steps
-        if steps != self.steps:
-            raise ConfigError(f"this process was built for {self.steps} steps and samples with exactly that many.")
-        if length != self.length:
-            raise ConfigError(f"this process was built for length {self.length}, got {length}.")
+        self._check_sample(steps, length)
         device = self.schedule.device
         z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
         for s in range(self.steps, 0, -1):
