@@ -63,8 +63,13 @@ from torch.nn import functional as F
 from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
 from gencore.errors import ConfigError, InputError
 
-_LOG_FLOOR = -1.0e4  # stands in for log(0) in tables contracted with one-hot states
+LOG_FLOOR = -1.0e4  # stands in for log(0) in tables contracted with one-hot states
 _P_FLOOR = 1.0e-30
+
+
+def floored_log(p: torch.Tensor) -> torch.Tensor:
+    """``log p`` with ``log 0`` replaced by :data:`LOG_FLOOR` (finite, so it can be contracted with one-hot states)."""
+    return torch.log(p.clamp_min(_P_FLOOR)).masked_fill(p <= 0, LOG_FLOOR)
 
 
 def maximum_coupling_posterior(prev: torch.Tensor, cur: torch.Tensor) -> torch.Tensor:
@@ -204,9 +209,7 @@ class FewStepForward(nn.Module, DiscreteProcess):
         ``metrics["bound"]`` is the batch's estimate of the bound (nats per position), ``metrics["temperature"]``
         the Gumbel temperature (0 outside the Gumbel phase) and ``metrics["reinforce"]`` 1 in the REINFORCE phase.
         """
-        x0 = check_tokens(x0, self.vocab_size)
-        if x0.shape[1] != self.length:
-            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
+        x0 = self._check_x0(x0)
         phase = self.phase
         tau = self.temperature if phase == "gumbel" else None
         repeats = self.reinforce_samples if phase == "reinforce" else 1
@@ -239,9 +242,7 @@ class FewStepForward(nn.Module, DiscreteProcess):
         **cond: Any,
     ) -> torch.Tensor:
         """Exact T-step bound, nats per position ``[B]``; the expectations over ``z_s`` use ``n_time`` draws each."""
-        x0 = check_tokens(x0, self.vocab_size)
-        if x0.shape[1] != self.length:
-            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
+        x0 = self._check_x0(x0)
         if n_time < 1:
             raise ConfigError(f"n_time must be >= 1, got {n_time}.")
         rows_per_chunk = max(1, 65536 // (self.steps * n_time * self.length))  # ~65k tokens per network call
@@ -254,6 +255,13 @@ class FewStepForward(nn.Module, DiscreteProcess):
             kl, _ = self._terms(model, xs, steps, n_time, generator, None, ccond)
             out.append(kl.sum(-1).mean(1) / self.length)
         return torch.cat(out)
+
+    def _check_x0(self, x0: torch.Tensor) -> torch.Tensor:
+        """Tokens in ``[0, K)`` of the length the process was built for."""
+        x0 = check_tokens(x0, self.vocab_size)
+        if x0.shape[1] != self.length:
+            raise InputError(f"x0 must have length {self.length}, got {x0.shape[1]}.")
+        return x0
 
     def _check_sample(self, steps: int | None, length: int) -> None:
         """The sampler runs exactly the ``T`` steps and the length the process was built for."""
@@ -376,7 +384,7 @@ class LearnableForwardProcess(FewStepForward):
         ``posteriors[s - 1, i, k, a, b] = q(z_{s-1}^i = b | z_s^i = a, x^i = k)``.
         """
         marg = self.marginals()
-        logm = torch.log(marg.clamp_min(_P_FLOOR)).masked_fill(marg <= 0, _LOG_FLOOR)
+        logm = floored_log(marg)
         post = maximum_coupling_posterior(marg[:-1], marg[1:])
         return marg, logm, post
 

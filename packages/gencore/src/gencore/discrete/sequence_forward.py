@@ -41,16 +41,15 @@ from torch.nn import functional as F
 
 from gencore.discrete.base import DiscreteSample, check_tokens
 from gencore.discrete.learnable_forward import (
+    LOG_FLOOR,
     FewStepForward,
+    floored_log,
     masking_marginals,
     maximum_coupling_posterior,
     repeat_cond,
 )
 from gencore.discrete.network import TokenDenoiser
 from gencore.errors import ConfigError
-
-_LOG_FLOOR = -1.0e4  # stands in for log(0)
-_P_FLOOR = 1.0e-30
 
 
 class SequenceForwardProcess(FewStepForward):
@@ -151,7 +150,7 @@ class SequenceForwardProcess(FewStepForward):
                 f"got {logits.shape[-1]}."
             )
         last = (step == 1)[:, None]  # z_0 is data: the mask is impossible at the last step
-        mask_logit = logits[..., self.mask_index].masked_fill(last, _LOG_FLOOR)
+        mask_logit = logits[..., self.mask_index].masked_fill(last, LOG_FLOOR)
         logits = torch.cat([logits[..., : self.mask_index], mask_logit[..., None]], dim=-1)
         return torch.log_softmax(logits, dim=-1)
 
@@ -209,7 +208,7 @@ class SequenceForwardProcess(FewStepForward):
         def rep(t: torch.Tensor) -> torch.Tensor:  # [b n, ...] -> [b repeats n, ...] in (b, repeats, n) order
             return t.view(b, 1, n, *t.shape[1:]).expand(b, repeats, n, *t.shape[1:]).reshape(-1, *t.shape[1:])
 
-        logq = rep(torch.log(cur.clamp_min(_P_FLOOR)).masked_fill(cur <= 0, _LOG_FLOOR))
+        logq = rep(floored_log(cur))
         idx, zfeat = self._draw(logq, generator, tau)
         logprob = torch.gather(logq, 2, idx[:, :, None]).squeeze(2).sum(1)
         rcond = repeat_cond(cond, repeats * n)
