@@ -68,6 +68,26 @@ def test_guidance_writes_the_message_during_sampling(hidden):
     assert bit_accuracy(decoder_detection(hidden.decoder, plain, msg, null).bits, msg) < 0.8
 
 
+def test_guidance_in_a_latent_space_marks_the_decoded_image(hidden):
+    # an 8x8 "latent" flow decoded to 16x16 images by a fixed differentiable map: the decoder reads
+    # decoded predictions and the guidance gradient flows back through the map to the latent state
+    gen = GaussianFlowGenerator(torch.zeros(1, 8, 8), torch.full((1, 8, 8), 0.3))
+
+    def to_image(z):
+        return F.interpolate(z, scale_factor=2, mode="bilinear", align_corners=False)
+
+    noise = torch.randn(32, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    msg = torch.tensor([1, 0, 1, 1, 0, 0, 1, 0])
+    for p in hidden.parameters():
+        p.requires_grad_(False)
+    plain = to_image(gen._solve(noise, 0.0, 1.0, 20)).clamp(-1, 1)
+    guided = guided_generate(gen.velocity, noise, hidden.decoder, msg, steps=20, scale=2.0, to_image=to_image)
+    assert guided.shape == (32, 1, 16, 16)
+    null = GaussianNull(decoder_detection(hidden.decoder, plain, msg, GaussianNull(torch.zeros(2))).score)
+    assert bit_accuracy(decoder_detection(hidden.decoder, guided, msg, null).bits, msg) > 0.9
+    assert bit_accuracy(decoder_detection(hidden.decoder, plain, msg, null).bits, msg) < 0.8
+
+
 def test_routed_lora_matches_the_explicit_sum_and_is_off_without_a_key():
     torch.manual_seed(0)
     base = torch.nn.Linear(6, 5)
@@ -84,8 +104,12 @@ def test_routed_lora_matches_the_explicit_sum_and_is_off_without_a_key():
     assert torch.allclose(lora(x), expect, atol=1e-5)
 
 
-def test_molm_markers_route_by_key_and_the_extractor_reads_them():
+@pytest.mark.parametrize("latent", [False, True])
+def test_molm_markers_route_by_key_and_the_extractor_reads_them(latent):
     from genimage.models.dit import DiT
+
+    def to_image(z):  # latent: 8x8 states read by the extractor as 16x16 images
+        return F.interpolate(z, scale_factor=2, mode="nearest") if latent else z
 
     torch.manual_seed(0)
     net = DiT(image_size=8, channels=1, patch_size=2, size=None, depth=2, hidden=32, heads=2)
@@ -100,17 +124,17 @@ def test_molm_markers_route_by_key_and_the_extractor_reads_them():
         assert torch.allclose(net(load[:4], torch.rand(4) * 0 + 0.5), net(load[:4], torch.full((4,), 0.5)))
         route(net, None)
         assert base_out.shape == net(load[:4], torch.rand(4)).shape
-    extractor = train_molm(net, load, bits=4, steps=150, batch_size=32, seed=0, progress=False)
+    extractor = train_molm(net, load, bits=4, steps=150, batch_size=32, seed=0, progress=False, to_image=to_image)
     gen = FlowGenerator(lambda x, t: net(x, t.expand(x.shape[0])), (1, 8, 8), steps=10)
     g = torch.Generator().manual_seed(3)
     noise = torch.randn(64, 1, 8, 8, generator=g)
     keys = torch.randint(0, 2, (64, 4), generator=g)
     route(net, keys)
     with torch.no_grad():
-        marked = gen.generate(noise)
+        marked = to_image(gen.generate(noise))
         route(net, None)
         acc = bit_accuracy((extractor(marked) > 0).long(), keys)
-        plain = gen.generate(noise)
+        plain = to_image(gen.generate(noise))
         acc_plain = bit_accuracy((extractor(plain) > 0).long(), keys)
     assert acc > 0.7
     assert acc_plain < 0.6  # without the adapters the extractor cannot know the key

@@ -43,6 +43,14 @@ class FlowGenerator:
         self.nfe = 0
         self.run = None
 
+    def to_image(self, x: torch.Tensor) -> torch.Tensor:
+        """ODE state at ``t = 1`` -> image, differentiable and unclipped (the identity in pixel space)."""
+        return x
+
+    def to_state(self, images: torch.Tensor) -> torch.Tensor:
+        """Images -> ODE states at ``t = 1`` (the identity in pixel space)."""
+        return images.to(torch.float32)
+
     def _solve(self, x: torch.Tensor, start: float, end: float, steps: int | None = None) -> torch.Tensor:
         grid = uniform_grid(steps or self.steps, dtype=torch.float64)
         grid = start + (end - start) * grid
@@ -108,6 +116,14 @@ class RunGenerator(FlowGenerator):
     @property
     def pixel_space(self) -> bool:
         return self.run.vae is None
+
+    def to_image(self, x: torch.Tensor) -> torch.Tensor:
+        """ODE state -> image through the run's VAE decoder (differentiable, unclipped) for latent runs."""
+        return x if self.run.vae is None else self.run.vae.from_latent(x)
+
+    def to_state(self, images: torch.Tensor) -> torch.Tensor:
+        """Images -> ODE states at ``t = 1`` (the VAE encoder's mean for latent runs)."""
+        return self.run.encode(images.to(torch.float32))
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor) -> torch.Tensor:

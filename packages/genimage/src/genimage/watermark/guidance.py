@@ -11,7 +11,8 @@ gradient, normalised to unit RMS per image, moves the state: ``x <- x + h v - h 
 Because the decoder is asked to succeed on augmented predictions, the mark survives attacks
 it was not trained on. Simplification, stated: the gradient is taken with respect to the
 predicted clean image; the velocity network's Jacobian is not back-propagated (one network
-evaluation per step, as in plain sampling).
+evaluation per step, as in plain sampling). In a latent run the state is a latent: the decoder reads
+the VAE decoding of the predicted clean latent and the gradient flows back through the VAE decoder.
 
 Detection: the decoder's logits give the bits; the score ``mean_i s_i logit_i`` (``s_i = +-1``
 from the message) gets a p-value from a Gaussian null fitted on held-out unmarked images of
@@ -78,8 +79,14 @@ def guided_generate(
     augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
     reconcile: bool = True,
     seed: int = 0,
+    to_image: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Euler sampling from ``noise`` with watermark guidance toward ``message: [L]`` (see module docstring)."""
+    """Euler sampling from ``noise`` with watermark guidance toward ``message: [L]`` (see module docstring).
+
+    ``to_image`` maps ODE states to images differentiably (a latent run's VAE decoder; default the
+    identity): the decoder reads ``to_image(x1)`` and the gradient flows back to the state.
+    """
+    to_image = to_image or (lambda x: x)
     g = torch.Generator().manual_seed(seed)
     grid = uniform_grid(steps, dtype=torch.float64)
     x = noise.to(torch.float32)
@@ -89,15 +96,17 @@ def guided_generate(
         with torch.no_grad():
             v = velocity(x, t)
         x1 = (x + (1 - t) * v).detach().requires_grad_(True)
+        image = to_image(x1)
         grads = []
         for name in augmentations:
-            loss = F.binary_cross_entropy_with_logits(decoder(_augment(x1, name, g)), target, reduction="sum")
-            grads.append(torch.autograd.grad(loss, x1)[0])
+            loss = F.binary_cross_entropy_with_logits(decoder(_augment(image, name, g)), target, reduction="sum")
+            grads.append(torch.autograd.grad(loss, x1, retain_graph=True)[0])
         stacked = torch.stack(grads)
         grad = reconcile_gradients(stacked, g) if reconcile else stacked.mean(0)
         rms = grad.flatten(1).pow(2).mean(1).sqrt().clamp_min(1e-12)[:, None, None, None]
         x = (x + h * v - h * scale * grad / rms).detach()
-    return x.clamp(-1, 1)
+    with torch.no_grad():
+        return to_image(x).clamp(-1, 1)
 
 
 class GaussianNull:

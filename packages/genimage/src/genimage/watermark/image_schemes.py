@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import torch
 
-from gencore.errors import ConfigError
 from genimage.watermark.guidance import GaussianNull, decoder_detection, guided_generate
 from genimage.watermark.hidden import HiddenConfig, HiddenModel, train_hidden
 from genimage.watermark.keys import derive_seed, new_key
@@ -62,8 +61,6 @@ class GuidanceScheme(_DecoderScheme):
         cls, gen, *, message_bits: int = 32, seed: int = 0, scale: float = 1.0, progress: bool = True, trained=None
     ):
         """Train HiDDeN on the generator's samples (or reuse ``trained = (model, null_images)``)."""
-        if not getattr(gen, "pixel_space", True):
-            raise ConfigError("watermark guidance here needs a pixel-space run (its velocity acts on images).")
         model, null_images = trained or train_for_generator(
             gen, message_bits=message_bits, seed=seed, progress=progress
         )
@@ -83,6 +80,7 @@ class GuidanceScheme(_DecoderScheme):
                     steps=gen.steps,
                     scale=self.scale,
                     seed=self.seed + i,
+                    to_image=gen.to_image,
                 )
                 for i in range(0, noise.shape[0], 64)
             ]

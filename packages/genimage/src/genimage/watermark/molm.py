@@ -10,7 +10,8 @@ new key needs no retraining: the loss is the extractor's BCE on the one-step cle
 |v_k - v_base|^2``, which keeps the marked generator close to the original. The base weights are
 frozen. Simplification, stated: the extractor is trained on one-step predictions from points on
 the data path (unmarked samples of the base model serve as data), not on fully sampled
-images; the harness measures it on fully sampled images.
+images; the harness measures it on fully sampled images. In a latent run the path lives in the
+VAE's latent space and the extractor reads the VAE decoding of the one-step prediction.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def route(model: nn.Module, keys: torch.Tensor | None) -> None:
 
 def train_molm(
     model: nn.Module,
-    images: torch.Tensor,
+    states: torch.Tensor,
     *,
     bits: int,
     steps: int = 300,
@@ -91,11 +92,19 @@ def train_molm(
     fidelity: float = 0.1,
     seed: int = 0,
     progress: bool = True,
+    to_image=None,
 ) -> HiddenDecoder:
-    """Train the markers already attached to ``model`` and a fresh extractor; returns the extractor."""
+    """Train the markers already attached to ``model`` and a fresh extractor; returns the extractor.
+
+    ``states``: clean ODE states at ``t = 1`` (images, or latents of a latent run); ``to_image`` maps
+    states to images differentiably (default the identity) for the extractor.
+    """
+    to_image = to_image or (lambda x: x)
     torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
-    extractor = HiddenDecoder(HiddenConfig(channels=images.shape[1], message_bits=bits))
+    with torch.no_grad():
+        channels = to_image(states[:1]).shape[1]
+    extractor = HiddenDecoder(HiddenConfig(channels=channels, message_bits=bits))
     for p in model.parameters():
         p.requires_grad_(False)
     lora = [p for m in _markers(model) for p in (m.A, m.B)]
@@ -103,7 +112,7 @@ def train_molm(
         p.requires_grad_(True)
     opt = torch.optim.Adam([*lora, *extractor.parameters()], lr=lr)
     for _ in tqdm(range(steps), disable=not progress, desc="train MOLM"):
-        x1 = images[torch.randint(0, images.shape[0], (batch_size,), generator=g)]
+        x1 = states[torch.randint(0, states.shape[0], (batch_size,), generator=g)]
         x0 = torch.randn(x1.shape, generator=g)
         t = 0.3 + 0.7 * torch.rand(batch_size, generator=g)
         tt = t[:, None, None, None]
@@ -114,7 +123,7 @@ def train_molm(
             v_base = model(xt, t)
         route(model, keys)
         v = model(xt, t)
-        pred = (xt + (1 - tt) * v).clamp(-1, 1)
+        pred = to_image(xt + (1 - tt) * v).clamp(-1, 1)
         kind = int(torch.randint(0, 6, (), generator=g))
         logits = extractor(noise_layer(pred, kind, g).clamp(-1, 1))
         loss = F.binary_cross_entropy_with_logits(logits, keys.float()) + fidelity * (v - v_base).pow(2).mean()
@@ -146,13 +155,19 @@ class MOLMScheme:
         run = getattr(gen, "run", None)
         if run is None:
             raise ConfigError("MOLM needs a generator with a network (a `genimage train` run), not an analytic flow.")
-        if not gen.pixel_space:
-            raise ConfigError("MOLM here needs a pixel-space run (its extractor reads one-step image predictions).")
         g = torch.Generator().manual_seed(derive_seed(seed, "molm-data"))
         noise = torch.randn(384, *gen.noise_shape, generator=g)
         images = torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, 384, 64)])
         attach_markers(run.model, message_bits)
-        extractor = train_molm(run.model, images[:256], bits=message_bits, steps=steps, seed=seed, progress=progress)
+        extractor = train_molm(
+            run.model,
+            gen.to_state(images[:256]),
+            bits=message_bits,
+            steps=steps,
+            seed=seed,
+            progress=progress,
+            to_image=gen.to_image,
+        )
         key = new_key("molm", gen.image_shape, seed=derive_seed(seed, "molm"), message_bits=message_bits)
         return cls(run.model, extractor, key.message_tensor(), images[256:])
 
