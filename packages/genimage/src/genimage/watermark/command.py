@@ -235,7 +235,11 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
         return GuidanceScheme.build(gen, scale=args.guidance_scale, **kw)
     from genimage.watermark.molm import MOLMScheme
 
-    return MOLMScheme.build(gen, message_bits=args.bits, seed=args.seed, progress=not args.no_progress)
+    if args.molm_steps < 1:
+        raise ConfigError(f"--molm-steps must be at least 1, got {args.molm_steps}.")
+    return MOLMScheme.build(
+        gen, message_bits=args.bits, seed=args.seed, steps=args.molm_steps, progress=not args.no_progress
+    )
 
 
 def _add_generator_options(p: argparse.ArgumentParser, run_required: bool = True) -> None:
@@ -299,6 +303,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         "--noise-samples", type=int, default=300, dest="noise_samples", help="marked noises for the Gaussianity tests"
     )
     ev.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale")
+    ev.add_argument(
+        "--molm-steps", type=int, default=300, dest="molm_steps", help="joint training steps of MOLM's markers"
+    )
     ev.add_argument("--json", required=True, type=Path)
     ev.add_argument("--markdown", type=Path, help="Markdown table (default: beside --json)")
     ev.add_argument("--figure", type=Path, help="PNG figure (default: beside --json)")
