@@ -12,7 +12,9 @@ reverse model masked diffusion's x0-mixture); ``fixed-mask-net`` and ``learned-f
 ``gencore.discrete.sequence_forward.SequenceForwardProcess``, the paper's parameterisation (marginals from a
 network of the whole sequence, reverse transitions predicted directly; ``fixed-mask-net`` keeps the masking
 schedule with that reverse model, isolating the learned forward process; ``learned-forward-net`` holds phi
-for the first half of training, then 10 % straight-through Gumbel, then REINFORCE). Every arm uses the same
+for the first half of training, then REINFORCE). ``--gumbel-fraction`` sets the straight-through Gumbel phase
+of both learned arms (default: the classes' default, 0; ``diag_fldd_phi_gradient.py`` shows it to be biased
+towards revealing). Every arm uses the same
 ``TokenDenoiser(hidden=64, depth=2)`` (``process.output_dim`` outputs), the same AdamW optimiser over
 ``model.parameters()`` plus ``process.parameters()``, the same batches and the same number of steps, calling
 ``process.update_schedule(step / steps)`` before each loss.
@@ -58,34 +60,55 @@ N_TIME = {"grid": 8, "digits": 4}
 ARMS = ("fixed-mask", "learned-forward", "fixed-mask-net", "learned-forward-net")
 
 
-def _process(arm: str, task, steps_T: int) -> FewStepForward:
+def _process(arm: str, task, steps_T: int, gumbel_fraction: float | None = None) -> FewStepForward:
+    """The arm's process; ``gumbel_fraction`` None keeps the classes' default (0: REINFORCE only)."""
+    phases = {} if gumbel_fraction is None else {"gumbel_fraction": gumbel_fraction}
     if arm in ("fixed-mask", "learned-forward"):
-        return LearnableForwardProcess(task.vocab_size, task.length, steps=steps_T, learnable=arm == "learned-forward")
-    # the paper's parameterisation; phi held for the first half while the reverse model learns, then 10 % Gumbel
+        return LearnableForwardProcess(
+            task.vocab_size, task.length, steps=steps_T, learnable=arm == "learned-forward", **phases
+        )
+    # the paper's parameterisation; phi held for the first half while the reverse model learns, then REINFORCE
     learnable = arm == "learned-forward-net"
     return SequenceForwardProcess(
-        task.vocab_size, task.length, steps=steps_T, learnable=learnable, warmup_fraction=0.5, gumbel_fraction=0.1
+        task.vocab_size, task.length, steps=steps_T, learnable=learnable, warmup_fraction=0.5, **phases
     )
 
 
 def _train(
-    task, arm: str, cfg: dict, seed: int, phi_lr_scale: float = 1.0
-) -> tuple[FewStepForward, TokenDenoiser, float]:
-    torch.manual_seed(seed)
-    proc = _process(arm, task, cfg["steps_T"])
+    task, arm: str, cfg: dict, seed: int, phi_lr_scale: float = 1.0, gumbel_fraction: float | None = None
+) -> tuple[FewStepForward, TokenDenoiser, float, list[float]]:
+    """Train one arm; also returns the mean training bound over each tenth of training."""
+    torch.manual_seed(seed + 1)  # the forward network of learned-forward-net
+    proc = _process(arm, task, cfg["steps_T"], gumbel_fraction)
+    torch.manual_seed(seed)  # the same reverse-model initialisation in every arm with the same output size
     model = TokenDenoiser(proc.input_dim, proc.output_dim, task.length, hidden=64, depth=2, heads=4, local_kernel=0)
     groups = [{"params": list(model.parameters())}, {"params": list(proc.parameters()), "lr": cfg["lr"] * phi_lr_scale}]
     opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=cfg["lr"])
     g = torch.Generator().manual_seed(1000 + seed)  # same batches for both arms
     start = time.perf_counter()
-    for step in range(cfg["train_steps"]):
-        proc.update_schedule(step / cfg["train_steps"])
+    n = cfg["train_steps"]
+    bounds = []
+    for step in range(n):
+        proc.update_schedule(step / n)
         batch = task.train[torch.randint(0, task.train.shape[0], (cfg["batch"],), generator=g)]
-        loss, _ = proc.loss(model, batch, generator=g)
+        loss, metrics = proc.loss(model, batch, generator=g)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    return proc, model, time.perf_counter() - start
+        bounds.append(metrics["bound"])
+    tenth = max(1, n // 10)
+    trace = [sum(bounds[i : i + tenth]) / len(bounds[i : i + tenth]) for i in range(0, n, tenth)]
+    return proc, model, time.perf_counter() - start, trace
+
+
+def _masked_share(proc: FewStepForward, x: torch.Tensor) -> list[float]:
+    """Mean ``q(z_s = mask | x)`` over ``x`` and positions at the inner steps ``1..T-1``."""
+    with torch.no_grad():
+        if isinstance(proc, SequenceForwardProcess):
+            steps = [torch.full((x.shape[0],), s) for s in range(1, proc.steps)]
+            return [float(proc.marginals(x, s)[..., proc.mask_index].mean()) for s in steps]
+        marg = proc.marginals()[:, torch.arange(x.shape[1])[None, :], x]  # [T + 1, B, L, K + 1]
+        return [float(marg[s, ..., proc.mask_index].mean()) for s in range(1, proc.steps)]
 
 
 def _hist(tokens: torch.Tensor, bins: int) -> torch.Tensor:
@@ -113,7 +136,11 @@ def _digit_stats(samples: torch.Tensor, task) -> dict:
 
 
 def run_task(
-    name: str, arms: tuple[str, ...] = ARMS, train_steps: int | None = None, phi_lr_scale: float = 1.0
+    name: str,
+    arms: tuple[str, ...] = ARMS,
+    train_steps: int | None = None,
+    phi_lr_scale: float = 1.0,
+    gumbel_fraction: float | None = None,
 ) -> list[dict]:
     cfg = dict(CONFIGS[name], **({"train_steps": train_steps} if train_steps else {}))
     task = make_task(name)
@@ -121,7 +148,7 @@ def run_task(
     records = []
     for seed in cfg["seeds"]:
         for arm in arms:
-            proc, model, wall = _train(task, arm, cfg, seed, phi_lr_scale)
+            proc, model, wall, trace = _train(task, arm, cfg, seed, phi_lr_scale, gumbel_fraction)
             model.eval()
             with torch.no_grad():
                 g = torch.Generator().manual_seed(7)
@@ -138,12 +165,15 @@ def run_task(
                     "nfe": out.nfe,
                     "train_steps": cfg["train_steps"],
                     "phi_lr_scale": phi_lr_scale,
+                    "gumbel_fraction": proc.gumbel_fraction if proc._learns else None,
                     "test_bound_nats_per_position": bound,
                     **stats,
+                    "masked_share": _masked_share(proc, task.test),
+                    "train_bound_per_tenth": trace,
                     "train_s": wall,
                 }
             )
-            print(format_table(records[-1:]), flush=True)
+            print(format_table([{k: v for k, v in records[-1].items() if not isinstance(v, list)}]), flush=True)
     if name == "grid":
         k = task.vocab_size
         records.append(
@@ -180,6 +210,13 @@ def main(argv: list[str]) -> list[dict]:
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)}")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: per task, see CONFIGS)")
     parser.add_argument("--phi-lr-scale", type=float, default=1.0, help="learning rate of phi / that of the model")
+    parser.add_argument(
+        "--gumbel-fraction",
+        type=float,
+        default=None,
+        help="share of training with straight-through Gumbel gradients for the learned arms "
+        "(default: the classes' default, 0: REINFORCE only)",
+    )
     args = parser.parse_args(argv)
     arms = tuple(args.arms.split(","))
     if unknown := set(arms) - set(ARMS) or set(args.tasks.split(",")) - set(CONFIGS):
@@ -187,7 +224,11 @@ def main(argv: list[str]) -> list[dict]:
     out_json = args.out_json
     torch.set_num_threads(min(2, torch.get_num_threads()))  # OMP_NUM_THREADS=1 lowers it on a busy machine
     start = time.perf_counter()
-    records = [r for task in args.tasks.split(",") for r in run_task(task, arms, args.steps, args.phi_lr_scale)]
+    records = [
+        r
+        for task in args.tasks.split(",")
+        for r in run_task(task, arms, args.steps, args.phi_lr_scale, args.gumbel_fraction)
+    ]
     summary = summarise(records)
     print(format_table(summary))
     print(f"total wall time {time.perf_counter() - start:.0f} s")

@@ -276,6 +276,31 @@ def test_reinforce_gradient_is_unbiased_for_the_enumerated_bound():
     assert cos > 0.9
 
 
+def test_bound_is_differentiable_at_the_initial_marginals_and_autograd_gives_its_gradient():
+    # the warm-up releases phi exactly at the initial marginals; consecutive inner marginals that tie on a
+    # state put the maximum coupling on its kink, where autograd's value is neither one-sided derivative
+    proc = LearnableForwardProcess(K, L, steps=3)
+    proc.update_schedule(1.0)
+    model = _tiny_model(21)
+
+    def bound() -> torch.Tensor:
+        return sum(_exact_bound(proc, model, x) for x in TOKENS) / TOKENS.shape[0]
+
+    (grad,) = torch.autograd.grad(bound(), proc.raw_position)
+    h = 1e-3
+    for s, i in itertools.product(range(proc.steps - 1), range(L)):
+        with torch.no_grad():
+            centre = float(bound())
+            proc.raw_position[s, i] += h
+            up = float(bound())
+            proc.raw_position[s, i] -= 2 * h
+            down = float(bound())
+            proc.raw_position[s, i] += h
+        forward, backward = (up - centre) / h, (centre - down) / h
+        assert abs(forward - backward) < 3e-3, (s, i, forward, backward)  # no kink
+        assert abs(float(grad[s, i]) - 0.5 * (forward + backward)) < 3e-3, (s, i, float(grad[s, i]), forward)
+
+
 def test_loss_value_is_an_unbiased_estimate_of_the_bound_and_model_gradient_is_unbiased():
     proc = _random_process(2, seed=31, learnable=False)
     model = _tiny_model(31)
