@@ -304,7 +304,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale")
     ev.add_argument(
-        "--molm-steps", type=int, default=300, dest="molm_steps", help="joint training steps of MOLM's markers"
+        "--molm-steps", type=int, default=1200, dest="molm_steps", help="joint training steps of MOLM's markers (1200)"
     )
     ev.add_argument("--json", required=True, type=Path)
     ev.add_argument("--markdown", type=Path, help="Markdown table (default: beside --json)")

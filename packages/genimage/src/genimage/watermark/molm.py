@@ -150,7 +150,7 @@ class MOLMScheme:
         self.null = GaussianNull(unmarked.score)
 
     @classmethod
-    def build(cls, gen, *, message_bits: int = 32, seed: int = 0, steps: int = 300, progress: bool = True):
+    def build(cls, gen, *, message_bits: int = 32, seed: int = 0, steps: int = 1200, progress: bool = True):
         """Attach markers to the run's network, train them with an extractor on its own samples."""
         run = getattr(gen, "run", None)
         if run is None:
