@@ -9,6 +9,7 @@ from geninterp.memorization import (
     ReLUVelocity,
     dae_transition,
     duplicated_training_set,
+    feature_std,
     hoyer,
     memorised_labels,
     sample_with_reps,
@@ -26,6 +27,9 @@ def test_spikiness_measures_on_extremes():
     torch.testing.assert_close(hoyer(one_hot), torch.ones(2))
     torch.testing.assert_close(hoyer(flat), torch.zeros(2), atol=1e-6, rtol=0)
     torch.testing.assert_close(top_share(flat, 4), torch.full((2,), 0.25))
+    # std of one unit at 2 among 16: sqrt((2 - 1/8)^2 + 15 (1/8)^2) / sqrt(15) = 2 / 4 = 0.5; flat: 0
+    torch.testing.assert_close(feature_std(one_hot), torch.full((2,), 0.5))
+    torch.testing.assert_close(feature_std(flat), torch.zeros(2))
 
 
 def test_memorised_labels_ratio_rule():
@@ -51,7 +55,7 @@ def test_sampling_with_and_without_steering():
     c, _ = sample_with_reps(model, noise, nfe=4, steer=torch.ones(16))
     torch.testing.assert_close(a, b)
     assert not torch.allclose(a, c)
-    assert set(spikes) == {"max_over_sum", "hoyer", "top8_share"} and spikes["hoyer"].shape == (4, 5)
+    assert set(spikes) == {"max_over_sum", "hoyer", "top8_share", "std"} and spikes["hoyer"].shape == (4, 5)
 
 
 @pytest.mark.slow

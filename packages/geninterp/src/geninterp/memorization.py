@@ -15,7 +15,8 @@ Representation Space" (ICLR 2026, arXiv:2512.20963). Three experiments on sklear
   digit set in which a few images are duplicated many times. Generated samples are labelled
   memorised when their nearest training image is much closer than the second-nearest distinct
   one (distance ratio below 1/3, as in Carlini et al. 2023); the detection score is the
-  spikiness of the network's hidden representation along the sampling trajectory; AUROC of
+  spikiness of the network's hidden representation along the sampling trajectory (scale-free
+  measures, and the plain standard deviation of the units, the paper's statistic); AUROC of
   score vs label.
 * ``steer``: adding a class direction (mean hidden representation of that class's noised
   training images minus the overall mean) to the same hidden layer during sampling edits the
@@ -71,7 +72,13 @@ def top_share(h: torch.Tensor, k: int = 8) -> torch.Tensor:
     return h.topk(k, dim=-1).values.sum(-1) / h.sum(-1).clamp_min(1e-12)
 
 
-SPIKINESS_MEASURES = {"max_over_sum": spikiness, "hoyer": hoyer, "top8_share": top_share}
+def feature_std(h: torch.Tensor) -> torch.Tensor:
+    """Standard deviation of the representation's units, per row: the detection statistic of Zhang et al.
+    (not scale-free: a spiky representation has a few large units, hence a large spread)."""
+    return h.std(-1)
+
+
+SPIKINESS_MEASURES = {"max_over_sum": spikiness, "hoyer": hoyer, "top8_share": top_share, "std": feature_std}
 
 
 def _fit(
