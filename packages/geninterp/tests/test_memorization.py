@@ -12,6 +12,7 @@ from geninterp.memorization import (
     feature_std,
     hoyer,
     memorised_labels,
+    probe_reps,
     sample_with_reps,
     spikiness,
     top_share,
@@ -56,6 +57,29 @@ def test_sampling_with_and_without_steering():
     torch.testing.assert_close(a, b)
     assert not torch.allclose(a, c)
     assert set(spikes) == {"max_over_sum", "hoyer", "top8_share", "std"} and spikes["hoyer"].shape == (4, 5)
+
+
+def test_probe_reads_the_representation_of_the_renoised_sample():
+    from geninterp.capture import ActivationCapture
+
+    torch.manual_seed(0)
+    model = ReLUVelocity(4, hidden=16).eval()
+    x = torch.randn(6, 4)
+    out = probe_reps(model, x, times=(1.0, 0.5), draws=3, generator=torch.Generator().manual_seed(1))
+    assert set(out) == {"max_over_sum", "hoyer", "top8_share", "std"} and out["std"].shape == (2, 6)
+    with torch.no_grad(), ActivationCapture(model, ["rep"]) as cap:
+        model(x, torch.tensor(1.0))  # at t = 1 the probe sees the sample itself, whatever the noise
+    torch.testing.assert_close(out["std"][0], feature_std(cap.outputs["rep"]))
+    g = torch.Generator().manual_seed(1)
+    expect = torch.zeros(6)
+    for _ in range(3):  # the probe draws the noise of t = 1 first (multiplied by 0): skip those draws
+        torch.randn(x.shape, generator=g)
+    for _ in range(3):
+        eps = torch.randn(x.shape, generator=g)
+        with torch.no_grad(), ActivationCapture(model, ["rep"]) as cap:
+            model(0.5 * x + 0.5 * eps, torch.tensor(0.5))
+        expect += hoyer(cap.outputs["rep"]) / 3
+    torch.testing.assert_close(out["hoyer"][1], expect)
 
 
 @pytest.mark.slow

@@ -16,8 +16,9 @@ Representation Space" (ICLR 2026, arXiv:2512.20963). Three experiments on sklear
   memorised when their nearest training image is much closer than the second-nearest distinct
   one (distance ratio below 1/3, as in Carlini et al. 2023); the detection score is the
   spikiness of the network's hidden representation along the sampling trajectory (scale-free
-  measures, and the plain standard deviation of the units, the paper's statistic); AUROC of
-  score vs label.
+  measures, and the plain standard deviation of the units, the paper's statistic), and, for a
+  finished image without its trajectory, of the representation of the image re-noised to a few
+  times ``t``; AUROC of score vs label.
 * ``steer``: adding a class direction (mean hidden representation of that class's noised
   training images minus the overall mean) to the same hidden layer during sampling edits the
   generated digits; measured by a logistic-regression digit classifier as the fraction of
@@ -44,6 +45,7 @@ from geninterp.capture import ActivationCapture, OutputReplacement
 
 EXPERIMENTS = ("dae", "detect", "steer")
 HEADLINE = ("hoyer", "middle")  # the score named in reports; every (measure, window) AUROC is reported too
+PROBE_TIMES = (0.3, 0.5, 0.7, 0.9)  # re-noising times of the finished-sample probe (windows "final, t=...")
 
 
 def digits_scaled() -> tuple[torch.Tensor, torch.Tensor]:
@@ -236,6 +238,30 @@ def sample_with_reps(
     return x, {name: torch.stack(v) for name, v in spikes.items()}
 
 
+@torch.no_grad()
+def probe_reps(
+    model: ReLUVelocity, samples: torch.Tensor, times: tuple[float, ...] = PROBE_TIMES, draws: int = 8,
+    generator: torch.Generator | None = None,
+) -> dict[str, torch.Tensor]:  # fmt: skip
+    """Every spikiness measure of ``rep`` for finished samples re-noised to each time ``t``
+    (``x_t = t x + (1 - t) eps``, averaged over ``draws`` noise draws): ``{name: [len(times), B]}``.
+
+    This scores an image at hand, without its sampling trajectory (what a detector given only the
+    image can do)."""
+    out: dict[str, list[torch.Tensor]] = {name: [] for name in SPIKINESS_MEASURES}
+    for t in times:
+        acc = {name: torch.zeros(samples.shape[0]) for name in SPIKINESS_MEASURES}
+        for _ in range(draws):
+            eps = torch.randn(samples.shape, generator=generator)
+            with ActivationCapture(model, ["rep"]) as cap:
+                model(t * samples + (1 - t) * eps, torch.tensor(t))
+            for name, fn in SPIKINESS_MEASURES.items():
+                acc[name] += fn(cap.outputs["rep"]) / draws
+        for name in SPIKINESS_MEASURES:
+            out[name].append(acc[name])
+    return {name: torch.stack(v) for name, v in out.items()}
+
+
 def memorised_labels(samples: torch.Tensor, unique: torch.Tensor, ratio: float = 1.0 / 3.0) -> torch.Tensor:
     """A sample is memorised when ``d(nearest) < ratio * d(second nearest)`` among distinct training images."""
     d = torch.cdist(samples, unique).topk(2, largest=False).values
@@ -259,10 +285,15 @@ def detection(
     nearest = torch.cdist(samples, unique).argmin(1)
     n_mem = int(label.sum())
     windows = {"early": slice(0, nfe // 4), "middle": slice(nfe // 4, 3 * nfe // 4), "late": slice(3 * nfe // 4, nfe)}
+    probe = probe_reps(model, samples, generator=torch.Generator().manual_seed(seed + 7))
+    scores = {
+        name: {**{w: per_step[sl].mean(0) for w, sl in windows.items()},
+               **{f"final, t={t}": probe[name][j] for j, t in enumerate(PROBE_TIMES)}}
+        for name, per_step in spikes.items()
+    }  # fmt: skip
     table = []
-    for name, per_step in spikes.items():
-        for window, sl in windows.items():
-            score = per_step[sl].mean(0)
+    for name, by_window in scores.items():
+        for window, score in by_window.items():
             auroc = float(roc_auc_score(label.numpy(), score.numpy())) if 0 < n_mem < n_samples else math.nan
             table.append({"measure": name, "window": window, "auroc": auroc,
                           "mean_memorised": float(score[label].mean()) if n_mem else math.nan,
