@@ -160,6 +160,7 @@ class FewStepForward(nn.Module, DiscreteProcess):
         tau_start: float,
         tau_end: float,
         reinforce_samples: int,
+        init_floor: float,
     ) -> None:
         nn.Module.__init__(self)
         kind = type(self).__name__
@@ -173,6 +174,8 @@ class FewStepForward(nn.Module, DiscreteProcess):
             raise ConfigError(f"Gumbel temperatures must be positive, got tau_start={tau_start}, tau_end={tau_end}.")
         if reinforce_samples < 2:
             raise ConfigError(f"reinforce_samples must be >= 2 (leave-one-out baseline), got {reinforce_samples}.")
+        if not 0.0 < init_floor < 1.0:
+            raise ConfigError(f"init_floor must lie in (0, 1), got {init_floor}.")
         self.vocab_size = vocab_size
         self.length = length
         self.steps = steps
@@ -375,9 +378,8 @@ class LearnableForwardProcess(FewStepForward):
             tau_start=tau_start,
             tau_end=tau_end,
             reinforce_samples=reinforce_samples,
+            init_floor=init_floor,
         )
-        if not 0.0 < init_floor < 1.0:
-            raise ConfigError(f"init_floor must lie in (0, 1), got {init_floor}.")
         self.learnable = learnable
         self.name = "learned-forward" if learnable else "fixed-mask-forward"
         self.logit_scale = logit_scale

@@ -102,9 +102,8 @@ class SequenceForwardProcess(FewStepForward):
             tau_start=tau_start,
             tau_end=tau_end,
             reinforce_samples=reinforce_samples,
+            init_floor=init_floor,
         )
-        if not 0.0 < init_floor < 1.0:
-            raise ConfigError(f"init_floor must lie in (0, 1), got {init_floor}.")
         self.learnable = learnable
         self.name = "learned-forward-net" if learnable else "fixed-mask-net"
         table = masking_marginals(vocab_size, 1, steps)[:, 0]  # [T + 1, K, K + 1], the same for every position
