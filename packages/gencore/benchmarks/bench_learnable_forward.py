@@ -57,7 +57,7 @@ CONFIGS = {
 N_TIME = {"grid": 8, "digits": 4}
 
 
-ARMS = ("fixed-mask", "learned-forward", "fixed-mask-net", "learned-forward-net")
+ARMS = ("fixed-mask", "learned-forward", "fixed-mask-net", "learned-forward-net", "learned-forward-net-posterior")
 
 
 def _process(arm: str, task, steps_T: int, gumbel_fraction: float | None = None) -> FewStepForward:
@@ -68,9 +68,10 @@ def _process(arm: str, task, steps_T: int, gumbel_fraction: float | None = None)
             task.vocab_size, task.length, steps=steps_T, learnable=arm == "learned-forward", **phases
         )
     # the paper's parameterisation; phi held for the first half while the reverse model learns, then REINFORCE
-    learnable = arm == "learned-forward-net"
+    learnable = arm != "fixed-mask-net"
+    reverse = "posterior" if arm.endswith("-posterior") else "direct"
     return SequenceForwardProcess(
-        task.vocab_size, task.length, steps=steps_T, learnable=learnable, warmup_fraction=0.5, **phases
+        task.vocab_size, task.length, steps=steps_T, learnable=learnable, warmup_fraction=0.5, reverse=reverse, **phases
     )
 
 

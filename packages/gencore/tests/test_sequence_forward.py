@@ -14,6 +14,7 @@ import pytest
 import torch
 from torch import nn
 
+from gencore.discrete.learnable_forward import LearnableForwardProcess, initial_logits
 from gencore.discrete.network import TokenDenoiser
 from gencore.discrete.registry import make_process
 from gencore.discrete.sequence_forward import SequenceForwardProcess
@@ -26,10 +27,10 @@ STATES = torch.tensor(list(itertools.product(range(S), repeat=L)), dtype=torch.l
 TOKENS = torch.tensor(list(itertools.product(range(K), repeat=L)), dtype=torch.long)  # [9, 2]
 
 
-def _process(steps: int, seed: int, learnable: bool = True) -> SequenceForwardProcess:
+def _process(steps: int, seed: int, learnable: bool = True, reverse: str = "direct") -> SequenceForwardProcess:
     """Gate 1 and a randomly initialised forward network: marginals far from masking, every state reachable."""
     torch.manual_seed(seed)
-    proc = SequenceForwardProcess(K, L, steps=steps, learnable=learnable, hidden=16, depth=1, heads=2)
+    proc = SequenceForwardProcess(K, L, steps=steps, learnable=learnable, hidden=16, depth=1, heads=2, reverse=reverse)
     if proc._learns:  # T = 1 has no inner step to learn
         with torch.no_grad():
             proc.gate.fill_(1.0)
@@ -38,9 +39,9 @@ def _process(steps: int, seed: int, learnable: bool = True) -> SequenceForwardPr
     return proc
 
 
-def _reverse_net(seed: int) -> TokenDenoiser:
+def _reverse_net(seed: int, outputs: int = S) -> TokenDenoiser:
     torch.manual_seed(seed)
-    return TokenDenoiser(S, S, L, hidden=16, depth=1, heads=2)
+    return TokenDenoiser(S, outputs, L, hidden=16, depth=1, heads=2)
 
 
 def _q_configs(proc: SequenceForwardProcess, x: torch.Tensor, step: int) -> torch.Tensor:
@@ -94,11 +95,12 @@ def test_marginals_start_at_masking_and_keep_their_endpoints():
     assert (a[0] - b[0]).abs().max() > 1e-3
 
 
+@pytest.mark.parametrize("reverse", ["direct", "posterior"])
 @pytest.mark.parametrize("learnable", [True, False])
 @pytest.mark.parametrize("steps", [1, 2, 3])
-def test_exact_bound_is_above_exact_nll_for_every_sequence(steps, learnable):
-    proc = _process(steps, seed=steps, learnable=learnable)
-    model = _reverse_net(steps)
+def test_exact_bound_is_above_exact_nll_for_every_sequence(steps, learnable, reverse):
+    proc = _process(steps, seed=steps, learnable=learnable, reverse=reverse)
+    model = _reverse_net(steps, proc.output_dim)
     p_model = _model_distribution(proc, model)
     torch.testing.assert_close(p_model.sum(), torch.ones(()))
     with torch.no_grad():
@@ -120,20 +122,24 @@ def test_nll_bound_estimator_matches_the_enumerated_bound():
     assert ((draws.mean(0) - exact).abs() <= 4 * se + 1e-4).all(), (draws.mean(0), exact, se)
 
 
-def test_sampler_draws_from_the_reverse_chain():
-    proc = _process(2, seed=3)
-    model = _reverse_net(3)
+@pytest.mark.parametrize("reverse", ["direct", "posterior"])
+def test_sampler_draws_from_the_reverse_chain(reverse):
+    proc = _process(2, seed=3, reverse=reverse)
+    model = _reverse_net(3, proc.output_dim)
     p_model = _model_distribution(proc, model)
     n = 20_000
     out = proc.sample(model, n, L, steps=2, generator=torch.Generator().manual_seed(0))
     assert out.nfe == 2 and int(out.tokens.max()) < K
+    assert out.extras.get("forward_calls") == (2 if reverse == "posterior" else None)
     hist = torch.bincount(out.tokens[:, 0] * K + out.tokens[:, 1], minlength=K * K).float() / n
     assert 0.5 * (hist - p_model).abs().sum() < 0.02  # sampling noise of 20k draws over 9 cells is ~0.01
 
 
-def test_reinforce_gradient_is_unbiased_for_the_enumerated_bound():
-    proc = _process(2, seed=21)
-    model = _reverse_net(21)
+@pytest.mark.parametrize("reverse", ["direct", "posterior"])
+def test_reinforce_gradient_is_unbiased_for_the_enumerated_bound(reverse):
+    # posterior: phi also enters the reverse model pathwise, which the surrogate's autograd part carries
+    proc = _process(2, seed=21, reverse=reverse)
+    model = _reverse_net(21, proc.output_dim)
     proc.update_schedule(1.0)
     assert proc.phase == "reinforce"
     params = [proc.gate, *proc.forward_net.parameters()]
@@ -182,9 +188,12 @@ def test_bound_is_differentiable_in_the_gate_where_the_warmup_releases_it():
     assert abs(float(grad) - 0.5 * (forward + backward)) < 3e-3, (float(grad), forward, backward)
 
 
-def test_warmup_holds_phi_and_the_gumbel_phase_trains_it():
-    proc = SequenceForwardProcess(K, L, steps=3, warmup_fraction=0.5, gumbel_fraction=0.2, hidden=16, depth=1, heads=2)
-    model = _reverse_net(0)
+@pytest.mark.parametrize("reverse", ["direct", "posterior"])
+def test_warmup_holds_phi_and_the_gumbel_phase_trains_it(reverse):
+    proc = SequenceForwardProcess(
+        K, L, steps=3, warmup_fraction=0.5, gumbel_fraction=0.2, hidden=16, depth=1, heads=2, reverse=reverse
+    )
+    model = _reverse_net(0, proc.output_dim)
     proc.update_schedule(0.25)
     loss, _ = proc.loss(model, TOKENS, generator=torch.Generator().manual_seed(0))
     loss.backward()
@@ -206,15 +215,49 @@ def test_reverse_network_size_is_checked_and_registry_builds_both_arms():
     learned = make_process("learned-forward-net", task, 2)
     fixed = make_process("fixed-mask-net", task, 2)
     assert learned._learns and not fixed._learns and learned.output_dim == task.vocab_size + 1
+    posterior = make_process("learned-forward-net-posterior", task, 2)
+    assert posterior._learns and posterior.output_dim == task.vocab_size and posterior.reverse == "posterior"
+    with pytest.raises(ConfigError, match="reverse must be"):
+        SequenceForwardProcess(K, L, steps=2, reverse="mixture")
 
 
-def test_short_joint_training_lowers_the_bound_towards_the_entropy():
+def test_token_marginals_select_the_clean_tokens_and_read_the_context():
+    proc = _process(3, seed=4)
+    x = TOKENS
+    for s in range(4):
+        step = torch.full((x.shape[0],), s)
+        rows = proc.token_marginals(torch.nn.functional.one_hot(x, K).float(), step)  # [9, L, K, S]
+        torch.testing.assert_close(rows.sum(-1), torch.ones(x.shape[0], L, K))
+        picked = torch.gather(rows, 2, x[:, :, None, None].expand(-1, -1, 1, S)).squeeze(2)
+        torch.testing.assert_close(proc.marginals(x, step), picked)
+    soft = torch.softmax(torch.randn(4, L, K, generator=torch.Generator().manual_seed(0)), -1)
+    inner = proc.token_marginals(soft, torch.full((4,), 1))
+    shift = proc.gate * proc.forward_net(soft, torch.full((4,), 2 / 3))
+    want = torch.softmax(initial_logits(K, 3, proc.init_floor)[0][None, None] + shift[:, :, None], -1)
+    torch.testing.assert_close(inner, want)
+
+
+def test_posterior_reverse_at_masking_is_masked_diffusions_x0_mixture():
+    # learnable=False: the forward posterior at x_hat is the x0-mixture of masked diffusion's posteriors
+    seq = SequenceForwardProcess(K, L, steps=3, learnable=False, reverse="posterior")
+    per_token = LearnableForwardProcess(K, L, steps=3, learnable=False)
+    model = _reverse_net(2, K)
+    with torch.no_grad():
+        for s in range(1, 4):
+            reachable = STATES if s < 3 else STATES[(STATES == K).all(1)]
+            torch.testing.assert_close(
+                seq.reverse_probs(model, reachable, s), per_token.reverse_probs(model, reachable, s), atol=1e-6, rtol=0
+            )
+
+
+@pytest.mark.parametrize("reverse", ["direct", "posterior"])
+def test_short_joint_training_lowers_the_bound_towards_the_entropy(reverse):
     g = torch.Generator().manual_seed(0)
     pi = torch.softmax(2.0 * torch.randn(TOKENS.shape[0], generator=torch.Generator().manual_seed(9)), 0)
     data = TOKENS[torch.multinomial(pi, 512, replacement=True, generator=g)]
     torch.manual_seed(1)
-    proc = SequenceForwardProcess(K, L, steps=2, gumbel_fraction=0.3, hidden=16, depth=1, heads=2)
-    model = _reverse_net(1)
+    proc = SequenceForwardProcess(K, L, steps=2, gumbel_fraction=0.3, hidden=16, depth=1, heads=2, reverse=reverse)
+    model = _reverse_net(1, proc.output_dim)
     opt = torch.optim.AdamW([*model.parameters(), *proc.parameters()], lr=3e-3)
     with torch.no_grad():
         before = float(proc.nll_bound(model, data[:128], n_time=4, generator=g).mean())

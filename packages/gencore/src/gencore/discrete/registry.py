@@ -41,9 +41,11 @@ def _learnable_forward(learnable: bool) -> Callable[[TokenTask, int], DiscretePr
     return lambda task, sample_steps: load()(task.vocab_size, task.length, steps=sample_steps, learnable=learnable)
 
 
-def _sequence_forward(learnable: bool) -> Callable[[TokenTask, int], DiscreteProcess]:
+def _sequence_forward(learnable: bool, reverse: str = "direct") -> Callable[[TokenTask, int], DiscreteProcess]:
     load = _lazy("gencore.discrete.sequence_forward", "SequenceForwardProcess")
-    return lambda task, sample_steps: load()(task.vocab_size, task.length, steps=sample_steps, learnable=learnable)
+    return lambda task, sample_steps: load()(
+        task.vocab_size, task.length, steps=sample_steps, learnable=learnable, reverse=reverse
+    )
 
 
 PROCESSES: dict[str, Callable[[TokenTask, int], DiscreteProcess]] = {
@@ -57,6 +59,7 @@ PROCESSES: dict[str, Callable[[TokenTask, int], DiscreteProcess]] = {
     "learned-forward": _learnable_forward(True),
     "fixed-mask-net": _sequence_forward(False),
     "learned-forward-net": _sequence_forward(True),
+    "learned-forward-net-posterior": _sequence_forward(True, "posterior"),
 }
 
 

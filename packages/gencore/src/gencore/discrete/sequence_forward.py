@@ -29,11 +29,24 @@ Gumbel-softmax with annealed temperature (off by default: biased towards reveali
 :mod:`~gencore.discrete.learnable_forward`), then REINFORCE with a leave-one-out baseline. With
 ``learnable=False`` the marginals stay at the masking schedule: masked diffusion with the same direct
 reverse parameterisation (the ablation that isolates the learned forward process).
+
+``reverse="posterior"`` is the other reverse parameterisation offered, masked diffusion's x0-mixture carried
+over: the network's ``K`` logits per position give ``x_hat = softmax(logits)`` and
+
+    p_theta(z_{s-1}^i | z_s) = sum_k w_k q_phi(z_{s-1}^i | z_s^i, x^i = k, x^{-i} ~ x_hat),
+    w = softmax(logits^i + log q_phi(z_s^i | x^i = k, x^{-i} ~ x_hat)),
+
+where the forward network reads the soft ``x_hat`` as the other positions' clean tokens (a mean-field plug-in of
+the exact mixture over clean sequences; any valid reverse keeps the bound a bound). At masking it *is* masked
+diffusion's x0-mixture; with learned marginals the transition structure (when to reveal) follows phi, so the
+reverse network only predicts clean tokens and does not have to re-learn the schedule whenever phi moves. It is
+not the paper's choice: sampling also calls the forward network (``T`` reverse calls plus ``T`` batched
+forward-network calls, ``DiscreteSample.extras["forward_calls"]``), and it costs ``O(L K^2)`` per call (one
+coupling per candidate clean token), so it suits small vocabularies.
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import torch
@@ -45,8 +58,6 @@ from gencore.discrete.learnable_forward import (
     LOG_FLOOR,
     FewStepForward,
     floored_log,
-    initial_logits,
-    masking_marginals,
     maximum_coupling_posterior,
     repeat_cond,
 )
@@ -73,6 +84,8 @@ class SequenceForwardProcess(FewStepForward):
             marginals to revealing everything at the inner steps.
         init_floor: the initial marginals give each token other than ``x^i`` probability ``init_floor * s / T``
             at step ``s`` (:func:`~gencore.discrete.learnable_forward.initial_logits`).
+        reverse: ``"direct"`` (the paper's: ``K + 1`` logits give ``p_theta(z_{s-1} | z_s)``) or ``"posterior"``
+            (``K`` logits give ``x_hat``; the reverse is the forward posterior at ``x_hat``, see the module).
     """
 
     def __init__(
@@ -92,6 +105,7 @@ class SequenceForwardProcess(FewStepForward):
         tau_end: float = 0.5,
         reinforce_samples: int = 2,
         init_floor: float = 1e-3,
+        reverse: str = "direct",
     ) -> None:
         super().__init__(
             vocab_size,
@@ -104,13 +118,14 @@ class SequenceForwardProcess(FewStepForward):
             reinforce_samples=reinforce_samples,
             init_floor=init_floor,
         )
+        if reverse not in ("direct", "posterior"):
+            raise ConfigError(f"reverse must be 'direct' or 'posterior', got {reverse!r}.")
         self.learnable = learnable
-        self.name = "learned-forward-net" if learnable else "fixed-mask-net"
-        table = masking_marginals(vocab_size, 1, steps)[:, 0]  # [T + 1, K, K + 1], the same for every position
-        self.register_buffer("schedule", table, persistent=False)
-        logits = torch.zeros_like(table)  # rows 0 and T are never used: the endpoints are fixed
-        logits[1:-1] = initial_logits(vocab_size, steps, init_floor)
-        self.register_buffer("schedule_logits", logits, persistent=False)
+        self.reverse = reverse
+        self.init_floor = init_floor
+        self.name = ("learned-forward-net" if learnable else "fixed-mask-net") + (
+            "-posterior" if reverse == "posterior" else ""
+        )
         if learnable and steps > 1:
             self.forward_net = forward_net or TokenDenoiser(
                 vocab_size, vocab_size + 1, length, hidden=hidden, depth=depth, heads=heads, local_kernel=0
@@ -122,7 +137,7 @@ class SequenceForwardProcess(FewStepForward):
 
     @property
     def output_dim(self) -> int:
-        return self.vocab_size + 1
+        return self.vocab_size + 1 if self.reverse == "direct" else self.vocab_size
 
     @property
     def _learns(self) -> bool:
@@ -131,19 +146,45 @@ class SequenceForwardProcess(FewStepForward):
     # ---------------------------------------------------------------- marginals
     def marginals(self, x0: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """``q_phi(z_s^i | x)`` ``[N, L, K + 1]`` for clean sequences ``x0`` ``[N, L]`` at steps ``step`` ``[N]``."""
-        rows = torch.arange(x0.shape[0], device=x0.device)[:, None]
-        fixed = self.schedule[step][rows, x0]  # [N, L, K + 1]
+        rows = self.token_marginals(F.one_hot(x0, self.vocab_size).float(), step)  # [N, L, K, K + 1]
+        return torch.gather(rows, 2, x0[:, :, None, None].expand(-1, -1, 1, rows.shape[-1])).squeeze(2)
+
+    def token_marginals(self, context: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        """``q_phi(z_s^i | x^i = k, context)`` ``[N, L, K, K + 1]`` for every clean token ``k`` of every position.
+
+        ``context`` ``[N, L, K]`` is what the forward network reads: the one-hot clean sequence (:meth:`marginals`)
+        or the reverse model's predicted distribution (``reverse="posterior"``). Inner steps: ``softmax(log m_s(k)
+        + g f_phi(context, t_s))`` with the floored masking logits of
+        :func:`~gencore.discrete.learnable_forward.initial_logits`; steps 0 and T (and ``learnable=False``): the
+        masking schedule.
+        """
+        n, length, k = context.shape
+        frac = (step.to(context.dtype) / self.steps)[:, None, None, None]  # [N, 1, 1, 1]
+        eye = torch.eye(k, dtype=context.dtype, device=context.device)
+        fixed = torch.cat([(1 - frac) * eye, frac.expand(n, 1, k, 1)], dim=-1).expand(n, length, k, k + 1)
         if self.forward_net is None:
             return fixed
-        t = 1.0 - step.float() / self.steps
-        held = self.phase == "warmup"  # phi held at its initial schedule: no gradient reaches it
-        with torch.no_grad() if held else contextlib.nullcontext():
-            shift = self.forward_net(F.one_hot(x0, self.vocab_size).float(), t)
-        gate = self.gate.detach() if held else self.gate
-        logits = self.schedule_logits[step][rows, x0]
-        learned = torch.softmax(logits + gate * shift, dim=-1)
-        inner = ((step > 0) & (step < self.steps))[:, None, None]
-        return torch.where(inner, learned, fixed)
+        if self.phase == "warmup" and not bool(self.gate.detach().any()):
+            shift = torch.zeros(n, length, k + 1, dtype=context.dtype, device=context.device)  # gate 0, held
+        else:
+            shift = self.gate_value * self._forward_shift(context, 1.0 - frac[:, 0, 0, 0])  # [N, L, K + 1]
+        inner = ((step > 0) & (step < self.steps))[:, None, None, None]
+        f = torch.where(inner, frac, torch.full_like(frac, 0.5))  # endpoints: any finite logits, replaced below
+        tokens = eye * torch.log(1 - f) + (1 - eye) * torch.log(self.init_floor * f)
+        logits = torch.cat([tokens, torch.log(f).expand(n, 1, k, 1)], dim=-1)
+        return torch.where(inner, torch.softmax(logits + shift[:, :, None, :], dim=-1), fixed)
+
+    @property
+    def gate_value(self) -> torch.Tensor:
+        """The gate, detached while phi is held (warm-up)."""
+        return self.gate.detach() if self.phase == "warmup" else self.gate
+
+    def _forward_shift(self, xprob: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """``f_phi(x_hat, t)``; during the warm-up phi's parameters get no gradient (``x_hat`` still does)."""
+        if self.phase != "warmup":
+            return self.forward_net(xprob, t)
+        held = {name: p.detach() for name, p in self.forward_net.named_parameters()}
+        return torch.func.functional_call(self.forward_net, held, (xprob, t))
 
     # ------------------------------------------------------------------ reverse
     def _reverse_log_probs(
@@ -153,9 +194,18 @@ class SequenceForwardProcess(FewStepForward):
         logits = model(zfeat, 1.0 - step.to(zfeat.dtype) / self.steps, **cond)
         if logits.shape[-1] != self.output_dim:
             raise ConfigError(
-                f"{self.name} needs a reverse network with {self.output_dim} outputs per position (K tokens + mask), "
+                f"{self.name} needs a reverse network with {self.output_dim} outputs per position "
+                f"({'K tokens + mask' if self.reverse == 'direct' else 'K clean-token logits'}), "
                 f"got {logits.shape[-1]}."
             )
+        if self.reverse == "posterior":
+            # mixture over position i's clean token k of the forward posteriors q(z_{s-1}^i | z_s^i, x^i = k),
+            # the other positions' clean tokens read as x_hat; weights as in masked diffusion's x0-mixture
+            both = self.token_marginals(torch.softmax(logits, -1).repeat(2, 1, 1), torch.cat([step - 1, step]))
+            prev, cur = both.chunk(2)
+            rows = torch.einsum("nlj,nlkjm->nlkm", zfeat, maximum_coupling_posterior(prev, cur))  # [N, L, K, S]
+            weights = torch.softmax(logits + floored_log(torch.einsum("nlj,nlkj->nlk", zfeat, cur)), dim=-1)
+            return floored_log(torch.einsum("nlk,nlkm->nlm", weights, rows))
         last = (step == 1)[:, None]  # z_0 is data: the mask is impossible at the last step
         mask_logit = logits[..., self.mask_index].masked_fill(last, LOG_FLOOR)
         logits = torch.cat([logits[..., : self.mask_index], mask_logit[..., None]], dim=-1)
@@ -236,17 +286,20 @@ class SequenceForwardProcess(FewStepForward):
     ) -> DiscreteSample:
         """Ancestral sampling ``z_T = mask -> ... -> z_0`` from ``p_theta(z_{s-1} | z_s)`` (NFE = T)."""
         self._check_sample(steps, length)
-        device = self.schedule.device
+        device = next(model.parameters()).device
         z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
         for s in range(self.steps, 0, -1):
             step = torch.full((n,), s, dtype=torch.long, device=device)
             logp = self._reverse_log_probs(model, F.one_hot(z, self.input_dim).float(), step, cond)
             z = torch.multinomial(logp.exp().reshape(-1, self.input_dim), 1, generator=generator).view(n, length)
-        return DiscreteSample(tokens=z, nfe=self.steps, extras={"process": self.name})
+        extras: dict[str, Any] = {"process": self.name}
+        if self.reverse == "posterior" and self.forward_net is not None:
+            extras["forward_calls"] = self.steps  # one batched forward-network call (steps s - 1 and s) per step
+        return DiscreteSample(tokens=z, nfe=self.steps, extras=extras)
 
     def extra_repr(self) -> str:
         return (
             f"vocab_size={self.vocab_size}, length={self.length}, steps={self.steps}, learnable={self.learnable}, "
             f"warmup_fraction={self.warmup_fraction}, gumbel_fraction={self.gumbel_fraction}, "
-            f"tau={self.tau_start}->{self.tau_end}"
+            f"tau={self.tau_start}->{self.tau_end}, reverse={self.reverse!r}"
         )
