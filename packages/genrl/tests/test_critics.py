@@ -3,11 +3,14 @@ and the C51 projection is exact where it can be."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
+from gencore.errors import ConfigError
 from genrl.critics import C51Critic, CriticConfig
-from genrl.toy_experiment import ToyCriticConfig, train_toy_critic
+from genrl.toy_experiment import ToyCriticConfig, parse_solver, train_toy_critic
 
 SMALL = {"hidden": 64, "batch_size": 128, "n_episodes": 500, "n_eval_samples": 400, "lr": 2e-3}
 
@@ -37,3 +40,25 @@ def test_c51_projection_keeps_mass_and_mean() -> None:
     # a reward landing exactly on an atom with factor 0 puts all mass there
     m0 = c.project(torch.tensor([2.0]), torch.tensor([0.0]), probs[:1])
     torch.testing.assert_close(m0, torch.nn.functional.one_hot(torch.tensor([7]), 11).float())
+
+
+def test_learning_curve_scores_do_not_perturb_training_and_carry_the_floor() -> None:
+    cfg = ToyCriticConfig(steps=30, **SMALL)
+    _, full = train_toy_critic("c51", replace(cfg, eval_at=(0, 15, 30)))
+    _, short = train_toy_critic("c51", replace(cfg, steps=15))
+    assert [p["step"] for p in full["curve"]] == [0, 15, 30]
+    # scoring after 15 updates and training on gives the same critic as never scoring
+    assert full["curve"][1]["w1"] == short["w1"] and full["curve"][2]["w1"] == full["w1"]
+    assert full["curve"][0]["w1"] > full["w1"]
+    # the floor is the W1 of exact samples: it falls like 1 / sqrt(samples per state)
+    _, more = train_toy_critic("c51", replace(cfg, steps=0, n_eval_samples=16 * SMALL["n_eval_samples"]))
+    assert 0.15 < more["w1_floor"] / full["w1_floor"] < 0.4
+    assert 0 < full["w1_floor"] < full["w1"]
+    assert len(full["w1_by_steps_to_go"]) == 3
+
+
+def test_flow_solver_specs_are_checked() -> None:
+    assert parse_solver("midpoint:20") == ("midpoint", 20)
+    for bad in ("euler", "euler:0", "leapfrog:10", "rk4:x"):
+        with pytest.raises(ConfigError):
+            parse_solver(bad)

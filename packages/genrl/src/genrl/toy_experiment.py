@@ -3,9 +3,17 @@
 Each critic (C51, IQN, Value Flows' flow critic) is trained by policy evaluation on the same
 :class:`genrl.toy_mdp.BimodalChain` dataset with the same network width, optimiser, batches and seed, with
 target networks updated by Polyak averaging. It is then scored on a grid of states against the exact law:
-W1, expected CRPS (and its floor, the true law's own CRPS), and the Pearson correlation between the
-critic's return variance and the true variance (for Value Flows, the variance from the flow-derivative ODE,
-``var_corr``; and from samples, ``var_corr_samples``).
+W1, expected CRPS (and its floor, the true law's own CRPS), W1 per number of steps to go, and the Pearson
+correlation between the critic's return variance and the true variance (for Value Flows, the variance from
+the flow-derivative ODE, ``var_corr``; and from samples, ``var_corr_samples``).
+
+Scores come with their measurement floor: ``w1_floor`` is the W1 of as many samples drawn from the *true*
+law (per state) as the critic is scored with, so a critic's W1 cannot be told apart from an exact one below
+it (``crps_excess_floor``: the same for ``crps - crps_floor``). Evaluation draws its noise from its own
+generator (seeded from ``seed``), so scoring a run along the way (``eval_at``, a learning curve) leaves its
+training untouched. For Value Flows, ``flow_solvers`` also scores the same trained field integrated with other
+solvers (``"euler:50"``, ``"midpoint:10"``) from the same noises, and :func:`score_exact_field` reads the
+*exact* field of the law (:class:`genrl.toy_mdp.ExactReturnField`) the same ways: what the read-out alone costs.
 """
 
 from __future__ import annotations
@@ -19,12 +27,17 @@ import torch
 from tqdm.auto import tqdm
 
 from gencore.checks import check_choice
+from gencore.errors import ConfigError
+from gencore.solvers import FIXED_STEP_METHODS
 from genrl.agents.base import make_target, polyak
 from genrl.critics import C51Critic, CriticConfig, IQNCritic
-from genrl.toy_mdp import BimodalChain, cdf_errors
+from genrl.networks import Ensemble
+from genrl.toy_mdp import BimodalChain, ExactReturnField, cdf_errors
 from genrl.value_flow_critic import FlowReturnCritic
 
 CRITICS = {"c51": C51Critic, "iqn": IQNCritic, "value-flows": FlowReturnCritic}
+EVAL_SEED_OFFSET = 10_007  # evaluation noise has its own stream, so scoring never perturbs training
+NFE_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}  # field evaluations per step of each solver
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,7 +49,10 @@ class ToyCriticConfig:
     depth: int = 3
     tau: float = 0.01
     n_episodes: int = 2000
-    n_eval_samples: int = 1000
+    n_eval_samples: int = 1000  # samples per evaluation state (the W1 floor falls like 1 / sqrt of it)
+    eval_at: tuple[int, ...] = ()  # learning curve: also score the critic after these numbers of updates
+    flow_solvers: tuple[str, ...] = ()  # Value Flows: also score with these "method:steps" solvers
+    dcfm_weight: float = 1.0  # Value Flows: 0 trains with the BCFM term alone (an ablation)
     huber_kappa: float = 0.01  # IQN: returns here are O(1), so kappa = 1 would make the loss expectile-like
     seed: int = 0
 
@@ -57,6 +73,15 @@ def eval_states(chain: BimodalChain) -> np.ndarray:
     return chain.observation(k, c).astype(np.float32)
 
 
+def parse_solver(spec: str) -> tuple[str, int]:
+    """``"euler:20"`` -> ``("euler", 20)``; the method must be one of gencore's fixed-step solvers."""
+    method, _, steps = spec.partition(":")
+    check_choice(method, FIXED_STEP_METHODS, "flow solver method")
+    if not steps.isdigit() or int(steps) < 1:
+        raise ConfigError(f"flow solver {spec!r}: expected 'method:steps' with a positive number of steps")
+    return method, int(steps)
+
+
 def critic_variance(critic: torch.nn.Module, obs: torch.Tensor, act: torch.Tensor, g: torch.Generator) -> np.ndarray:
     if isinstance(critic, C51Critic):
         p = critic.probs(obs, act)
@@ -67,30 +92,49 @@ def critic_variance(critic: torch.nn.Module, obs: torch.Tensor, act: torch.Tenso
     return critic.sample(obs, act, 1000, g).var(1).numpy()
 
 
-def train_toy_critic(
-    name: str, cfg: ToyCriticConfig, chain: BimodalChain | None = None, progress: bool = False
-) -> tuple[torch.nn.Module, dict[str, Any]]:
-    """Train one critic on the toy MDP; return it and its scores (see the module docstring)."""
-    check_choice(name, tuple(CRITICS), "critic")
-    chain = chain or BimodalChain()
-    torch.manual_seed(cfg.seed)
-    g = torch.Generator().manual_seed(cfg.seed)
-    ds = chain.dataset(cfg.n_episodes, seed=cfg.seed)
+def _critic_config(cfg: ToyCriticConfig) -> CriticConfig:
     span = 1.6  # |Z| <= m + 4 sigma = 1.5 + 0.4 covers the law with room
-    ccfg = CriticConfig(
+    return CriticConfig(
         hidden=cfg.hidden,
         depth=cfg.depth,
         ensemble=1,
         return_min=-span - 0.4,
         return_max=span + 0.4,
         huber_kappa=cfg.huber_kappa,
+        dcfm_weight=cfg.dcfm_weight,
     )
-    critic = CRITICS[name](2, 1, ccfg)
+
+
+def train_toy_critic(
+    name: str, cfg: ToyCriticConfig, chain: BimodalChain | None = None, progress: bool = False
+) -> tuple[torch.nn.Module, dict[str, Any]]:
+    """Train one critic on the toy MDP; return it and its scores (see the module docstring).
+
+    With ``cfg.eval_at``, the record's ``curve`` holds ``{"step", "w1", "crps", "crps_floor"}`` after each of
+    those numbers of updates (``0`` scores the untrained critic); ``train_s`` excludes the time spent scoring.
+    """
+    check_choice(name, tuple(CRITICS), "critic")
+    for spec in cfg.flow_solvers:
+        parse_solver(spec)
+    chain = chain or BimodalChain()
+    torch.manual_seed(cfg.seed)
+    g = torch.Generator().manual_seed(cfg.seed)
+    ds = chain.dataset(cfg.n_episodes, seed=cfg.seed)
+    critic = CRITICS[name](2, 1, _critic_config(cfg))
     target = make_target(critic)
     opt = torch.optim.Adam(critic.parameters(), lr=cfg.lr)
     rng = np.random.default_rng(cfg.seed)
+    checkpoints = set(cfg.eval_at)
+    curve: list[dict[str, Any]] = []
+    eval_s = 0.0
     t0 = time.perf_counter()
-    for _ in tqdm(range(cfg.steps), disable=not progress, desc=f"toy {name}"):
+    for step in tqdm(range(cfg.steps + 1), disable=not progress, desc=f"toy {name}"):
+        if step in checkpoints:
+            t_eval = time.perf_counter()
+            curve.append({"step": step, **score_critic(critic, chain, cfg, full=False)})
+            eval_s += time.perf_counter() - t_eval
+        if step == cfg.steps:
+            break
         b = _batch(ds, rng.integers(len(ds), size=cfg.batch_size))
         next_act = torch.rand(cfg.batch_size, 1, generator=g) * 2 - 1
         loss, _ = critic.loss(b, next_act, target, chain.discount, g)
@@ -98,25 +142,84 @@ def train_toy_critic(
         loss.backward()
         opt.step()
         polyak(target, critic, cfg.tau)
-    train_s = time.perf_counter() - t0
-    return critic, {"critic": name, "steps": cfg.steps, "train_s": train_s, **score_critic(critic, chain, cfg, g)}
+    train_s = time.perf_counter() - t0 - eval_s
+    rec: dict[str, Any] = {"critic": name, "steps": cfg.steps, "train_s": train_s}
+    if name == "value-flows":
+        rec["dcfm_weight"] = cfg.dcfm_weight
+    rec.update(score_critic(critic, chain, cfg))
+    if curve:
+        rec["curve"] = curve
+    return critic, rec
+
+
+def _eval_law(chain: BimodalChain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Evaluation states ``[B, 2]``, the return grid ``[G]`` and the analytic CDF on it ``[B, G]``."""
+    obs_np = eval_states(chain)
+    grid = np.linspace(-2.5, 2.5, 2001)
+    return obs_np, grid, chain.return_cdf(obs_np, np.broadcast_to(grid, (len(obs_np), grid.size)))
 
 
 @torch.no_grad()
-def score_critic(critic: torch.nn.Module, chain: BimodalChain, cfg: ToyCriticConfig, g: torch.Generator) -> dict:
-    obs_np = eval_states(chain)
+def score_critic(critic: torch.nn.Module, chain: BimodalChain, cfg: ToyCriticConfig, full: bool = True) -> dict:
+    """Scores of ``critic`` against the analytic law (see the module docstring); ``full=False``: W1 and CRPS only."""
+    obs_np, grid, cdf = _eval_law(chain)
     obs = torch.from_numpy(obs_np)
     act = torch.zeros(len(obs), 1)
-    samples = critic.sample(obs, act, cfg.n_eval_samples, g).numpy()
-    grid = np.linspace(-2.5, 2.5, 2001)
-    cdf = chain.return_cdf(obs_np, np.broadcast_to(grid, (len(obs_np), grid.size)))
+    n = cfg.n_eval_samples
+
+    def eval_gen() -> torch.Generator:
+        return torch.Generator().manual_seed(cfg.seed + EVAL_SEED_OFFSET)
+
+    samples = critic.sample(obs, act, n, eval_gen()).numpy()
     errors = cdf_errors(samples, cdf, grid)
+    if not full:
+        return errors
+    exact = chain.sample_returns(obs_np, n, np.random.default_rng(cfg.seed + EVAL_SEED_OFFSET))
+    togo = chain.steps_to_go(obs_np)
+    exact_errors = cdf_errors(exact, cdf, grid)
+    out: dict[str, Any] = {
+        **errors,
+        "w1_floor": exact_errors["w1"],
+        "crps_excess_floor": exact_errors["crps"] - exact_errors["crps_floor"],
+        "w1_by_steps_to_go": [
+            float(cdf_errors(samples[togo == j], cdf[togo == j], grid)["w1"]) for j in range(chain.length)
+        ],
+    }
     true_var = chain.return_variance(obs_np)
-    est_var = critic_variance(critic, obs, act, g)
-    out = {**errors, "var_corr": float(np.corrcoef(est_var, true_var)[0, 1])}
+    out["var_corr"] = float(np.corrcoef(critic_variance(critic, obs, act, eval_gen()), true_var)[0, 1])
     if isinstance(critic, FlowReturnCritic):
         out["var_corr_samples"] = float(np.corrcoef(samples.var(1), true_var)[0, 1])
+        if cfg.flow_solvers:
+            out["flow_solvers"] = _solver_scores(critic, chain, cfg, cfg.flow_solvers)
     return out
+
+
+def _solver_scores(
+    critic: FlowReturnCritic, chain: BimodalChain, cfg: ToyCriticConfig, specs: tuple[str, ...]
+) -> dict[str, dict[str, float]]:
+    """W1 and CRPS of ``critic`` read out with each ``"method:steps"`` in ``specs``, from the same noises."""
+    obs_np, grid, cdf = _eval_law(chain)
+    obs, act = torch.from_numpy(obs_np), torch.zeros(len(obs_np), 1)
+    solvers = {}
+    for spec in specs:
+        method, steps = parse_solver(spec)
+        g = torch.Generator().manual_seed(cfg.seed + EVAL_SEED_OFFSET)
+        e = cdf_errors(critic.sample(obs, act, cfg.n_eval_samples, g, steps=steps, method=method).numpy(), cdf, grid)
+        solvers[spec] = {"nfe": steps * NFE_PER_STEP[method], "w1": e["w1"], "crps": e["crps"]}
+    return solvers
+
+
+@torch.no_grad()
+def score_exact_field(cfg: ToyCriticConfig, chain: BimodalChain | None = None) -> dict[str, dict[str, float]]:
+    """Value Flows' ceiling: the *exact* field of the law (:class:`ExactReturnField`) read out like the critic.
+
+    Returns ``{"euler:<flow_steps>" (the default read-out), *cfg.flow_solvers: {"nfe", "w1", "crps"}}``: what
+    the read-out alone costs, whatever the training.
+    """
+    chain = chain or BimodalChain()
+    oracle = FlowReturnCritic(2, 1, _critic_config(cfg))
+    oracle.fields = Ensemble([ExactReturnField(chain)])
+    return _solver_scores(oracle, chain, cfg, (f"euler:{oracle.cfg.flow_steps}", *cfg.flow_solvers))
 
 
 def compare_critics(

@@ -13,7 +13,7 @@ With ``j = length - 1 - k`` steps to go, the discounted return from ``(k, c)`` (
 
 with mean 0 and variance ``discount^(2j) (m(c)^2 + sigma^2)``: two modes whose separation and the
 variance differ from state to state, which is what distributional critics and variance estimates are
-tested on.
+tested on. :class:`ExactReturnField` is the exact flow-matching field of that law (an oracle for Value Flows).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch import nn
 
 from genrl.dataset import OfflineDataset
 
@@ -90,6 +91,33 @@ class BimodalChain:
             next_observations=nxt,
             episode_starts=np.arange(n_episodes) * L,
         )
+
+
+class ExactReturnField(nn.Module):
+    """The exact linear-path field of the chain's return law: ``v(z, t | s) = E[Z - eps | t Z + (1 - t) eps = z]``.
+
+    Called like Value Flows' learned field, ``(z [B, 1], t [B] or float, obs [B, 2], act) -> [B, 1]``. For the
+    mixture ``1/2 N(-mu, s^2) + 1/2 N(mu, s^2)`` each mode ``k`` contributes, with weight ``w_k`` its posterior
+    given ``z_t = z`` (``z_t | k ~ N(t mu_k, t^2 s^2 + (1 - t)^2)``), ``(mu_k (1 - t) - z (1 - t - t s^2)) /
+    (t^2 s^2 + (1 - t)^2)``: ``(E[Z | z, k] - z) / (1 - t)`` written without the 0/0 at ``t = 1``. Its flow
+    from ``N(0, 1)`` is the monotone map ``F^-1(Phi(eps))``, so integrated exactly it samples the law exactly;
+    integrated with few steps it shows the read-out's own error.
+    """
+
+    def __init__(self, chain: BimodalChain) -> None:
+        super().__init__()
+        self.chain = chain
+
+    def forward(self, z: torch.Tensor, t: torch.Tensor | float, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        ch = self.chain
+        t = torch.as_tensor(t, dtype=z.dtype, device=z.device).reshape(-1, 1).expand_as(z)
+        k = torch.round(obs[:, :1].to(z.dtype) * max(ch.length - 1, 1))
+        scale = ch.discount ** (ch.length - 1 - k)
+        mu, s2 = scale * (0.5 + obs[:, 1:2].to(z.dtype)), (scale * ch.sigma) ** 2
+        var = t**2 * s2 + (1 - t) ** 2
+        drift = torch.cat([(c * (1 - t) - z * (1 - t - t * s2)) / var for c in (-mu, mu)], -1)
+        logw = torch.cat([-0.5 * (z - t * c) ** 2 / var for c in (-mu, mu)], -1)
+        return (logw.softmax(-1) * drift).sum(-1, keepdim=True)
 
 
 def _erf(x: np.ndarray) -> np.ndarray:

@@ -76,9 +76,13 @@ class FlowReturnCritic(nn.Module):
         end_time: torch.Tensor | None = None,
         member: int | None = None,
         jacobian: bool = False,
+        steps: int | None = None,
+        method: str = "euler",
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Integrate ``z`` (and ``J = dz/deps``) from ``t = 0`` to ``end_time [B]`` (default 1) with Euler.
+        """Integrate ``z`` (and ``J = dz/deps``) from ``t = 0`` to ``end_time [B]`` (default 1).
 
+        ``steps`` uniform steps of gencore's fixed-step ``method`` (default: ``cfg.flow_steps`` Euler steps, the
+        setting training uses; more steps or a higher-order method only change how the learned field is read).
         ``member=None`` averages the members' end points (each integrated from the same ``eps``).
         Per-sample end times use the rescaled clock ``t = s * end_time``, ``s`` in [0, 1], so one grid serves all.
         Returns ``(z [B, 1], J [B, 1] or None)``.
@@ -101,7 +105,7 @@ class FlowReturnCritic(nn.Module):
                 return torch.cat([end[:, None] * v.detach(), end[:, None] * dv * x[:, 1:]], -1)
 
             x0 = torch.cat([eps, torch.ones_like(eps)], -1) if jacobian else eps
-            x1 = solve_ode(field, x0, steps=self.cfg.flow_steps, method="euler").x
+            x1 = solve_ode(field, x0, steps=self.cfg.flow_steps if steps is None else steps, method=method).x
             zs.append(x1[:, :1])
             if jacobian:
                 js.append(x1[:, 1:])
@@ -122,10 +126,19 @@ class FlowReturnCritic(nn.Module):
         z1 = eps + self.velocity(eps, torch.zeros_like(eps[:, 0]), o, a)
         return z1.clamp(self.cfg.return_min, self.cfg.return_max).reshape(m, b).mean(0)
 
-    def sample(self, obs: torch.Tensor, act: torch.Tensor, n: int, generator=None) -> torch.Tensor:
+    def sample(
+        self,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        n: int,
+        generator=None,
+        steps: int | None = None,
+        method: str = "euler",
+    ) -> torch.Tensor:
+        """``n`` return samples per state ``[B, n]`` from ``steps`` steps of ``method`` (see :meth:`flow`)."""
         b = obs.shape[0]
         eps = torch.randn(b * n, 1, generator=generator, dtype=obs.dtype, device=obs.device)
-        z, _ = self.flow(eps, obs.repeat_interleave(n, 0), act.repeat_interleave(n, 0))
+        z, _ = self.flow(eps, obs.repeat_interleave(n, 0), act.repeat_interleave(n, 0), steps=steps, method=method)
         return z.reshape(b, n)
 
     def return_variance(self, obs: torch.Tensor, act: torch.Tensor, n: int = 8, generator=None) -> torch.Tensor:
