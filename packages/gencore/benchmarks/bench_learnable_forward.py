@@ -14,9 +14,10 @@ network of the whole sequence, reverse transitions predicted directly; ``fixed-m
 schedule with that reverse model, isolating the learned forward process; ``learned-forward-net`` holds phi
 for the first half of training, then REINFORCE); ``learned-forward-net-posterior`` is the same learned process
 with ``reverse="posterior"`` (masked diffusion's x0-mixture carried over, so at masking it is the ``fixed-mask``
-arm, which is its fixed-schedule counterpart). ``--gumbel-fraction`` sets the straight-through Gumbel phase
-of both learned arms (default: the classes' default, 0; ``diag_fldd_phi_gradient.py`` shows it to be biased
-towards revealing). Every arm uses the same
+arm, which is its fixed-schedule counterpart); ``fixed-mask-x2`` is fixed masking with every sequence of the batch
+twice, the control for the learned arms' second REINFORCE draw per sequence. ``--gumbel-fraction`` sets the
+straight-through Gumbel phase of both learned arms (default: the classes' default, 0;
+``diag_fldd_phi_gradient.py`` shows it to be biased towards revealing). Every arm uses the same
 ``TokenDenoiser(hidden=64, depth=2)`` (``process.output_dim`` outputs), the same AdamW optimiser over
 ``model.parameters()`` plus ``process.parameters()``, the same batches and the same number of steps, calling
 ``process.update_schedule(step / steps)`` before each loss.
@@ -60,13 +61,20 @@ CONFIGS = {
 N_TIME = {"grid": 8, "digits": 4}
 
 
-ARMS = ("fixed-mask", "learned-forward", "fixed-mask-net", "learned-forward-net", "learned-forward-net-posterior")
+ARMS = (
+    "fixed-mask",
+    "learned-forward",
+    "fixed-mask-net",
+    "learned-forward-net",
+    "learned-forward-net-posterior",
+    "fixed-mask-x2",
+)
 
 
 def _process(arm: str, task, steps_T: int, gumbel_fraction: float | None = None) -> FewStepForward:
     """The arm's process; ``gumbel_fraction`` None keeps the classes' default (0: REINFORCE only)."""
     phases = {} if gumbel_fraction is None else {"gumbel_fraction": gumbel_fraction}
-    if arm in ("fixed-mask", "learned-forward"):
+    if arm in ("fixed-mask", "learned-forward", "fixed-mask-x2"):
         return LearnableForwardProcess(
             task.vocab_size, task.length, steps=steps_T, learnable=arm == "learned-forward", **phases
         )
@@ -95,6 +103,8 @@ def _train(
     for step in range(n):
         proc.update_schedule(step / n)
         batch = task.train[torch.randint(0, task.train.shape[0], (cfg["batch"],), generator=g)]
+        if arm == "fixed-mask-x2":  # every sequence twice: as many z draws per step as REINFORCE's two copies
+            batch = batch.repeat_interleave(2, dim=0)
         loss, metrics = proc.loss(model, batch, generator=g)
         opt.zero_grad(set_to_none=True)
         loss.backward()
