@@ -185,6 +185,7 @@ def run_task(
                 {
                     "task": name,
                     "process": proc.name,
+                    "arm": arm,
                     "seed": seed,
                     "T": cfg["steps_T"],
                     "nfe": out.nfe,

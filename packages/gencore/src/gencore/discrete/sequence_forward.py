@@ -164,20 +164,17 @@ class SequenceForwardProcess(FewStepForward):
         fixed = torch.cat([(1 - frac) * eye, frac.expand(n, 1, k, 1)], dim=-1).expand(n, length, k, k + 1)
         if self.forward_net is None:
             return fixed
-        if self.phase == "warmup" and not bool(self.gate.detach().any()):
-            shift = torch.zeros(n, length, k + 1, dtype=context.dtype, device=context.device)  # gate 0, held
+        held = self.phase == "warmup"  # phi held: no gradient reaches the gate or the forward network
+        if held and not bool(self.gate.detach().any()):
+            shift = torch.zeros(n, length, k + 1, dtype=context.dtype, device=context.device)  # gate 0: no call
         else:
-            shift = self.gate_value * self._forward_shift(context, 1.0 - frac[:, 0, 0, 0])  # [N, L, K + 1]
+            gate = self.gate.detach() if held else self.gate
+            shift = gate * self._forward_shift(context, 1.0 - frac[:, 0, 0, 0])  # [N, L, K + 1]
         inner = ((step > 0) & (step < self.steps))[:, None, None, None]
         f = torch.where(inner, frac, torch.full_like(frac, 0.5))  # endpoints: any finite logits, replaced below
         tokens = eye * torch.log(1 - f) + (1 - eye) * torch.log(self.init_floor * f)
         logits = torch.cat([tokens, torch.log(f).expand(n, 1, k, 1)], dim=-1)
         return torch.where(inner, torch.softmax(logits + shift[:, :, None, :], dim=-1), fixed)
-
-    @property
-    def gate_value(self) -> torch.Tensor:
-        """The gate, detached while phi is held (warm-up)."""
-        return self.gate.detach() if self.phase == "warmup" else self.gate
 
     def _forward_shift(self, xprob: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """``f_phi(x_hat, t)``; during the warm-up phi's parameters get no gradient (``x_hat`` still does)."""
