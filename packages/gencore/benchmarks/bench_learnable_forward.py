@@ -217,9 +217,13 @@ def run_task(
 def summarise(records: list[dict]) -> list[dict]:
     """Mean over seeds per (task, process)."""
     rows = []
-    keys = dict.fromkeys((r["task"], r["process"]) for r in records)
+
+    def name(r: dict) -> str:  # the arm where there is one: fixed-mask and fixed-mask-x2 share a process name
+        return r.get("arm") or r["process"]
+
+    keys = dict.fromkeys((r["task"], name(r)) for r in records)
     for task, process in keys:
-        group = [r for r in records if r["task"] == task and r["process"] == process]
+        group = [r for r in records if r["task"] == task and name(r) == process]
         row: dict = {"task": task, "process": process, "seeds": len(group)}
         for col in (
             "T",
