@@ -3,15 +3,17 @@ clustering / orbit MMD of GGBall (hyperbolic latent) vs the Euclidean-latent abl
 discrete diffusion baseline, all trained in the same harness with the same main-network step budget.
 
     python benchmarks/bench_reproduction.py OUT.json [--datasets community-small,ego-small,tree] [--steps 300]
-                                                     [--work DIR] [--reuse] [--merge]
+                                                     [--work DIR] [--reuse] [--merge] [--seed S]
 
-``--merge`` keeps the rows already in OUT.json for the (data set, model) pairs not run now and replaces the
-others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The model name ``data``
-(not in the default list) scores fresh samples of the data set's own generator (seeds 1..FOLDS) in place of a
-trained model: the floor a perfect generator reaches with the biased MMD on sets of this size.
+``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
+and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
+model name ``data`` (not in the default list) scores fresh samples of the data set's own generator (seeds
+1..FOLDS) in place of a trained model: the floor a perfect generator reaches with the biased MMD on sets of
+this size.
 
-Each model is trained once (seed 0) on the train split; ``FOLDS`` sampling folds (seeds 0..FOLDS-1) of as many
-graphs as the test split are scored against it; the table reports mean and standard deviation over folds.
+Each model is trained once (seed ``--seed``, default 0) on the train split; ``FOLDS`` sampling folds (seeds
+0..FOLDS-1) of as many graphs as the test split are scored against it; the table reports mean and standard
+deviation over folds.
 MMDs use the GraphRNN/GDSS kernels that GGBall's tables use (``*_gaussian_emd`` for degree and clustering,
 ``orbit_mmd_gaussian``) and the GRAN/PolyGraph Gaussian-TV ones.
 """
@@ -49,28 +51,31 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--work", default="bench-reproduction-runs")
     p.add_argument("--reuse", action="store_true", help="score existing run folders instead of retraining them")
-    p.add_argument("--merge", action="store_true", help="keep OUT's rows for the (data set, model) pairs not run now")
+    p.add_argument("--merge", action="store_true", help="keep OUT's rows for the pairs not run now")
+    p.add_argument("--seed", type=int, default=0, help="training seed (the sampling folds stay 0..FOLDS-1)")
     args = p.parse_args()
     out = Path(args.out)
     rows = read_json(out)["rows"] if args.merge and out.is_file() else []
     for dataset in args.datasets.split(","):
         train, test = load_dataset(dataset, "train"), load_dataset(dataset, "test")
         for model in args.models.split(","):
-            run = Path(args.work) / dataset / model
+            run = Path(args.work) / dataset / (model if args.seed == 0 else f"{model}-{args.seed}")
             start = time.perf_counter()
             if model != "data" and not (args.reuse and (run / "run.json").is_file()):
-                train_run(RunConfig(model=model, dataset=dataset, steps=args.steps, progress=False), train, run)
+                cfg = RunConfig(model=model, dataset=dataset, steps=args.steps, seed=args.seed, progress=False)
+                train_run(cfg, train, run)
             train_s = time.perf_counter() - start
             folds = [graph_mmd(test, _sample(model, dataset, run, len(test), f), KEYS) for f in range(FOLDS)]
             steps = 0 if model == "data" else args.steps
-            row = {"dataset": dataset, "model": model, "steps": steps, "train_s": round(train_s, 1)}
+            row = {"dataset": dataset, "model": model, "steps": steps, "train_seed": args.seed}
+            row["train_s"] = round(train_s, 1)
             for k in KEYS:
                 vals = [f[k] for f in folds]
                 row[k] = statistics.mean(vals)
                 row[k + "_std"] = statistics.stdev(vals)
             print(json.dumps(row), flush=True)
             rows = _put(rows, row)
-            write_json(out, {"folds": FOLDS, "train_seed": 0, "rows": rows})
+            write_json(out, {"folds": FOLDS, "rows": rows})
 
 
 def _sample(model: str, dataset: str, run: Path, n: int, fold: int) -> list:
@@ -79,11 +84,16 @@ def _sample(model: str, dataset: str, run: Path, n: int, fold: int) -> list:
 
 
 def _put(rows: list[dict], row: dict) -> list[dict]:
-    """``rows`` with ``row`` in place of the row of the same data set and model (appended if there is none)."""
-    key = (row["dataset"], row["model"])
-    if any((r["dataset"], r["model"]) == key for r in rows):
-        return [row if (r["dataset"], r["model"]) == key else r for r in rows]
+    """``rows`` with ``row`` in place of the row of the same data set, model and training seed (appended if there is
+    none; rows written before the seed was recorded were trained with seed 0)."""
+    key = _key(row)
+    if any(_key(r) == key for r in rows):
+        return [row if _key(r) == key else r for r in rows]
     return [*rows, row]
+
+
+def _key(row: dict) -> tuple:
+    return row["dataset"], row["model"], row.get("train_seed", 0)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ permutation / rotation equivariance, Riemannian Adam keeps ball parameters on th
 
 from __future__ import annotations
 
+import math
+
 import geoopt
 import pytest
 import torch
@@ -78,6 +80,34 @@ def test_layers_keep_points_on_the_ball() -> None:
         y = layer(x, mask) if isinstance(layer, HypAttention | HypTransformerBlock) else layer(x)
         assert _inside(g, y)
     assert _inside(g, HypGraphConv(g, 8, 8)(x, a, mask))
+
+
+@pytest.mark.parametrize("c", [0.5, 1.0, 2.0])
+def test_hyp_norm_normalises_hyperboloid_space_coordinates(c: float) -> None:
+    """HypFormer's HypLayerNorm: the hyperboloid image of the output has LayerNorm(space part of the input) as
+    its space part, so at default affine parameters every output lies at distance asinh(sqrt(c d)) / sqrt(c)
+    from the origin, inside the clipping radius, wherever the input was (a tangent-space LayerNorm put every
+    output on the clipping sphere); flat space: plain LayerNorm."""
+    d = 32
+    gen = torch.Generator().manual_seed(0)
+    g = BallGeometry(d, c)
+    radii = torch.tensor([0.05, 1.0, 3.0, 6.0])[:, None, None] / c**0.5  # geodesic distance / 2 from the origin
+    u = torch.randn(4, 5, d, generator=gen)
+    x = g.expmap0(radii * u / u.norm(dim=-1, keepdim=True)).requires_grad_(True)
+    norm = HypNorm(g, d)
+    y = norm(x)
+    k = 1 / c
+    expected_space = torch.nn.functional.layer_norm(ball_to_lorentz(x.double(), k)[..., 1:], (d,))
+    torch.testing.assert_close(ball_to_lorentz(y.double(), k)[..., 1:], expected_space, rtol=1e-3, atol=1e-3)
+    dist = g.manifold.dist(torch.zeros_like(y), y).double()
+    torch.testing.assert_close(dist, torch.asinh(c**0.5 * expected_space.norm(dim=-1)) / c**0.5, rtol=1e-4, atol=1e-4)
+    far = dist[1:]  # LayerNorm's eps shrinks the nearly-zero space part of the innermost inputs slightly
+    torch.testing.assert_close(far, torch.full_like(far, math.asinh((c * d) ** 0.5) / c**0.5), rtol=1e-4, atol=1e-4)
+    assert (y.norm(dim=-1) < g.max_norm(y) * (1 - 1e-3)).all()
+    y.square().sum().backward()
+    assert torch.isfinite(x.grad).all() and (x.grad.norm(dim=-1) > 0).all()
+    flat = HypNorm(EuclideanGeometry(d), d)
+    torch.testing.assert_close(flat(u), torch.nn.functional.layer_norm(u, (d,)))
 
 
 def test_lorentz_linear_lands_on_the_hyperboloid() -> None:

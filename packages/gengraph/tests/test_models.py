@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from gengraph.batch import pack, unpack
 from gengraph.cli import main
 from gengraph.datasets import generate
-from gengraph.hyperbolic import BallGeometry
+from gengraph.hyperbolic import BallGeometry, make_geometry
 from gengraph.io import read_graph_set
 from gengraph.models.digress import DigressConfig, DigressDenoiser
 from gengraph.models.ggball import GGBall, GGBallConfig
@@ -74,6 +75,33 @@ def test_latent_flow_prior_is_equivariant_and_samples_on_the_ball() -> None:
     assert torch.isfinite(loss) and float(loss) > 0
     z = sample_latent_sets(net, geo, mask, steps=4, generator=torch.Generator().manual_seed(0))
     assert (z.norm(dim=-1) < 1).all()
+
+
+@pytest.mark.parametrize("kind", ["ball", "euclidean"])
+def test_latent_flow_centring_is_an_isometry_to_the_frechet_mean(kind: str) -> None:
+    """The prior's coordinates: the training latents' Frechet mean goes to the origin (Karcher condition
+    sum_i log_0 y_i = 0), distances are kept, and uncentring inverts centring; a zero field returns base noise
+    around the centre, not around the origin (the prior's base is the wrapped normal at the data's mean)."""
+    gen = torch.Generator().manual_seed(0)
+    geo = make_geometry(kind, 4)
+    direction = torch.tensor([1.0, -0.5, 0.3, 0.2])
+    x = geo.expmap0(2.0 * direction / direction.norm() + 0.1 * torch.randn(3, 40, 4, generator=gen))
+    mask = torch.ones(3, 40, dtype=torch.bool)
+    mask[1, 30:] = False
+    net = SetVelocity(geo, hidden=16, layers=1).eval()
+    net.fit_centre(x, mask)
+    y = net.centred(x)
+    ys = y[mask].double()
+    karcher = geo.manifold.logmap(torch.zeros_like(ys), ys).mean(0)
+    assert float(karcher.norm()) < 1e-4
+    torch.testing.assert_close(geo.pairwise_dist(y, y), geo.pairwise_dist(x, x), rtol=1e-4, atol=2e-4)
+    torch.testing.assert_close(net.uncentred(y), x, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        net.out.weight.zero_()
+        net.out.bias.zero_()
+    z = sample_latent_sets(net, geo, torch.ones(1, 4000, dtype=torch.bool), steps=2, generator=gen)[0]
+    mean = geo.frechet_mean(z, torch.ones(1, 4000), z[:1], iters=10)[0]
+    assert float(geo.manifold.dist(mean, net.centre)) < 0.1 < float(geo.manifold.dist(mean, torch.zeros(4)))
 
 
 def test_digress_denoiser_is_equivariant_with_symmetric_edges() -> None:
@@ -141,3 +169,10 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
     )
     assert main(["sample", "--run", str(tmp_path / "missing"), "--n", "3", "--out", str(tmp_path / "x.json")]) == 2
     assert "not a gengraph run folder" in capsys.readouterr().err
+    # a run written by an older gengraph (no format_version) is refused with one sentence, not loaded wrongly
+    info = json.loads((tmp_path / "d" / "run.json").read_text())
+    del info["format_version"]
+    (tmp_path / "d" / "run.json").write_text(json.dumps(info))
+    assert main(["sample", "--run", str(tmp_path / "d"), "--n", "3", "--out", str(tmp_path / "y.json")]) == 2
+    assert "run format version 1" in capsys.readouterr().err
+    assert not (tmp_path / "y.json").exists()

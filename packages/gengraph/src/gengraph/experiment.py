@@ -130,7 +130,8 @@ def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -
     node_marg, edge_marg = _marginals(graphs, n_types, n_edge_types)
     sizes = Counter(g.n_nodes for g in graphs)
     info: dict[str, Any] = {
-        "format": "gengraph.run", "config": asdict(cfg), "n_max": n_max, "n_node_types": n_types,
+        "format": "gengraph.run", "format_version": RUN_FORMAT_VERSION, "config": asdict(cfg), "n_max": n_max,
+        "n_node_types": n_types,
         "n_edge_types": n_edge_types, "node_counts": {str(k): v for k, v in sorted(sizes.items())},
         "node_marginal": node_marg, "edge_marginal": edge_marg, "n_train_graphs": len(graphs),
     }  # fmt: skip
@@ -159,6 +160,7 @@ def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -
     with torch.no_grad():
         zq, _, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
     prior = SetVelocity(ae.geometry)
+    prior.fit_centre(zq, mask)
     prior_steps = cfg.prior_steps or 5 * cfg.steps
     result = Trainer(_engine(cfg, out / "prior", prior_steps, lr=1e-3)).fit(
         _PriorTask(prior, ae.geometry), TensorDataset(zq.detach(), mask)
@@ -182,6 +184,11 @@ def _size_mask(info: dict[str, Any], n: int, generator: torch.Generator) -> torc
     return torch.arange(int(info["n_max"]))[None, :] < drawn[:, None]
 
 
+# 2: HypNorm normalises the hyperboloid space coordinates and the latent prior is centred (weights of version 1
+# would load into the new layers but mean something else)
+RUN_FORMAT_VERSION = 2
+
+
 def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(run_dir) / "run.json"
     if not path.is_file():
@@ -189,6 +196,11 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     info = read_json(path)
     if info.get("format") != "gengraph.run":
         raise InputError(f"{path}: not a gengraph run description.")
+    if info.get("format_version", 1) != RUN_FORMAT_VERSION:
+        raise InputError(
+            f"{path}: run format version {info.get('format_version', 1)}, this gengraph reads version "
+            f"{RUN_FORMAT_VERSION} (hyperbolic normalisation and latent prior changed); retrain the run."
+        )
     return info
 
 

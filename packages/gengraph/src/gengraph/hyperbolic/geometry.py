@@ -11,9 +11,13 @@ float32) and ``log_0`` clamps ``sqrt(c)|y|`` to the same radius before ``artanh`
 boundary by round-off maps to a finite tangent vector; every norm goes through ``gencore``'s ``safe_norm``
 so gradients are finite at the origin.
 
+``to_space``/``from_space`` map a point to the space-like coordinates of its image on the hyperboloid and back
+(the identity in flat space): coordinates in which a Euclidean normalisation keeps points at a moderate
+distance from the origin (see :class:`gengraph.hyperbolic.layers.HypNorm`).
+
 :class:`BallGeometry` and :class:`EuclideanGeometry` answer the same calls (``expmap0``, ``logmap0``,
-``mobius_add``, ``pairwise_dist``, ``midpoint``, ``frechet_mean``, ``geodesic``), so every layer and the GGBall
-model run unchanged in flat space: that is the Euclidean-latent ablation.
+``mobius_add``, ``to_space``, ``from_space``, ``pairwise_dist``, ``midpoint``, ``frechet_mean``, ``geodesic``),
+so every layer and the GGBall model run unchanged in flat space: that is the Euclidean-latent ablation.
 
 Weighted midpoint on the ball: Ungar's gyromidpoint (used by HNN++ and hyperbolic attention),
 
@@ -67,6 +71,12 @@ class EuclideanGeometry(nn.Module):
 
     def mobius_add(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return x + y
+
+    def to_space(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def from_space(self, s: torch.Tensor) -> torch.Tensor:
+        return s
 
     def scalar_mul(self, r: torch.Tensor | float, x: torch.Tensor) -> torch.Tensor:
         return r * x
@@ -127,6 +137,16 @@ class BallGeometry(nn.Module):
 
     def mobius_add(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return self.projx(self.manifold.mobius_add(x, y))
+
+    def to_space(self, x: torch.Tensor) -> torch.Tensor:
+        """The space-like part ``lambda_x x = 2x / (1 - c|x|^2)`` of ``x``'s image on the hyperboloid
+        ``<y, y>_L = -1/c`` (norm ``sinh(sqrt(c) r) / sqrt(c)`` at distance ``r`` from the origin)."""
+        return self.lambda_x(x) * x
+
+    def from_space(self, s: torch.Tensor) -> torch.Tensor:
+        """The inverse of :meth:`to_space`: ``s / (1 + sqrt(1 + c|s|^2))``, defined for every ``s`` (projected)."""
+        c = self.manifold.c.to(s.dtype)
+        return self.projx(s / (1 + (1 + c * s.square().sum(-1, keepdim=True)).sqrt()))
 
     def scalar_mul(self, r: torch.Tensor | float, x: torch.Tensor) -> torch.Tensor:
         """Mobius scalar multiplication ``r (x) x = exp_0(r log_0(x))``."""

@@ -13,8 +13,8 @@
 - :class:`HypAttention` / :class:`HypTransformerBlock`: attention whose scores are negative hyperbolic
   distances between queries and keys, ``s_ij = -beta d(q_i, k_j) - gamma`` (Gulcehre et al. 2019, "Hyperbolic
   Attention Networks"), values aggregated by the gyromidpoint; the block adds Mobius residuals and a
-  tangent-space feed-forward network, with :class:`HypNorm` (layer normalisation in ``T_0``, as in
-  HypFormer, Yang et al. 2024) before each sub-layer.
+  tangent-space feed-forward network, with :class:`HypNorm` (layer normalisation of the space-like
+  hyperboloid coordinates, as in HypFormer, Yang et al. 2024) before each sub-layer.
 
 Every layer takes a geometry (:mod:`gengraph.hyperbolic.geometry`), shared and not registered as a submodule
 (the model that owns the layers registers it once, so its curvature is saved once and moves with ``.to()``);
@@ -87,7 +87,14 @@ def lorentz_to_ball(y: torch.Tensor, k: float = 1.0) -> torch.Tensor:
 
 
 class HypNorm(nn.Module):
-    """``exp_0(LayerNorm(log_0 x))``: normalisation in the tangent space at the origin."""
+    """Layer normalisation of the space-like hyperboloid coordinates (HypFormer's HypLayerNorm, Yang et al.
+    2024): ``s = lambda_x x``, ``x <- from_space(LayerNorm(s))``; plain LayerNorm in flat space.
+
+    Not ``exp_0(LayerNorm(log_0 x))``: LayerNorm returns vectors of norm ``~sqrt(d)`` (unit variance per
+    coordinate), and ``exp_0`` of that lies at distance ``2 sqrt(d)`` from the origin, past the float32
+    clipping radius (distance ``~6.2 / sqrt(c)``) already for ``d >= 10`` at ``c = 1``: every normalised point
+    would sit on the clipping sphere, ``tanh`` saturated and the radial gradient zero. In the space coordinates the same
+    normalisation puts points at distance ``asinh(sqrt(c d)) / sqrt(c)`` (2.4 for ``d = 32``, ``c = 1``)."""
 
     def __init__(self, geometry: Geometry, dim: int) -> None:
         super().__init__()
@@ -95,7 +102,7 @@ class HypNorm(nn.Module):
         self.norm = nn.LayerNorm(dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.geometry.expmap0(self.norm(self.geometry.logmap0(x)))
+        return self.geometry.from_space(self.norm(self.geometry.to_space(x)))
 
 
 class HypGraphConv(nn.Module):

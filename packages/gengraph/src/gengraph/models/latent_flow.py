@@ -7,6 +7,14 @@ to it along geodesics (Chen & Lipman 2024, "Flow Matching on General Geometries"
 ``u_t`` per node, the loss is the metric norm ``|v - u_t|^2_{x_t}`` (as :func:`gencore.manifolds.rfm_loss`,
 averaged over real nodes only), and sampling integrates with :func:`gencore.manifolds.solve_manifold_ode`.
 
+Centring: the flow runs on the latents moved by the isometry ``x -> (-mu) (+) x`` (Mobius translation on the
+ball, ``x - mu`` in flat space), ``mu`` the Frechet mean of the training latents (:meth:`SetVelocity.fit_centre`,
+a buffer saved with the weights); samples are moved back by ``mu (+) y``. Equivalently the base distribution is
+the wrapped normal at ``mu``. The isometry changes nothing geometric, but the network reads the latents in the
+chart at the origin, and GGBall's encoders put all node latents in a small cluster far from the origin (on the
+ball at distance ~4 for trees, where ``log_0`` compresses the cluster's sideways geodesic extent by
+``r / sinh(r)``, so neighbouring codes differ by ~0.3 % of the input's norm): centred, the cluster fills the chart.
+
 The velocity network :class:`SetVelocity` is a transformer over the nodes of a graph without positional
 encodings, so the field is permutation-equivariant and the prior exchangeable; it reads ``log_0 x`` (tangent
 coordinates; the identity in flat space) with a sinusoidal embedding of the per-graph time, and its output is
@@ -36,6 +44,22 @@ class SetVelocity(nn.Module):
         layer = nn.TransformerEncoderLayer(hidden, heads, 2 * hidden, dropout=0.0, batch_first=True, norm_first=True)
         self.body = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.out = nn.Linear(hidden, d)
+        self.register_buffer("centre", torch.zeros(d))
+
+    @torch.no_grad()
+    def fit_centre(self, x1: torch.Tensor, mask: torch.Tensor, iters: int = 20) -> None:
+        """Set the centre to the Frechet mean of the real nodes' latents ``x1[mask]``."""
+        z = x1[mask]
+        g = self.geometry
+        self.centre.copy_(g.frechet_mean(z, torch.ones(1, z.shape[0], dtype=z.dtype), z[:1], iters=iters)[0])
+
+    def centred(self, x: torch.Tensor) -> torch.Tensor:
+        """``(-mu) (+) x``: the latents in the flow's coordinates."""
+        return self.geometry.mobius_add(-self.centre.to(x.dtype).expand_as(x), x)
+
+    def uncentred(self, y: torch.Tensor) -> torch.Tensor:
+        """``mu (+) y``: the inverse of :meth:`centred`."""
+        return self.geometry.mobius_add(self.centre.to(y.dtype).expand_as(y), y)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor | float, *, mask: torch.Tensor) -> torch.Tensor:
         b, n, _ = x.shape
@@ -53,6 +77,7 @@ def latent_flow_loss(
     """Riemannian flow-matching loss of a batch of latent sets ``x1: [B, N, d]`` (padding masked out)."""
     m = geometry.manifold
     b, n, d = x1.shape
+    x1 = model.centred(x1)
     x0 = m.random_base(b * n, generator=generator, dtype=x1.dtype).to(x1.device)
     t = torch.rand(b, generator=generator, device=x1.device, dtype=x1.dtype)
     xt, ut = geodesic_interpolant(m, x0, x1.reshape(-1, d), t.repeat_interleave(n))
@@ -71,7 +96,8 @@ def sample_latent_sets(
     method: str = "midpoint",
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
-    """Integrate the prior from base noise to ``[B, N, d]`` latent sets (rows outside ``mask`` are noise)."""
+    """Integrate the prior from base noise to ``[B, N, d]`` latent sets (rows outside ``mask`` are noise), moved
+    back from the flow's centred coordinates."""
     m = geometry.manifold
     b, n = mask.shape
     d = geometry.dim
@@ -80,4 +106,4 @@ def sample_latent_sets(
     def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return model(x.view(b, n, d), t, mask=mask).reshape(-1, d)
 
-    return solve_manifold_ode(m, field, x0, steps=steps, method=method).x.view(b, n, d)
+    return model.uncentred(solve_manifold_ode(m, field, x0, steps=steps, method=method).x.view(b, n, d))
