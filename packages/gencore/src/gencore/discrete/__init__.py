@@ -20,6 +20,7 @@ from gencore.discrete.learnable_forward import LearnableForwardProcess, masking_
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.discrete.masked import MaskedDiffusion
 from gencore.discrete.network import TokenDenoiser
+from gencore.discrete.reference import ReferenceAR, fit_reference
 from gencore.discrete.registry import PROCESSES, make_process
 from gencore.discrete.sequence_forward import SequenceForwardProcess
 from gencore.discrete.simplex import JacobiDirichletSDE, WrightFisherSimplex
@@ -42,6 +43,7 @@ __all__ = [
     "LinearDiscreteSchedule",
     "MarginalTransitionDiffusion",
     "MaskedDiffusion",
+    "ReferenceAR",
     "SequenceForwardProcess",
     "TokenDenoiser",
     "UniformDiffusion",
@@ -53,6 +55,7 @@ __all__ = [
     "ctmc_jump",
     "discrete_schedule",
     "evaluations_per_call",
+    "fit_reference",
     "guided_logits",
     "make_process",
     "masking_marginals",
