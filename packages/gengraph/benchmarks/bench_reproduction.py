@@ -3,7 +3,7 @@ clustering / orbit MMD of GGBall (hyperbolic latent) vs the Euclidean-latent abl
 discrete diffusion baseline, all trained in the same harness with the same main-network step budget.
 
     python benchmarks/bench_reproduction.py OUT.json [--datasets community-small,ego-small,tree] [--steps 300]
-                                                     [--work DIR] [--reuse] [--merge] [--seed S]
+                                                     [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
 
 ``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
@@ -13,7 +13,8 @@ this size.
 
 Each model is trained once (seed ``--seed``, default 0) on the train split; ``FOLDS`` sampling folds (seeds
 0..FOLDS-1) of as many graphs as the test split are scored against it; the table reports mean and standard
-deviation over folds.
+deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencoder, DiGress's denoiser);
+``--prior-steps`` the flow prior's (default ``5 x --steps``).
 MMDs use the GraphRNN/GDSS kernels that GGBall's tables use (``*_gaussian_emd`` for degree and clustering,
 ``orbit_mmd_gaussian``) and the GRAN/PolyGraph Gaussian-TV ones.
 """
@@ -48,7 +49,8 @@ def main() -> None:
     p.add_argument("out")
     p.add_argument("--datasets", default="community-small,ego-small,tree")
     p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=300, help="autoencoder / denoiser steps")
+    p.add_argument("--prior-steps", type=int, default=None, help="flow-prior steps (default: 5 x --steps)")
     p.add_argument("--work", default="bench-reproduction-runs")
     p.add_argument("--reuse", action="store_true", help="score existing run folders instead of retraining them")
     p.add_argument("--merge", action="store_true", help="keep OUT's rows for the pairs not run now")
@@ -62,12 +64,17 @@ def main() -> None:
             run = Path(args.work) / dataset / (model if args.seed == 0 else f"{model}-{args.seed}")
             start = time.perf_counter()
             if model != "data" and not (args.reuse and (run / "run.json").is_file()):
-                cfg = RunConfig(model=model, dataset=dataset, steps=args.steps, seed=args.seed, progress=False)
+                cfg = RunConfig(
+                    model=model, dataset=dataset, steps=args.steps, prior_steps=args.prior_steps, seed=args.seed,
+                    progress=False,
+                )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
             folds = [graph_mmd(test, _sample(model, dataset, run, len(test), f), KEYS) for f in range(FOLDS)]
             steps = 0 if model == "data" else args.steps
             row = {"dataset": dataset, "model": model, "steps": steps, "train_seed": args.seed}
+            if model.startswith("ggball"):
+                row["prior_steps"] = args.prior_steps or 5 * args.steps
             row["train_s"] = round(train_s, 1)
             for k in KEYS:
                 vals = [f[k] for f in folds]
