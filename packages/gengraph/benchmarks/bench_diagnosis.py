@@ -35,14 +35,14 @@ import networkx as nx
 import torch
 from torch.nn import functional as F
 
-from gencore.io import load_pretrained, write_json
+from gencore.io import write_json
 from gengraph.batch import pack, unpack
 from gengraph.datasets import load_dataset
-from gengraph.experiment import read_run
+from gengraph.experiment import load_latent_run, read_run
 from gengraph.hyperbolic.geometry import BALL_EPS
 from gengraph.metrics import graph_mmd
 from gengraph.models.ggball import GGBall
-from gengraph.models.latent_flow import SetVelocity, sample_latent_sets
+from gengraph.models.latent_flow import sample_latent_sets
 
 FOLDS = 3
 KEYS = ("degree_mmd_gaussian_emd", "clustering_mmd_gaussian_emd", "orbit_mmd_gaussian")
@@ -109,11 +109,7 @@ def _usage(idx: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
 @torch.no_grad()
 def diagnose(run: Path, test) -> dict:
     info = read_run(run)
-    ae = GGBall.from_pretrained(run / "autoencoder" / "model").eval()
-    state, _ = load_pretrained(run / "prior" / "model")
-    prior = SetVelocity(ae.geometry)
-    prior.load_state_dict(state)
-    prior.eval()
+    ae, prior = load_latent_run(run)
     fit = [g for g in test if g.n_nodes <= int(info["n_max"])]  # the autoencoder cannot hold larger graphs
     edges, nodes, mask = pack(fit, int(info["n_max"]))
     m = mask.float()

@@ -131,9 +131,9 @@ def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -
     sizes = Counter(g.n_nodes for g in graphs)
     info: dict[str, Any] = {
         "format": "gengraph.run", "format_version": RUN_FORMAT_VERSION, "config": asdict(cfg), "n_max": n_max,
-        "n_node_types": n_types,
-        "n_edge_types": n_edge_types, "node_counts": {str(k): v for k, v in sorted(sizes.items())},
-        "node_marginal": node_marg, "edge_marginal": edge_marg, "n_train_graphs": len(graphs),
+        "n_node_types": n_types, "n_edge_types": n_edge_types,
+        "node_counts": {str(k): v for k, v in sorted(sizes.items())}, "node_marginal": node_marg,
+        "edge_marginal": edge_marg, "n_train_graphs": len(graphs),
     }  # fmt: skip
     data = TensorDataset(edges, nodes, mask)
     torch.manual_seed(cfg.seed)
@@ -204,6 +204,16 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     return info
 
 
+def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
+    """The autoencoder and the latent flow prior of a GGBall (or Euclidean-ablation) run folder, in eval mode."""
+    run = Path(run_dir)
+    ae = GGBall.from_pretrained(run / "autoencoder" / "model").eval()
+    state, _ = load_pretrained(run / "prior" / "model")
+    prior = SetVelocity(ae.geometry)
+    prior.load_state_dict(state)
+    return ae, prior.eval()
+
+
 @torch.no_grad()
 def sample_run(run_dir: str | os.PathLike, n: int, *, seed: int = 0, steps: int = 50) -> list[Graph]:
     """``n`` graphs from a trained run (node counts drawn from the training sizes)."""
@@ -224,11 +234,7 @@ def sample_run(run_dir: str | os.PathLike, n: int, *, seed: int = 0, steps: int 
             generator=g,
         )
         return unpack(e, x, mask)
-    ae = GGBall.from_pretrained(run / "autoencoder" / "model").eval()
-    state, _ = load_pretrained(run / "prior" / "model")
-    prior = SetVelocity(ae.geometry)
-    prior.load_state_dict(state)
-    prior.eval()
+    ae, prior = load_latent_run(run)
     z = sample_latent_sets(prior, ae.geometry, mask, steps=steps, generator=g)
     zq, _, _ = ae.quantise(z, mask)
     e, x = ae.decode_graphs(zq, mask, generator=g)
