@@ -7,15 +7,17 @@ LayerSync (default pair ``blocks.1 -> blocks.3``, weight 0.2). Every ``eval_ever
 draws ``N_EVAL`` class-conditional samples (Euler, 8 NFE) scored by the Frechet distance on the
 in-suite classifier's features (``fd_classifier``, against ``N_EVAL`` training images). Reported:
 the baseline's final FD, the first step at which the LayerSync run is at or below it, and the ratio.
+``--seeds 0,1,2`` repeats both runs per training seed (one record per seed, plus one on the seed-mean
+curves); ``--steps``, ``--eval-every`` and ``--n-eval`` override the per-domain budget.
 
-    python bench_layersync.py results/bench_layersync.json
+    python bench_layersync.py results/bench_layersync.json [digits,mel] [--steps 2000 --eval-every 200]
+        [--seeds 0,1,2] [--n-eval 500]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
-import time
 from pathlib import Path
 
 import torch
@@ -35,63 +37,95 @@ DOMAINS = {
 }
 
 
-def main(out_json: str, domains: list[str]) -> None:
+def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n_eval: int) -> None:
     torch.set_num_threads(1)
     records, curves = [], {}
+    used = {}
     for domain in domains:
-        settings = DOMAINS[domain]
+        settings = DOMAINS[domain] | overrides
+        used[domain] = settings
         data = load_digits_set() if domain == "digits" else load_mel_set(n=1024)
         net, acc = train_classifier(data, seed=0)
-        ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:N_EVAL])
+        ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_eval])
         ref_feats = classifier_features(net, ref.images)
 
         def score(run, ref=ref, net=net, ref_feats=ref_feats):
             x = sample_images(run, len(ref), ref.labels, nfe=8, cfg_scale=1.0, solver="euler", seed=1, progress=False)
             return {"fd_classifier": frechet_distance(ref_feats, classifier_features(net, x))}
 
-        results = {}
-        for layersync in (False, True):
-            cfg = ImageTrainConfig(
-                data="digits" if domain == "digits" else "mel",
-                steps=settings["steps"],
-                batch_size=settings["batch_size"],
-                patch_size=settings["patch_size"],
-                lr=settings["lr"],
-                warmup_steps=20,
-                layersync=layersync,
-                progress=False,
-            )
-            start = time.perf_counter()
-            curve, _, seconds = train_with_curve(cfg, data, score, settings["eval_every"])
-            results[layersync] = {
-                "curve": curve,
-                "train_seconds": seconds,
-                "total_seconds": time.perf_counter() - start,
+        per_seed = {}
+        for seed in seeds:
+            results = {}
+            for layersync in (False, True):
+                cfg = ImageTrainConfig(
+                    data="digits" if domain == "digits" else "mel",
+                    steps=settings["steps"],
+                    batch_size=settings["batch_size"],
+                    patch_size=settings["patch_size"],
+                    lr=settings["lr"],
+                    warmup_steps=20,
+                    layersync=layersync,
+                    seed=seed,
+                    progress=False,
+                )
+                curve, _, seconds = train_with_curve(cfg, data, score, settings["eval_every"])
+                results[layersync] = {"curve": curve, "train_seconds": seconds}
+                name = "layersync" if layersync else "baseline"
+                curves[f"{domain}/{name}" + (f"/seed{seed}" if len(seeds) > 1 else "")] = curve
+            per_seed[seed] = results
+            records.append(_record(domain, data.name, str(seed), settings["steps"], acc, results))
+        if len(seeds) > 1:
+            mean = {
+                ls: {
+                    "curve": _mean_curve([per_seed[s][ls]["curve"] for s in seeds]),
+                    "train_seconds": sum(per_seed[s][ls]["train_seconds"] for s in seeds) / len(seeds),
+                }
+                for ls in (False, True)
             }
-            curves[f"{domain}/{'layersync' if layersync else 'baseline'}"] = curve
-        base_final = results[False]["curve"][-1]["fd_classifier"]
-        reach = steps_to_reach(results[True]["curve"], "fd_classifier", base_final)
-        records.append(
-            {
-                "domain": domain,
-                "data": data.name,
-                "steps": settings["steps"],
-                "baseline_final_fd": base_final,
-                "layersync_final_fd": results[True]["curve"][-1]["fd_classifier"],
-                "layersync_steps_to_baseline_fd": reach,
-                "speedup": None if reach is None else settings["steps"] / reach,
-                "classifier_accuracy": acc,
-                "baseline_train_s": round(results[False]["train_seconds"], 1),
-                "layersync_train_s": round(results[True]["train_seconds"], 1),
-            }
-        )
+            for ls, name in ((False, "baseline"), (True, "layersync")):
+                curves[f"{domain}/{name}"] = mean[ls]["curve"]
+            records.append(_record(domain, data.name, "mean", settings["steps"], acc, mean))
     print(format_table(records, list(records[0])))
     write_json(
         out_json,
-        {"benchmark": "layersync", "n_eval": N_EVAL, "settings": DOMAINS, "records": records, "curves": curves},
+        {
+            "benchmark": "layersync",
+            "n_eval": n_eval,
+            "seeds": seeds,
+            "settings": used,
+            "records": records,
+            "curves": curves,
+        },
     )
     _plot(curves, Path(out_json).with_suffix(".png"))
     print(json.dumps(records, indent=1))
+
+
+def _record(domain: str, data_name: str, seed: str, steps: int, acc: float, results: dict) -> dict:
+    """One table row: the baseline's final FD and the first logged step LayerSync is at or below it."""
+    base_final = results[False]["curve"][-1]["fd_classifier"]
+    reach = steps_to_reach(results[True]["curve"], "fd_classifier", base_final)
+    return {
+        "domain": domain,
+        "data": data_name,
+        "seed": seed,
+        "steps": steps,
+        "baseline_final_fd": base_final,
+        "layersync_final_fd": results[True]["curve"][-1]["fd_classifier"],
+        "layersync_steps_to_baseline_fd": reach,
+        "speedup": None if reach is None else steps / reach,
+        "classifier_accuracy": acc,
+        "baseline_train_s": round(results[False]["train_seconds"], 1),
+        "layersync_train_s": round(results[True]["train_seconds"], 1),
+    }
+
+
+def _mean_curve(curves: list[list[dict]]) -> list[dict]:
+    """Step-wise mean FD over seeds (all curves are logged at the same steps)."""
+    return [
+        {"step": rows[0]["step"], "fd_classifier": sum(r["fd_classifier"] for r in rows) / len(rows)}
+        for rows in zip(*curves, strict=True)
+    ]
 
 
 def _plot(curves: dict, path: Path) -> None:
@@ -99,6 +133,7 @@ def _plot(curves: dict, path: Path) -> None:
 
     from gencore.plots import save_figure
 
+    curves = {k: v for k, v in curves.items() if k.count("/") == 1}  # per domain: the (seed-mean) pair
     domains = sorted({k.split("/")[0] for k in curves})
     fig, axes = plt.subplots(1, len(domains), figsize=(4.2 * len(domains), 3.0))
     for ax, domain in zip(list(axes) if len(domains) > 1 else [axes], domains, strict=True):
@@ -114,6 +149,13 @@ def _plot(curves: dict, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    # an optional second argument restricts the run to some domains, e.g. "mel" (default: all)
-    chosen = sys.argv[2].split(",") if len(sys.argv) > 2 else list(DOMAINS)
-    main(sys.argv[1] if len(sys.argv) > 1 else "results/bench_layersync.json", chosen)
+    p = argparse.ArgumentParser()
+    p.add_argument("out", nargs="?", default="results/bench_layersync.json")
+    p.add_argument("domains", nargs="?", default=",".join(DOMAINS), help="comma-separated: digits, mel")
+    p.add_argument("--steps", type=int, help="training steps (default: the domain's)")
+    p.add_argument("--eval-every", type=int, help="steps between FD evaluations (default: the domain's)")
+    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--n-eval", type=int, default=N_EVAL, help="samples and reference images per FD")
+    a = p.parse_args()
+    over = {k: v for k, v in (("steps", a.steps), ("eval_every", a.eval_every)) if v is not None}
+    main(a.out, a.domains.split(","), over, [int(x) for x in a.seeds.split(",")], a.n_eval)

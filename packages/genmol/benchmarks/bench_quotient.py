@@ -11,9 +11,11 @@ optimiser and number of steps:
   COV-R at 0.5 angstrom and AMR-R against the DFT geometry (one reference conformer per molecule).
 
 The quotient model is also sampled with the SDE sampler (horizontal noise plus the mean-curvature
-correction). Numbers from one seed on a shared 2-core CPU: a small-scale check, not the paper's table.
+correction). Numbers on a shared 2-core CPU: a small-scale check, not the paper's table. ``--seeds 0,1,2``
+repeats every model with another training seed (and sampling seed) and reports mean and spread over seeds.
 
-    python bench_quotient.py OUT.json [--steps 1500] [--subset 1500] [--backbone transformer]
+    python bench_quotient.py OUT.json [--steps 1500] [--subset 1500] [--backbone transformer] [--seeds 0]
+        [--tasks joint,conformer] [--n-test 40]
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from genmol.metrics.conformers import coverage_recall
 from genmol.metrics.suite import evaluate_molecules
 
 STRATEGIES = ("com", "kabsch", "quotient")
-N_TEST = 40
 
 
 def main() -> None:
@@ -46,12 +47,17 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=3)
     p.add_argument("--samples", type=int, default=200)
+    p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--tasks", default="joint,conformer", help="comma-separated: joint, conformer")
+    p.add_argument("--n-test", type=int, default=40, help="held-out graphs for conformer generation")
     args = p.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",")]
+    tasks = [x.strip() for x in args.tasks.split(",")]
     mols, report = load_dataset("qm9", subset=args.subset, seed=0, progress=False)
     # held-out graphs spread over the whole index range (QM9's order is not random: fluorinated molecules
     # cluster at the end), kept when all their (element, charge) atoms occur in training
-    stride = len(mols) // N_TEST
-    held = set(range(0, stride * N_TEST, stride))
+    stride = len(mols) // args.n_test
+    held = set(range(0, stride * args.n_test, stride))
     train = [m for k, m in enumerate(mols) if k not in held]
     known = {(int(z), int(q)) for m in train for z, q in zip(m.atomic_numbers, m.formal_charges, strict=True)}
     test = [
@@ -61,62 +67,84 @@ def main() -> None:
     ]
     base = GenConfig(backbone=args.backbone, hidden=args.hidden, layers=args.layers, steps=args.steps, progress=False)
     records = []
-    for strategy in STRATEGIES:
-        for task in ("joint", "conformer"):
-            cfg = replace(base, strategy=strategy, task=task)
-            with tempfile.TemporaryDirectory() as tmp:
-                start = time.perf_counter()
-                train_run(cfg, train, tmp, data_name="qm9")
-                seconds = time.perf_counter() - start
-                model, cfg, vocab, sizes = load_run(tmp)
-            g = torch.Generator().manual_seed(1)
-            if task == "joint":
-                samplers = ("ode", "sde") if strategy == "quotient" else ("ode",)
-                for sampler in samplers:
-                    g = torch.Generator().manual_seed(1)
-                    sizes_ = draw_sizes(sizes, args.samples, g)
-                    out = sample_joint(model, vocab, sizes_, strategy=strategy, steps=100, sampler=sampler, generator=g)
-                    s = evaluate_molecules(out, strain=False, with_fcd=False).summary
-                    records.append(
-                        {
-                            "task": "joint",
-                            "strategy": strategy,
-                            "sampler": sampler,
-                            "atom_stability": s["atom_stability"],
-                            "molecule_stability": s["molecule_stability"],
-                            "validity": s["validity"],
-                            "validity_connected": s["validity_connected"],
-                            "train_seconds": round(seconds, 1),
-                        }
-                    )
-                    print(records[-1], flush=True)
-            else:
-                ens = sample_conformers(model, vocab, test, 5, strategy=strategy, steps=50, generator=g)
-                cov = [coverage_recall(e, [m], threshold=0.5) for e, m in zip(ens, test, strict=True)]
+    for seed, strategy, task in ((s, st, t) for s in seeds for st in STRATEGIES for t in tasks):
+        cfg = replace(base, strategy=strategy, task=task, seed=seed)
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            train_run(cfg, train, tmp, data_name="qm9")
+            seconds = time.perf_counter() - start
+            model, cfg, vocab, sizes = load_run(tmp)
+        g = torch.Generator().manual_seed(1 + 1000 * seed)
+        if task == "joint":
+            samplers = ("ode", "sde") if strategy == "quotient" else ("ode",)
+            for sampler in samplers:
+                g = torch.Generator().manual_seed(1 + 1000 * seed)
+                sizes_ = draw_sizes(sizes, args.samples, g)
+                out = sample_joint(model, vocab, sizes_, strategy=strategy, steps=100, sampler=sampler, generator=g)
+                s = evaluate_molecules(out, strain=False, with_fcd=False).summary
                 records.append(
                     {
-                        "task": "conformer",
+                        "task": "joint",
+                        "seed": seed,
                         "strategy": strategy,
-                        "sampler": "ode",
-                        "cov_r@0.5": float(np.nanmean([c["cov_r"] for c in cov])),
-                        "amr_r": float(np.nanmean([c["amr_r"] for c in cov])),
+                        "sampler": sampler,
+                        "atom_stability": s["atom_stability"],
+                        "molecule_stability": s["molecule_stability"],
+                        "validity": s["validity"],
+                        "validity_connected": s["validity_connected"],
                         "train_seconds": round(seconds, 1),
                     }
                 )
                 print(records[-1], flush=True)
+        else:
+            ens = sample_conformers(model, vocab, test, 5, strategy=strategy, steps=50, generator=g)
+            cov = [coverage_recall(e, [m], threshold=0.5) for e, m in zip(ens, test, strict=True)]
+            records.append(
+                {
+                    "task": "conformer",
+                    "seed": seed,
+                    "strategy": strategy,
+                    "sampler": "ode",
+                    "cov_r@0.5": float(np.nanmean([c["cov_r"] for c in cov])),
+                    "amr_r": float(np.nanmean([c["amr_r"] for c in cov])),
+                    "train_seconds": round(seconds, 1),
+                }
+            )
+            print(records[-1], flush=True)
     joint = [r for r in records if r["task"] == "joint"]
     conf = [r for r in records if r["task"] == "conformer"]
-    cols = ["strategy", "sampler", "atom_stability", "molecule_stability", "validity", "validity_connected"]
+    cols = ["seed", "strategy", "sampler", "atom_stability", "molecule_stability", "validity", "validity_connected"]
     print(format_table(joint, cols))
-    print(format_table(conf, ["strategy", "cov_r@0.5", "amr_r"]))
+    print(format_table(conf, ["seed", "strategy", "cov_r@0.5", "amr_r"]))
+    summary = summarise(records)
+    for task in tasks:
+        rows = [r for r in summary if r["task"] == task]
+        print(format_table(rows, list(rows[0])))
     write_json(
         args.out,
         {
             "settings": vars(args) | {"n_train": len(train), "n_test": len(test), "skipped": report.n_skipped},
             "records": records,
-            "joint_table": pivot(joint, "strategy", "sampler", "molecule_stability"),
+            "joint_table": pivot(joint, "strategy", "sampler", "molecule_stability") if joint else {},
+            "summary": summary,
         },
     )
+
+
+def summarise(records: list[dict]) -> list[dict]:
+    """Mean and sample standard deviation over seeds of every metric, per task, strategy and sampler."""
+    out = []
+    for key in dict.fromkeys((r["task"], r["strategy"], r["sampler"]) for r in records):
+        rows = [r for r in records if (r["task"], r["strategy"], r["sampler"]) == key]
+        row = {"task": key[0], "strategy": key[1], "sampler": key[2], "seeds": len(rows)}
+        for name in rows[0]:
+            if name in ("task", "seed", "strategy", "sampler", "train_seconds"):
+                continue
+            values = np.array([r[name] for r in rows], dtype=float)
+            spread = values.std(ddof=1) if len(values) > 1 else 0.0
+            row[name] = f"{values.mean():.3f} +- {spread:.3f}"
+        out.append(row)
+    return out
 
 
 if __name__ == "__main__":
