@@ -10,12 +10,14 @@ optimiser and number of steps:
 * conditional conformer generation on held-out QM9 graphs: 5 conformers each (Euler, 50 steps),
   COV-R at 0.5 angstrom and AMR-R against the DFT geometry (one reference conformer per molecule).
 
-The quotient model is also sampled with the SDE sampler (horizontal noise plus the mean-curvature
-correction). Numbers on a shared 2-core CPU: a small-scale check, not the paper's table. ``--seeds 0,1,2``
-repeats every model with another training seed (and sampling seed) and reports mean and spread over seeds.
+The quotient models are also sampled with the SDE sampler (horizontal noise plus the mean-curvature
+correction), for both tasks; conformer models of every strategy are sampled with both samplers (CoM and
+Kabsch with centred Euclidean noise), so that the sampler's share of a difference can be told apart.
+Numbers on a shared 2-core CPU: a small-scale check, not the paper's table. ``--seeds 0,1,2`` repeats
+every model with another training seed (and sampling seed) and reports mean and spread over seeds.
 
     python bench_quotient.py OUT.json [--steps 1500] [--subset 1500] [--backbone transformer] [--seeds 0]
-        [--tasks joint,conformer] [--n-test 40]
+        [--tasks joint,conformer] [--strategies com,kabsch,quotient] [--n-test 40]
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=200)
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--tasks", default="joint,conformer", help="comma-separated: joint, conformer")
+    p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated: com, kabsch, quotient")
     p.add_argument("--n-test", type=int, default=40, help="held-out graphs for conformer generation")
     args = p.parse_args()
     seeds = [int(x) for x in args.seeds.split(",")]
     tasks = [x.strip() for x in args.tasks.split(",")]
+    strategies = [x.strip() for x in args.strategies.split(",")]
     mols, report = load_dataset("qm9", subset=args.subset, seed=0, progress=False)
     # held-out graphs spread over the whole index range (QM9's order is not random: fluorinated molecules
     # cluster at the end), kept when all their (element, charge) atoms occur in training
@@ -67,7 +71,7 @@ def main() -> None:
     ]
     base = GenConfig(backbone=args.backbone, hidden=args.hidden, layers=args.layers, steps=args.steps, progress=False)
     records = []
-    for seed, strategy, task in ((s, st, t) for s in seeds for st in STRATEGIES for t in tasks):
+    for seed, strategy, task in ((s, st, t) for s in seeds for st in strategies for t in tasks):
         cfg = replace(base, strategy=strategy, task=task, seed=seed)
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
@@ -97,25 +101,29 @@ def main() -> None:
                 )
                 print(records[-1], flush=True)
         else:
-            ens = sample_conformers(model, vocab, test, 5, strategy=strategy, steps=50, generator=g)
-            cov = [coverage_recall(e, [m], threshold=0.5) for e, m in zip(ens, test, strict=True)]
-            records.append(
-                {
-                    "task": "conformer",
-                    "seed": seed,
-                    "strategy": strategy,
-                    "sampler": "ode",
-                    "cov_r@0.5": float(np.nanmean([c["cov_r"] for c in cov])),
-                    "amr_r": float(np.nanmean([c["amr_r"] for c in cov])),
-                    "train_seconds": round(seconds, 1),
-                }
-            )
-            print(records[-1], flush=True)
+            for sampler in ("ode", "sde"):
+                g = torch.Generator().manual_seed(1 + 1000 * seed)
+                ens = sample_conformers(
+                    model, vocab, test, 5, strategy=strategy, steps=50, sampler=sampler, generator=g
+                )
+                cov = [coverage_recall(e, [m], threshold=0.5) for e, m in zip(ens, test, strict=True)]
+                records.append(
+                    {
+                        "task": "conformer",
+                        "seed": seed,
+                        "strategy": strategy,
+                        "sampler": sampler,
+                        "cov_r@0.5": float(np.nanmean([c["cov_r"] for c in cov])),
+                        "amr_r": float(np.nanmean([c["amr_r"] for c in cov])),
+                        "train_seconds": round(seconds, 1),
+                    }
+                )
+                print(records[-1], flush=True)
     joint = [r for r in records if r["task"] == "joint"]
     conf = [r for r in records if r["task"] == "conformer"]
     cols = ["seed", "strategy", "sampler", "atom_stability", "molecule_stability", "validity", "validity_connected"]
     print(format_table(joint, cols))
-    print(format_table(conf, ["seed", "strategy", "cov_r@0.5", "amr_r"]))
+    print(format_table(conf, ["seed", "strategy", "sampler", "cov_r@0.5", "amr_r"]))
     summary = summarise(records)
     for task in tasks:
         rows = [r for r in summary if r["task"] == task]
