@@ -11,7 +11,7 @@ import torch
 from gencore.errors import InputError
 from gengraph.graph import Graph
 
-__all__ = ["pack", "unpack"]
+__all__ = ["laplacian_eigenvectors", "pack", "structural_features", "unpack"]
 
 
 def pack(graphs: list[Graph], n_max: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -50,3 +50,31 @@ def structural_features(adjacency: torch.Tensor, mask: torch.Tensor, steps: int 
     n = mask.sum(-1, keepdim=True).clamp_min(1).to(torch.float32)
     feats.append(deg[..., 0] / n)
     return torch.stack(feats, -1) * mask[..., None]
+
+
+def laplacian_eigenvectors(adjacency: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:
+    """``[B, N, k]``: the eigenvectors of the ``k`` smallest eigenvalues of each graph's normalised Laplacian
+    ``I - D^-1/2 A D^-1/2`` (real nodes only), scaled by ``sqrt(n)`` so that entries are O(1); zero on padding
+    and in the columns past a graph's own size. Signs (and bases of repeated eigenvalues) are arbitrary: a
+    network reading them should be trained with random sign flips (:func:`random_signs`)."""
+    a = (adjacency > 0).to(torch.float64) * (mask[:, :, None] & mask[:, None, :])
+    deg = a.sum(-1)
+    inv = torch.where(deg > 0, deg.clamp_min(1).rsqrt(), torch.zeros_like(deg))
+    lap = torch.diag_embed(mask.to(torch.float64)) - inv[:, :, None] * a * inv[:, None, :]
+    # padding rows get eigenvalue 3 (the real spectrum lies in [0, 2]): their eigenvectors sort last and stay
+    # supported on the padding
+    lap = lap + torch.diag_embed(3.0 * (~mask).to(torch.float64))
+    _, vecs = torch.linalg.eigh(lap)
+    n = mask.sum(-1).to(torch.float64)
+    out = torch.zeros(*mask.shape, k, dtype=torch.float64, device=adjacency.device)
+    m = min(k, mask.shape[1])
+    out[..., :m] = vecs[..., :m]
+    # [B, k]: columns past the graph's size are padding vectors
+    keep = torch.arange(k, device=adjacency.device)[None, :] < n[:, None]
+    out = out * keep[:, None, :] * mask[..., None] * n.sqrt()[:, None, None]
+    return out.to(torch.float32)
+
+
+def random_signs(shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
+    """Independent uniform +-1 of ``shape`` (float32)."""
+    return torch.randint(0, 2, shape, generator=generator).to(torch.float32) * 2 - 1

@@ -53,9 +53,9 @@ class RunConfig:
     batch_size: int = 32
     lr: float = 2e-3
     seed: int = 0
-    latent_dim: int = 8
+    latent_dim: int = 32
     hidden: int = 32
-    codebook_size: int = 64
+    codebook_size: int = 512
     curvature: float = 1.0
     vq_warmup: int | None = None  # default: a third of steps
     progress: bool = True
@@ -186,7 +186,9 @@ def _size_mask(info: dict[str, Any], n: int, generator: torch.Generator) -> torc
 
 # 2: HypNorm normalises the hyperboloid space coordinates and the latent prior is centred (weights of version 1
 # would load into the new layers but mean something else)
-RUN_FORMAT_VERSION = 2
+# 3: the GGBall encoder reads Laplacian eigenvectors and random node features and centres each graph's latents
+# (version-2 weights have a narrower input layer and uncentred codes)
+RUN_FORMAT_VERSION = 3
 
 
 def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
@@ -199,7 +201,7 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     if info.get("format_version", 1) != RUN_FORMAT_VERSION:
         raise InputError(
             f"{path}: run format version {info.get('format_version', 1)}, this gengraph reads version "
-            f"{RUN_FORMAT_VERSION} (hyperbolic normalisation and latent prior changed); retrain the run."
+            f"{RUN_FORMAT_VERSION} (the GGBall encoder, normalisation and latent prior changed); retrain the run."
         )
     return info
 

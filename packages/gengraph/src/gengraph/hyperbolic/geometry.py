@@ -95,6 +95,14 @@ class EuclideanGeometry(nn.Module):
         w = weights.sum(-1, keepdim=True)
         return torch.where(w > 0, (weights @ x) / w.clamp_min(EPS[x.dtype]), init)
 
+    def cluster_means(self, x: torch.Tensor, assign: torch.Tensor, k: int, init: torch.Tensor) -> torch.Tensor:
+        """``[k, d]`` means of the clusters ``assign: [M]`` (values in ``0..k-1``) of ``x: [M, d]``, i.e.
+        ``frechet_mean`` with one-hot weights in ``O(M d)`` instead of ``O(k M d)``; empty clusters return
+        ``init``."""
+        counts = torch.zeros(k, 1, dtype=x.dtype, device=x.device).index_add_(0, assign, torch.ones_like(x[:, :1]))
+        sums = torch.zeros(k, x.shape[-1], dtype=x.dtype, device=x.device).index_add_(0, assign, x)
+        return torch.where(counts > 0, sums / counts.clamp_min(1), init)
+
     def geodesic(self, x: torch.Tensor, y: torch.Tensor, t: float | torch.Tensor) -> torch.Tensor:
         return x + t * (y - x)
 
@@ -195,6 +203,28 @@ class BallGeometry(nn.Module):
             mu = self.projx(self.manifold.expmap(mu, step))
         has = weights.sum(-1, keepdim=True) > 0
         return torch.where(has, mu, init)
+
+    def cluster_means(
+        self, x: torch.Tensor, assign: torch.Tensor, k: int, init: torch.Tensor, iters: int = 3
+    ) -> torch.Tensor:
+        """``frechet_mean`` with one-hot weights (cluster ``assign: [M]`` of each point), computed per point and
+        summed per cluster: ``O(M d)`` instead of the dense ``O(k M d)``; the same iteration and step size."""
+
+        def per_cluster(v: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(k, v.shape[-1], dtype=v.dtype, device=v.device).index_add_(0, assign, v)
+
+        lam = self.lambda_x(x)
+        counts = per_cluster(torch.ones_like(x[:, :1]))
+        mu = self.scalar_mul(0.5, self.projx(per_cluster(lam * x) / per_cluster(lam - 1).clamp_min(EPS[x.dtype])))
+        sc = self._sc(x)
+        for _ in range(iters):
+            m = mu[assign]
+            logs = self.manifold.logmap(m, x)  # [M, d]
+            r = sc * self.manifold.dist(m, x)[:, None]  # [M, 1]
+            rcoth = torch.where(r > 1e-4, r / torch.tanh(r.clamp_min(1e-4)), 1 + r.square() / 3)
+            step = per_cluster(logs) / per_cluster(rcoth).clamp_min(1)
+            mu = self.projx(self.manifold.expmap(mu, step))
+        return torch.where(counts > 0, mu, init)
 
     def geodesic(self, x: torch.Tensor, y: torch.Tensor, t: float | torch.Tensor) -> torch.Tensor:
         return self.projx(self.manifold.expmap(x, t * self.manifold.logmap(x, y)))

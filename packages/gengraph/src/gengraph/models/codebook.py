@@ -59,9 +59,7 @@ class ManifoldCodebook(nn.Module):
             d2 = torch.minimum(d2, g.pairwise_dist(z, z[nxt : nxt + 1])[:, 0].square())
         codes = z[idx].clone()
         for _ in range(self.kmeans_iters):
-            a = g.pairwise_dist(z, codes).argmin(-1)
-            onehot = torch.nn.functional.one_hot(a, self.size).T.to(z.dtype)  # [K, M]
-            codes = g.frechet_mean(z, onehot, codes)
+            codes = g.cluster_means(z, g.pairwise_dist(z, codes).argmin(-1), self.size, codes)
         self.codes.copy_(g.projx(codes))
         self.usage.fill_(1.0 / self.size)
         self.initialised.fill_(True)
@@ -70,9 +68,8 @@ class ManifoldCodebook(nn.Module):
     def ema_update(self, z: torch.Tensor, assign: torch.Tensor, generator: torch.Generator | None = None) -> None:
         """Move each used code along the geodesic towards its batch Frechet mean; restart dead codes."""
         g = self.geometry
-        onehot = torch.nn.functional.one_hot(assign, self.size).T.to(z.dtype)  # [K, M]
-        counts = onehot.sum(-1)
-        means = g.frechet_mean(z, onehot, self.codes.to(z.dtype))
+        counts = torch.bincount(assign, minlength=self.size).to(z.dtype)
+        means = g.cluster_means(z, assign, self.size, self.codes.to(z.dtype))
         moved = g.geodesic(self.codes.to(z.dtype), means, 1 - self.decay)
         self.codes.copy_(torch.where(counts[:, None] > 0, moved, self.codes.to(z.dtype)))
         self.usage.mul_(self.decay).add_((1 - self.decay) * counts / counts.sum().clamp_min(1))
