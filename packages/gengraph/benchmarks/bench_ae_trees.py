@@ -28,6 +28,7 @@ from gencore.io import read_json, write_json
 from gencore.train import TrainConfig, Trainer
 from gengraph.batch import pack
 from gengraph.datasets import load_dataset
+from gengraph.evaluation import edge_reconstruction
 from gengraph.models.ggball import GGBall, GGBallConfig
 
 CONFIG_KEYS = ("geometry", "latent_dim", "codebook_size", "laplacian_pe", "random_features", "centre_latents",
@@ -52,17 +53,7 @@ def reconstruction(ae: GGBall, edges: torch.Tensor, nodes: torch.Tensor, mask: t
     zq, idx, _ = ae.quantise(z, mask)
     out: dict = {}
     for name, lat in (("quantised", zq), ("unquantised", z)):
-        _, logits = ae.decode(lat, mask)
-        pred = logits.argmax(-1)
-        tp = ((pred > 0) & (edges > 0) & pair).sum()
-        exact = [bool(((pred[i] == edges[i]) | ~pair[i]).all()) for i in range(len(mask))]
-        out[f"ae_{name}"] = {
-            "edge_acc": float((pred[pair] == edges[pair]).float().mean()),
-            "edge_precision": float(tp / ((pred > 0) & pair).sum().clamp_min(1)),
-            "edge_recall": float(tp / ((edges > 0) & pair).sum()),
-            "edge_ce": float(F.cross_entropy(logits[pair], edges[pair])),
-            "exact_graphs": sum(exact) / len(exact),
-        }
+        out[f"ae_{name}"] = edge_reconstruction(ae.decode(lat, mask)[1], edges, mask)
     density = float((edges[pair] > 0).float().mean())
     out["edge_ce_density_only"] = float(F.binary_cross_entropy(torch.tensor(density), torch.tensor(density)))
     same = ((idx[:, :, None] == idx[:, None, :]) & pair).sum((1, 2))

@@ -38,6 +38,7 @@ from torch.nn import functional as F
 from gencore.io import write_json
 from gengraph.batch import pack, unpack
 from gengraph.datasets import load_dataset
+from gengraph.evaluation import edge_reconstruction
 from gengraph.experiment import load_latent_run, read_run
 from gengraph.hyperbolic.geometry import BALL_EPS
 from gengraph.metrics import graph_mmd
@@ -118,18 +119,7 @@ def diagnose(run: Path, test) -> dict:
     zq, idx, _ = ae.quantise(z, mask)
     out: dict = {"test_graphs_encoded": len(fit), "test_graphs": len(test)}
     for name, lat in (("quantised", zq), ("unquantised", z)):
-        _, logits = ae.decode(lat, mask)
-        pred = logits.argmax(-1)
-        ce = F.cross_entropy(logits[pair], edges[pair])
-        tp = ((pred > 0) & (edges > 0) & pair).sum()
-        exact = [bool(((pred[i] == edges[i]) | ~pair[i]).all()) for i in range(len(fit))]
-        out[f"ae_{name}"] = {
-            "edge_acc": float((pred[pair] == edges[pair]).float().mean()),
-            "edge_precision": float(tp / ((pred > 0) & pair).sum().clamp_min(1)),
-            "edge_recall": float(tp / ((edges > 0) & pair).sum()),
-            "edge_ce": float(ce),
-            "exact_graphs": sum(exact) / len(exact),
-        }
+        out[f"ae_{name}"] = edge_reconstruction(ae.decode(lat, mask)[1], edges, mask)
     density = float((edges[pair] > 0).float().mean())
     out["edge_ce_density_only"] = float(F.binary_cross_entropy(torch.tensor(density), torch.tensor(density)))
     out["ceiling"] = _score(test, ae, [z] * FOLDS, mask)

@@ -4,11 +4,14 @@ permutation-equivariant encoder gives sibling and look-alike nodes the same late
 
 from __future__ import annotations
 
+import math
+
 import networkx as nx
 import pytest
 import torch
 
 from gengraph.batch import laplacian_eigenvectors, pack
+from gengraph.evaluation import edge_reconstruction
 from gengraph.graph import Graph
 from gengraph.models.ggball import GGBall, GGBallConfig
 
@@ -75,9 +78,23 @@ def test_autoencoder_reconstructs_held_out_trees(kind: str) -> None:
     model.eval()
     with torch.no_grad():
         zq, _, _ = model.quantise(model.encode(te, tn, tm), tm)
-        pred = model.decode(zq, tm)[1].argmax(-1)
-    pair = (tm[:, :, None] & tm[:, None, :]).triu(1)
-    hits = ((pred > 0) & (te > 0) & pair).sum()
-    recall = float(hits / ((te > 0) & pair).sum())
-    precision = float(hits / ((pred > 0) & pair).sum().clamp_min(1))
+        scores = edge_reconstruction(model.decode(zq, tm)[1], te, tm)
+    recall, precision = scores["edge_recall"], scores["edge_precision"]
     assert recall > 0.5 and precision > 0.5, (recall, precision)
+
+
+def test_edge_reconstruction_scores_a_hand_counted_case() -> None:
+    # graph 0: 3 real nodes, true edges (0,1), (1,2); predicted (0,1), (0,2): 1 hit of 2 true, 2 predicted.
+    # graph 1: 2 real nodes, edge (0,1) predicted exactly. Padding pairs carry wrong "edges" and must not count.
+    edges = torch.zeros(2, 3, 3, dtype=torch.long)
+    edges[0, 0, 1] = edges[0, 1, 2] = edges[1, 0, 1] = 1
+    edges = edges + edges.transpose(1, 2)
+    pred = torch.zeros(2, 3, 3, dtype=torch.long)
+    pred[0, 0, 1] = pred[0, 0, 2] = pred[1, 0, 1] = pred[1, 0, 2] = pred[1, 1, 2] = 1
+    logits = torch.nn.functional.one_hot(pred, 2).float() * 10.0
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    s = edge_reconstruction(logits, edges, mask)
+    assert s["edge_recall"] == pytest.approx(2 / 3) and s["edge_precision"] == pytest.approx(2 / 3)
+    assert s["edge_acc"] == pytest.approx(2 / 4) and s["exact_graphs"] == pytest.approx(0.5)
+    ce_wrong, ce_right = (math.log1p(math.exp(x)) for x in (10.0, -10.0))  # -log softmax with logits (10, 0)
+    assert s["edge_ce"] == pytest.approx((2 * ce_wrong + 2 * ce_right) / 4)
