@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from gengraph.hyperbolic import BallGeometry, EuclideanGeometry
@@ -65,3 +66,18 @@ def test_dead_codes_restart_on_batch_latents() -> None:
         cb.update(z, gen)
     assert float(cb.usage[3]) > 0 and float(cb.codes[3, 2]) != 0.99
     assert (torch.cdist(cb.codes[3:4], z).min() < 0.3).item()
+
+
+@pytest.mark.parametrize("kind", ["ball", "euclidean"])
+def test_cluster_means_equal_the_dense_frechet_means(kind: str) -> None:
+    """The per-point cluster means (what the codebook uses) are ``frechet_mean`` with one-hot weights, empty
+    clusters included (they return ``init``)."""
+    g = (BallGeometry(3) if kind == "ball" else EuclideanGeometry(3)).double()
+    gen = torch.Generator().manual_seed(0)
+    x = g.expmap0(torch.randn(60, 3, generator=gen, dtype=torch.float64) * 1.5)
+    assign = torch.randint(0, 4, (60,), generator=gen)  # cluster 4 of 5 stays empty
+    init = g.expmap0(torch.randn(5, 3, generator=gen, dtype=torch.float64))
+    onehot = torch.nn.functional.one_hot(assign, 5).T.to(torch.float64)
+    dense = g.frechet_mean(x, onehot, init)
+    torch.testing.assert_close(g.cluster_means(x, assign, 5, init), dense, atol=1e-10, rtol=0)
+    torch.testing.assert_close(dense[4], init[4])
