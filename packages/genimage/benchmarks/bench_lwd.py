@@ -20,12 +20,11 @@ import argparse
 import json
 import time
 
-import numpy as np
 import torch
 from _repro import train_with_curve
 
 from gencore.io import write_json
-from gencore.tables import format_table
+from gencore.tables import format_table, mean_sd
 from genimage.config import ImageTrainConfig
 from genimage.data import load_photo_patches
 from genimage.evaluate import sample_images
@@ -99,8 +98,7 @@ def _summary(records: list[dict]) -> list[dict]:
         rows = [r for r in records if r["lwd"] == lwd]
         row: dict = {"lwd": lwd, "seeds": len(rows)}
         for k in keys:
-            v = np.array([r[k] for r in rows], dtype=float)
-            row[k] = f"{v.mean():.4g} +- {v.std(ddof=1):.2g}"
+            row[k] = mean_sd((r[k] for r in rows), ".4g")
         out.append(row)
     return out
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from gencore.io import write_json
-from gencore.tables import format_table, pivot
+from gencore.tables import format_table, mean_sd, pivot
 from genmol.experiment import load_dataset, load_run, train_run
 from genmol.generation.flow import GenConfig, draw_sizes, sample_conformers, sample_joint
 from genmol.metrics.conformers import coverage_recall
@@ -148,9 +148,7 @@ def summarise(records: list[dict]) -> list[dict]:
         for name in rows[0]:
             if name in ("task", "seed", "strategy", "sampler", "train_seconds"):
                 continue
-            values = np.array([r[name] for r in rows], dtype=float)
-            spread = values.std(ddof=1) if len(values) > 1 else 0.0
-            row[name] = f"{values.mean():.3f} +- {spread:.3f}"
+            row[name] = mean_sd(r[name] for r in rows)
         out.append(row)
     return out
 

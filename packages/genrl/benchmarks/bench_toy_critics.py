@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gencore.io import write_json
-from gencore.tables import format_table
+from gencore.tables import format_table, mean_sd
 from genrl.critics import CriticConfig
 from genrl.toy_experiment import CRITICS, ToyCriticConfig, score_exact_field, train_toy_critic
 
@@ -50,11 +50,7 @@ def _label(rec: dict[str, Any]) -> str:
 
 
 def _stat(vals: list[float], digits: int = 4) -> str:
-    if not vals:
-        return ""
-    if len(vals) == 1:
-        return f"{vals[0]:.{digits}f}"
-    return f"{statistics.mean(vals):.{digits}f} +- {statistics.stdev(vals):.{digits}f}"
+    return mean_sd(vals, f".{digits}f")
 
 
 def tables(records: list[dict[str, Any]], exact_field: dict[str, Any] | None = None) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
@@ -38,3 +39,14 @@ def pivot(records: Sequence[Mapping[str, Any]], row: str, col: str, value: str) 
     for r in records:
         out.setdefault(r[row], {row: r[row]})[f"{col}={r[col]}"] = r[value]
     return list(out.values())
+
+
+def mean_sd(values: Iterable[float], fmt: str = ".3f") -> str:
+    """``"mean +- sd"`` (sample standard deviation) of repeated measurements, e.g. over seeds; the value alone
+    for one measurement, ``""`` for none."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return ""
+    if len(vals) == 1:
+        return format(vals[0], fmt)
+    return f"{format(statistics.mean(vals), fmt)} +- {format(statistics.stdev(vals), fmt)}"
