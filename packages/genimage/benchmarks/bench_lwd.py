@@ -11,14 +11,24 @@ against ``N_EVAL`` data patches: FD-EffLite0 and KID at 96 px, ``spectral_error`
 ``--seeds 0,1,2`` trains both runs per seed (sampling noise fixed) and adds the mean and spread over seeds;
 ``--steps``, ``--batch-size`` and ``--n-eval`` override the defaults (240, 16, 160).
 
+Fine-tuning, the paper's setting (LWD fine-tunes a trained model to a higher resolution):
+``--pretrain-steps P`` first trains one plain model per seed for ``P`` steps on 32x32 patches, then
+fine-tunes it for ``--steps`` steps (learning rate ``--finetune-lr``) without and with the mask, both from
+the same weights, on ``--size`` x ``--size`` patches of the same photographs (native resolution, the same
+framing; see ``genimage.data.bundled``). The pretrained model itself, sampled at ``--size`` without any
+fine-tuning, is scored as a third row.
+
     python bench_lwd.py results/bench_lwd.json [--steps 240] [--seeds 0] [--n-eval 160]
+    python bench_lwd.py results/bench_lwd_ft.json --pretrain-steps 1200 --size 64 --steps 400 --seeds 0,1,2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from _repro import train_with_curve
@@ -29,46 +39,65 @@ from genimage.config import ImageTrainConfig
 from genimage.data import load_photo_patches
 from genimage.evaluate import sample_images
 from genimage.metrics import efflite0_features, frechet_distance, kernel_inception_distance, spectral_errors
+from genimage.runs import LoadedRun, load_run
+from genimage.training import train
 
 STEPS = 240
 N_EVAL = 160
 INPUT_PX = 96
 
 
-def main(out_json: str, steps: int, batch_size: int, seeds: list[int], n_eval: int) -> None:
+def main(
+    out_json: str, steps: int, batch_size: int, seeds: list[int], n_eval: int, pretrain_steps: int = 0,
+    size: int = 32, finetune_lr: float = 3e-4,
+) -> None:  # fmt: skip
     from genimage.imageio import write_grid
 
     torch.set_num_threads(1)
-    data = load_photo_patches(patch=32)
+    data = load_photo_patches(patch=size, photo_side=5 * size)
     ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_eval])
     ref_feats = efflite0_features(ref.images, input_px=INPUT_PX)
     records = []
-    for seed in seeds:
-        for lwd in (False, True):
-            cfg = ImageTrainConfig(
-                data="photos", steps=steps, batch_size=batch_size, patch_size=4, lr=1e-3, warmup_steps=20, lwd=lwd,
-                seed=seed, progress=False,
-            )  # fmt: skip
-            _, run, seconds = train_with_curve(cfg, data, lambda run: {}, steps)
-            t0 = time.perf_counter()
-            x = sample_images(run, n_eval, None, nfe=16, cfg_scale=1.0, solver="euler", seed=1, progress=False)
-            sample_s = time.perf_counter() - t0
-            feats = efflite0_features(x, input_px=INPUT_PX)
-            records.append(
-                {
-                    "lwd": lwd,
-                    "seed": seed,
-                    "steps": steps,
-                    "fd_efflite0": frechet_distance(ref_feats, feats),
-                    "kid_efflite0": kernel_inception_distance(ref_feats, feats).mean,
-                    **spectral_errors(x, ref.images),
-                    "train_s": round(seconds, 1),
-                    "sample_ms_per_image": round(1000 * sample_s / n_eval, 2),
-                }
-            )
-            print(records[-1], flush=True)
-            tag = ("lwd" if lwd else "baseline") + (f"_seed{seed}" if len(seeds) > 1 else "")
-            write_grid(out_json.replace(".json", f"_{tag}.png"), x[:64], nrow=8)
+
+    def score(run: LoadedRun, arm: str, seed: int, seconds: float) -> None:
+        t0 = time.perf_counter()
+        x = sample_images(run, n_eval, None, nfe=16, cfg_scale=1.0, solver="euler", seed=1, progress=False)
+        sample_s = time.perf_counter() - t0
+        feats = efflite0_features(x, input_px=INPUT_PX)
+        records.append(
+            {
+                "arm": arm,
+                "seed": seed,
+                "steps": 0 if arm == "pretrained" else steps,
+                "fd_efflite0": frechet_distance(ref_feats, feats),
+                "kid_efflite0": kernel_inception_distance(ref_feats, feats).mean,
+                **spectral_errors(x, ref.images),
+                "train_s": round(seconds, 1),
+                "sample_ms_per_image": round(1000 * sample_s / n_eval, 2),
+            }
+        )
+        print(records[-1], flush=True)
+        write_grid(out_json.replace(".json", f"_{arm}" + (f"_seed{seed}" if len(seeds) > 1 else "") + ".png"), x[:64])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for seed in seeds:
+            init = None
+            if pretrain_steps:
+                init = Path(tmp) / f"pretrained_seed{seed}"
+                base = ImageTrainConfig(
+                    data="photos", image_size=32, steps=pretrain_steps, batch_size=batch_size, patch_size=4,
+                    lr=1e-3, warmup_steps=20, seed=seed, progress=False,
+                )  # fmt: skip
+                outcome = train(base, init)
+                score(_at_size(load_run(init), size), "pretrained", seed, outcome.seconds)
+            for lwd in (False, True):
+                cfg = ImageTrainConfig(
+                    data="photos", image_size=size, steps=steps, batch_size=batch_size, patch_size=4,
+                    lr=finetune_lr if init else 1e-3, warmup_steps=20, lwd=lwd, seed=seed, progress=False,
+                    init_from=str(init) if init else None,
+                )  # fmt: skip
+                _, run, seconds = train_with_curve(cfg, data, lambda run: {}, steps)
+                score(run, "lwd" if lwd else "baseline", seed, seconds)
     print(format_table(records, list(records[0])))
     summary = _summary(records) if len(seeds) > 1 else []
     if summary:
@@ -78,10 +107,13 @@ def main(out_json: str, steps: int, batch_size: int, seeds: list[int], n_eval: i
         {
             "benchmark": "lwd",
             "data": data.name,
+            "size": size,
             "n_data": len(data),
             "n_eval": n_eval,
             "batch_size": batch_size,
             "seeds": seeds,
+            "pretrain_steps": pretrain_steps,
+            "finetune_lr": finetune_lr if pretrain_steps else None,
             "input_px": INPUT_PX,
             "records": records,
             "summary": summary,
@@ -90,13 +122,21 @@ def main(out_json: str, steps: int, batch_size: int, seeds: list[int], n_eval: i
     print(json.dumps(records, indent=1))
 
 
+def _at_size(run: LoadedRun, size: int) -> LoadedRun:
+    """The run's backbone rebuilt for ``size x size`` inputs with the same weights (no fine-tuning)."""
+    model = type(run.model)(**(run.model.config | {"image_size": size}))
+    model.load_state_dict(run.model.state_dict())
+    shape = [run.image_shape[0], size, size]
+    return LoadedRun.from_parts(model.eval(), run.config | {"image_shape": shape, "sample_shape": shape}, None)
+
+
 def _summary(records: list[dict]) -> list[dict]:
-    """Mean and sample standard deviation over seeds of every score, without and with the mask."""
-    keys = [k for k in records[0] if k not in ("lwd", "seed", "steps")]
+    """Mean and sample standard deviation over seeds of every score, per arm (plain, LWD, pretrained)."""
+    keys = [k for k in records[0] if k not in ("arm", "seed", "steps")]
     out = []
-    for lwd in (False, True):
-        rows = [r for r in records if r["lwd"] == lwd]
-        row: dict = {"lwd": lwd, "seeds": len(rows)}
+    for arm in dict.fromkeys(r["arm"] for r in records):
+        rows = [r for r in records if r["arm"] == arm]
+        row: dict = {"arm": arm, "seeds": len(rows)}
         for k in keys:
             row[k] = mean_sd((r[k] for r in rows), ".4g")
         out.append(row)
@@ -110,5 +150,9 @@ if __name__ == "__main__":
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--n-eval", type=int, default=N_EVAL, help="samples and reference patches per score")
+    p.add_argument("--pretrain-steps", type=int, default=0, help="fine-tuning mode: plain pretraining steps at 32x32")
+    p.add_argument("--size", type=int, default=32, help="patch size of the (fine-)tuning data and the scores")
+    p.add_argument("--finetune-lr", type=float, default=3e-4, help="learning rate of the fine-tuning runs")
     a = p.parse_args()
-    main(a.out, a.steps, a.batch_size, [int(x) for x in a.seeds.split(",")], a.n_eval)
+    seeds = [int(x) for x in a.seeds.split(",")]
+    main(a.out, a.steps, a.batch_size, seeds, a.n_eval, a.pretrain_steps, a.size, a.finetune_lr)

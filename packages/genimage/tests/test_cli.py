@@ -151,3 +151,32 @@ def test_demo_writes_a_report(tmp_path) -> None:
     for picture in ("real.png", "samples_cfg1.png", "samples_cfg3.png", "spectrum.png", "loss.png"):
         assert (report / picture).is_file() and picture in text
     assert math.isfinite(json.loads((report / "metrics.json").read_text())["fd_efflite0"])
+
+
+def test_init_from_starts_at_the_runs_weights_at_another_size(digits_run, tmp_path) -> None:
+    """A near-zero learning rate leaves the fine-tuned EMA weights at the initial run's, at 16x16 instead of 8x8;
+    a fresh run with the same seed and rate stays at its own, different initialisation."""
+    args = ["train", "--data", "digits", "--image-size", "16", "--steps", "1", "--batch-size", "8", "--lr", "1e-12"]
+    args += ["--warmup-steps", "0", "--sample-nfe", "2", "--no-progress"]
+    assert main([*args, "--init-from", str(digits_run), "--out", str(tmp_path / "ft")]) == 0
+    assert main([*args, "--out", str(tmp_path / "fresh")]) == 0
+    init, tuned, fresh = (load_run(p).model.state_dict() for p in (digits_run, tmp_path / "ft", tmp_path / "fresh"))
+    assert all(torch.allclose(tuned[k], init[k], atol=1e-6) for k in init)
+    assert not all(torch.allclose(fresh[k], init[k], atol=1e-3) for k in init)
+    run = load_run(tmp_path / "ft")
+    assert run.image_shape == (1, 16, 16) and run.config["init_from"] == str(digits_run)
+    x = generate(run, sample_noise(run, 2), torch.tensor([3, 4]), nfe=2)
+    assert x.shape == (2, 1, 16, 16) and bool(torch.isfinite(x).all())
+
+
+def test_init_from_refuses_another_architecture_or_objective(digits_run, tmp_path, capsys) -> None:
+    base = ["train", "--data", "digits", "--steps", "1", "--no-progress", "--init-from", str(digits_run)]
+    assert main([*base, "--dit-size", "DiT-S", "--out", str(tmp_path / "a")]) == 2
+    assert main([*base, "--objective", "vp", "--out", str(tmp_path / "b")]) == 2
+    assert main([*base, "--latent", "--image-size", "16", "--out", str(tmp_path / "c")]) == 2
+    assert main([*base[:-1], str(tmp_path / "nowhere"), "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 4 and all("Traceback" not in line for line in err)
+    assert "same architecture" in err[0] and "hidden" in err[0]
+    assert "same objective" in err[1] and "--latent" in err[2] and "not a genimage run folder" in err[3]
+    assert not any((tmp_path / n / "model").exists() for n in "abcd")

@@ -50,6 +50,7 @@ TRAIN_FIELDS = {
     "vae_steps": int,
     "vae_scale_weight": float,
     "sample_nfe": int,
+    "init_from": str,
 }
 
 
@@ -78,6 +79,11 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     o.add_argument("--warmup-steps", dest="warmup_steps", type=int)
     o.add_argument("--ema-decay", dest="ema_decay", type=float)
     o.add_argument("--seed", type=int)
+    o.add_argument(
+        "--init-from",
+        dest="init_from",
+        help="fine-tune: start from this finished run's EMA weights (and VAE); same architecture, any image size",
+    )
     r = tr.add_argument_group("methods")
     r.add_argument("--layersync", action="store_true", help="LayerSync regulariser (gencore.train)")
     r.add_argument(

@@ -50,6 +50,7 @@ class ImageTrainConfig:
     vae_beta: float = 1e-3
     vae_scale_weight: float = 0.5  # LWD scale-consistency term (0: plain KL-VAE)
     sample_nfe: int = 32  # NFE of the periodic / final sample grids
+    init_from: str | None = None  # a finished run whose EMA weights (and VAE) start this one: fine-tuning
     progress: bool = True
 
     def validate(self) -> ImageTrainConfig:

