@@ -89,29 +89,71 @@ def _dataset_info(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- train
-def _train(args: argparse.Namespace) -> int:
+def _build_agent(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
+    """``(agent, dataset, card)`` of a ``genrl train`` call (the same in every process of a run)."""
     import torch
 
     from gencore.config import load_config
-    from gencore.plots import loss_curve
     from genrl.agents import AGENTS, EnvSpec, make_agent
     from genrl.dataset import load_dataset
-    from genrl.training import ReplayBuffer, train_offline, train_online
 
-    if args.agent not in AGENTS or args.agent == "sac":
-        offline = ", ".join(a for a in AGENTS if a != "sac")
-        raise ConfigError(f"unknown offline agent {args.agent!r}; expected one of: {offline}.")
-    if args.steps < 1:
-        raise ConfigError(f"--steps must be a positive integer, got {args.steps}.")
     torch.set_num_threads(max(1, args.threads))
     ds, card = load_dataset(args.data)
     spec = EnvSpec.from_dataset(ds, card)
     overrides: dict[str, Any] = {"seed": args.seed}
     if args.batch_size is not None:
         overrides["batch_size"] = args.batch_size
-    cfg_cls = AGENTS[args.agent].config_class
-    config = load_config(cfg_cls, args.config, overrides)
-    agent = make_agent(args.agent, spec, asdict(config))
+    config = load_config(AGENTS[args.agent].config_class, args.config, overrides)
+    return make_agent(args.agent, spec, asdict(config)), ds, card
+
+
+def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, Any]]:
+    """The offline phase on this rank; rank 0 saves the agent."""
+    from gencore.train import setup, teardown
+    from genrl.training import ReplayBuffer, train_offline
+
+    info = setup("cpu")
+    try:
+        records = train_offline(
+            agent,
+            ReplayBuffer.from_dataset(ds),
+            args.steps,
+            args.out,
+            log_every=args.log_every,
+            checkpoint_every=args.checkpoint_every,
+            resume=args.resume,
+            progress=not args.no_progress,
+        )
+        if info.is_main:
+            agent.save(Path(args.out) / "agent")
+        return records
+    finally:
+        teardown(info)
+
+
+def _offline_worker(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One of ``--nproc`` launched learner processes."""
+    agent, ds, _ = _build_agent(args)
+    return _offline(args, agent, ds)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from gencore.plots import loss_curve
+    from gencore.train import launch
+    from genrl.agents import AGENTS, load_agent
+    from genrl.training import ReplayBuffer, train_online
+
+    if args.agent not in AGENTS or args.agent == "sac":
+        offline = ", ".join(a for a in AGENTS if a != "sac")
+        raise ConfigError(f"unknown offline agent {args.agent!r}; expected one of: {offline}.")
+    for flag in ("steps", "nproc"):
+        if getattr(args, flag) < 1:
+            raise ConfigError(f"--{flag} must be a positive integer, got {getattr(args, flag)}.")
+    agent, ds, card = _build_agent(args)  # checks the data set and config before any process starts
+    if args.online_steps and card.get("env_id") in (None, "toy-bimodal"):
+        raise ConfigError(f"dataset {args.data!r} has no gymnasium environment for --online-steps.")
+    if agent.config.batch_size % args.nproc:
+        raise ConfigError(f"batch size {agent.config.batch_size} must be divisible by --nproc {args.nproc}.")
     out = ensure_dir(args.out)
     run_info = {
         "agent": args.agent,
@@ -119,29 +161,23 @@ def _train(args: argparse.Namespace) -> int:
         "env_id": card.get("env_id"),
         "steps": args.steps,
         "online_steps": args.online_steps,
-        "config": asdict(config),
-        "spec": asdict(spec),
+        "nproc": args.nproc,
+        "config": asdict(agent.config),
+        "spec": asdict(agent.spec),
         "dataset_card": {k: card.get(k) for k in ("env_id", "env_version", "policy", "seed", "n_transitions")},
         "created_by": f"genrl {__version__}",
     }
     write_json(out / "run.json", run_info)
-    buffer = ReplayBuffer.from_dataset(ds, extra_capacity=args.online_steps)
     t = time.perf_counter()
-    records = train_offline(
-        agent,
-        buffer,
-        args.steps,
-        out,
-        log_every=args.log_every,
-        checkpoint_every=args.checkpoint_every,
-        resume=args.resume,
-        progress=not args.no_progress,
-    )
+    if args.nproc == 1:
+        records = _offline(args, agent, ds)  # the online phase continues with this agent and its optimisers
+    else:
+        records = launch(_offline_worker, args, nproc=args.nproc).get(0, [])
+        agent = load_agent(out / "agent")  # rank 0's replica (all are equal); the optimisers start afresh online
     if args.online_steps:
-        if card.get("env_id") in (None, "toy-bimodal"):
-            raise ConfigError(f"dataset {args.data!r} has no gymnasium environment for --online-steps.")
         if hasattr(agent, "use_extraction"):
             agent.use_extraction("one-step")
+        buffer = ReplayBuffer.from_dataset(ds, extra_capacity=args.online_steps)
         records += train_online(
             agent,
             card["env_id"],
@@ -151,7 +187,7 @@ def _train(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=not args.no_progress,
         )
-    agent.save(out / "agent")
+        agent.save(out / "agent")
     losses = [(r["step"], r["critic_loss"]) for r in records if "critic_loss" in r and r["critic_loss"] > 0]
     if not losses:
         losses = [(r["step"], r["bc_flow_loss"]) for r in records if "bc_flow_loss" in r]
@@ -252,6 +288,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--checkpoint-every", type=int, default=0, help="0: only the final agent")
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in OUT/checkpoints")
     tr.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
+    tr.add_argument(
+        "--nproc", type=int, default=1, help="offline learner processes (gloo; gradients averaged every step)"
+    )
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=_train)
 

@@ -21,11 +21,13 @@ import torch
 from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError
-from gencore.train import load_latest, save_checkpoint, setup
+from gencore.train import DistInfo, broadcast_state, load_latest, save_checkpoint, setup
+from gencore.train.distributed import all_reduce_sum, gather_state
 from gencore.train.metrics_log import MetricsLogger
 from genrl.agents.base import Agent
 from genrl.dataset import OfflineDataset
 
+RANK_SEED_STRIDE = 1_000_003  # rank r's streams are seeded seed + r * stride (rank 0: as in one process)
 BATCH_KEYS = ("observations", "actions", "rewards", "terminals", "next_observations")
 
 
@@ -73,18 +75,41 @@ class ReplayBuffer:
         return {k: torch.from_numpy(v[idx]) for k, v in self.data.items()}
 
 
-def _groups(agent: Agent) -> dict[str, Any]:
+def _rng_state(agent: Agent, data_gen: torch.Generator) -> dict[str, torch.Tensor]:
+    return {"generator": agent.generator.get_state(), "data": data_gen.get_state()}
+
+
+def _groups(agent: Agent, data_gen: torch.Generator, info: DistInfo) -> dict[str, Any]:
+    """Checkpoint groups; every rank's random streams (gathered: a collective, so all ranks call it) as
+    ``rng`` (rank 0) and ``rng-rank{k}``."""
     opts = {k: v.state_dict() for k, v in vars(agent).items() if isinstance(v, torch.optim.Optimizer)}
-    return {"agent": agent.state_dict(), "optim": opts, "rng": {"generator": agent.generator.get_state()}}
+    groups: dict[str, Any] = {"agent": agent.state_dict(), "optim": opts}
+    for rank, (state, _) in enumerate(gather_state(_rng_state(agent, data_gen), None, info)):
+        groups["rng" if rank == 0 else f"rng-rank{rank}"] = state
+    return groups
 
 
-def _restore(agent: Agent, ckpt: Any) -> int:
+def _restore(agent: Agent, data_gen: torch.Generator, ckpt: Any, info: DistInfo) -> int:
+    saved = int(ckpt.extra.get("world_size", 1))
+    if saved != info.world_size:
+        raise ConfigError(
+            f"checkpoint {str(ckpt.path)!r} was written by {saved} process(es); resume it with --nproc {saved}."
+        )
     agent.load_state_dict(ckpt.groups["agent"])
     for k, state in ckpt.groups["optim"].items():
         getattr(agent, k).load_state_dict(state)
-    agent.generator.set_state(ckpt.groups["rng"]["generator"])
+    rng = ckpt.groups["rng" if info.rank == 0 else f"rng-rank{info.rank}"]
+    agent.generator.set_state(rng["generator"])
+    data_gen.set_state(rng["data"])
     agent.steps = ckpt.step
     return ckpt.step
+
+
+def _mean_over_ranks(metrics: dict[str, float], info: DistInfo) -> dict[str, float]:
+    if not info.distributed:
+        return metrics
+    total = all_reduce_sum(torch.tensor(list(metrics.values()), dtype=torch.float64), info)
+    return {k: float(v) / info.world_size for k, v in zip(metrics, total)}
 
 
 def train_offline(
@@ -102,37 +127,53 @@ def train_offline(
 ) -> list[dict[str, Any]]:
     """``steps`` updates on batches drawn uniformly from ``buffer``; returns the logged records.
 
-    ``callback(step, agent)`` (e.g. an evaluation) runs every ``callback_every`` steps and its metrics are
-    logged with the step's record. Batches come from a generator seeded by the agent's seed, so a run
-    (and a resumed run) is reproducible.
+    ``callback(step, agent)`` (e.g. an evaluation) runs every ``callback_every`` steps (on rank 0) and its
+    metrics are logged with the step's record. Batches come from a generator seeded by the agent's seed, so
+    a run (and a resumed run) is reproducible.
+
+    Multi-process (started by :func:`gencore.train.launch` or ``torchrun``): rank 0's weights are broadcast,
+    each rank draws ``batch_size / world_size`` transitions from its own stream (and its own noise), the
+    agents average their gradients before every optimiser step (:meth:`Agent.optimise`), so the replicas stay
+    identical and a step sees ``batch_size`` transitions in all; logged metrics are means over the ranks and
+    only rank 0 writes.
     """
     info = setup("cpu")
+    if agent.config.batch_size % info.world_size:
+        raise ConfigError(
+            f"batch_size {agent.config.batch_size} must be divisible by the number of processes ({info.world_size})."
+        )
+    local_batch = agent.config.batch_size // info.world_size
     out = Path(out_dir)
-    data_gen = torch.Generator().manual_seed(agent.config.seed + 1)
+    data_gen = torch.Generator().manual_seed(agent.config.seed + 1 + RANK_SEED_STRIDE * info.rank)
+    if info.rank:
+        agent.generator.manual_seed(agent.config.seed + RANK_SEED_STRIDE * info.rank)
+    broadcast_state(agent)
     start = 0
     if resume:
         ckpt = load_latest(out / "checkpoints")
         if ckpt is not None:
-            start = _restore(agent, ckpt)
-            data_gen.set_state(ckpt.groups["rng"]["data"])
+            start = _restore(agent, data_gen, ckpt, info)
     logger = MetricsLogger(out, enabled=info.is_main, resume_step=start if resume else None)
     records: list[dict[str, Any]] = []
     bar = tqdm(range(start, steps), disable=not progress or not info.is_main, desc=f"train {agent.name}")
     t0 = time.perf_counter()
     for step in bar:
-        metrics = agent.update(buffer.sample(agent.config.batch_size, data_gen))
+        metrics = agent.update(buffer.sample(local_batch, data_gen))
         done = step + 1
-        if callback is not None and callback_every and (done % callback_every == 0 or done == steps):
-            metrics.update(callback(done, agent))
-        if done % log_every == 0 or done == steps or (callback_every and done % callback_every == 0):
+        evaluate = callback is not None and callback_every and (done % callback_every == 0 or done == steps)
+        if done % log_every == 0 or done == steps or evaluate:
+            metrics = _mean_over_ranks(metrics, info)
+            if evaluate and info.is_main:
+                metrics.update(callback(done, agent))
             rec = {"step": done, **metrics, "updates_per_s": (done - start) / (time.perf_counter() - t0)}
             logger.log(rec)
             records.append(rec)
             bar.set_postfix({k: f"{v:.3g}" for k, v in list(metrics.items())[:3]})
-        if checkpoint_every and done % checkpoint_every == 0 and info.is_main:
-            groups = _groups(agent)
-            groups["rng"]["data"] = data_gen.get_state()
-            save_checkpoint(out / "checkpoints", done, groups, extra={"agent": agent.name})
+        if checkpoint_every and done % checkpoint_every == 0:
+            groups = _groups(agent, data_gen, info)
+            if info.is_main:
+                extra = {"agent": agent.name, "world_size": info.world_size}
+                save_checkpoint(out / "checkpoints", done, groups, extra=extra)
     logger.close()
     return records
 

@@ -18,7 +18,7 @@ from gencore.train.checkpoint import (
 )
 from gencore.train.config import Task, TrainConfig
 from gencore.train.data import DataPosition, RankBatches, data_shard
-from gencore.train.distributed import DistInfo, setup, teardown
+from gencore.train.distributed import DistInfo, average_gradients, broadcast_state, setup, teardown
 from gencore.train.ema import EMA
 from gencore.train.launch import in_worker, launch
 from gencore.train.layersync import LayerSync, layersync_term
@@ -35,6 +35,8 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "Trainer",
+    "average_gradients",
+    "broadcast_state",
     "capture_rng_state",
     "data_shard",
     "find_checkpoints",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,37 @@ def all_reduce_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
     buf = values.detach().to(info.device, torch.float64).clone()
     dist.all_reduce(buf, op=dist.ReduceOp.SUM)
     return buf.cpu()
+
+
+def average_gradients(params: Iterable[torch.Tensor]) -> None:
+    """Replace each ``p.grad`` by its mean over the process group, in one all-reduce (no-op alone).
+
+    For learners that step their own optimisers (reinforcement-learning agents with several losses)
+    instead of going through :class:`~gencore.train.Trainer`'s DDP wrapper: call it between
+    ``backward()`` and ``optimizer.step()`` on every rank. Parameters without a gradient are skipped
+    (every rank must agree on which have one, as they do when all run the same code).
+    """
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat /= dist.get_world_size()
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()
+
+
+def broadcast_state(module: torch.nn.Module, src: int = 0) -> None:
+    """Copy every parameter and buffer of ``module`` from rank ``src`` to all ranks (no-op alone)."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return
+    with torch.no_grad():
+        for t in module.state_dict().values():
+            dist.broadcast(t, src)
 
 
 def barrier(info: DistInfo) -> None:

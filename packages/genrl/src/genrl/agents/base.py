@@ -31,6 +31,7 @@ from torch import nn
 
 from gencore.errors import InputError
 from gencore.io import save_pretrained
+from gencore.train import average_gradients
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +150,14 @@ class Agent(nn.Module, abc.ABC):
             "masks": 1.0 - batch["terminals"].float(),
             "next_observations": self.norm_obs(batch["next_observations"]),
         }
+
+    def optimise(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+        """One optimiser step on ``loss``; in a multi-process run the gradients are first averaged over the
+        processes (:func:`gencore.train.average_gradients`), so every replica takes the same step."""
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        average_gradients(p for group in optimizer.param_groups for p in group["params"])
+        optimizer.step()
 
     def noise(self, *shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=self.generator, device=self.obs_mean.device)

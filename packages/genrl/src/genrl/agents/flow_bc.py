@@ -59,9 +59,7 @@ class FlowBCAgent(FlowActorMixin, Agent):
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
         b = self.prepare(batch)
         loss = self.bc_flow_loss(b["observations"], b["actions"])
-        self.actor_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.actor_opt.step()
+        self.optimise(self.actor_opt, loss)
         self.steps += 1
         return {"bc_flow_loss": loss.item()}
 

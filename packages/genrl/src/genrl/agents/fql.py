@@ -82,9 +82,7 @@ class FQLAgent(FlowActorMixin, Agent):
         loss, metrics = self.critic.loss(
             b, self.next_actions(b["next_observations"]), self.target_critic, self.config.discount, self.generator
         )
-        self.critic_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.critic_opt.step()
+        self.optimise(self.critic_opt, loss)
         return metrics
 
     def actor_loss(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -108,9 +106,7 @@ class FQLAgent(FlowActorMixin, Agent):
         b = self.prepare(batch)
         metrics = self.critic_step(b)
         loss, actor_metrics = self.actor_loss(b)
-        self.actor_opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.actor_opt.step()
+        self.optimise(self.actor_opt, loss)
         polyak(self.target_critic, self.critic, self.config.tau)
         self.steps += 1
         return {**metrics, **actor_metrics, "actor_loss": loss.item()}

@@ -61,22 +61,16 @@ class SACAgent(Agent):
             y = b["rewards"] + self.config.discount * bellman_mask(b) * q2
         q = self.critic.all_q(b["observations"], b["actions"])
         critic_loss = ((q - y[None]) ** 2).mean()
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
+        self.optimise(self.critic_opt, critic_loss)
 
         a, logp = self.sample(b["observations"])
         with frozen(self.critic):
             qa = self.critic.all_q(b["observations"], a).min(0).values
         actor_loss = (alpha * logp - qa).mean()
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_opt.step()
+        self.optimise(self.actor_opt, actor_loss)
 
         alpha_loss = -(self.log_alpha * (logp.detach() - self.spec.action_dim)).mean()
-        self.alpha_opt.zero_grad(set_to_none=True)
-        alpha_loss.backward()
-        self.alpha_opt.step()
+        self.optimise(self.alpha_opt, alpha_loss)
         polyak(self.target_critic, self.critic, self.config.tau)
         self.steps += 1
         return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "alpha": alpha.item()}
