@@ -5,6 +5,9 @@ The store is a map-style dataset of sequences, so the engine samples sequences e
 read from disk. Per-token architectures see the micro-batch flattened to ``[b * L, d]``;
 the Temporal SAE sees ``[b, L, d]``.
 
+``nproc > 1`` trains in that many processes (``gencore.train.launch``; DDP, the batch split over the
+ranks, the TopK dead-latent counts shared); rank 0 writes the SAE.
+
 A run folder holds ``sae/`` (``model.safetensors`` + ``config.json``), ``run.json`` (resolved
 settings, the store and the held-out split, timings), the engine's ``metrics.jsonl`` and
 ``checkpoints/``, and ``loss.png``.
@@ -24,7 +27,7 @@ import torch
 
 from gencore.errors import ConfigError, GenError
 from gencore.io import read_json, write_json
-from gencore.train import TrainConfig, Trainer
+from gencore.train import TrainConfig, Trainer, launch
 from geninterp.saes import SparseAutoencoder, make_objective, make_sae
 from geninterp.saes.registry import ARCHITECTURES
 from geninterp.store import ActivationStore
@@ -118,11 +121,12 @@ def build_sae_for_store(cfg: SAETrainConfig, store: ActivationStore) -> SparseAu
 
 
 def train_sae(
-    cfg: SAETrainConfig, acts: str | os.PathLike, out_dir: str | os.PathLike, **engine: Any
+    cfg: SAETrainConfig, acts: str | os.PathLike, out_dir: str | os.PathLike, *, nproc: int = 1, **engine: Any
 ) -> tuple[SparseAutoencoder, dict[str, Any]]:
     """Train on the training split of the store at ``acts``; write the run folder; return ``(sae, run_record)``.
 
-    ``engine`` overrides :class:`~gencore.train.TrainConfig` fields (``resume``, ``checkpoint_every``, ...).
+    ``nproc`` processes share each batch (DDP); ``engine`` overrides :class:`~gencore.train.TrainConfig` fields
+    (``resume``, ``checkpoint_every``, ...).
     """
     cfg.validate()
     store = ActivationStore(acts)
@@ -133,6 +137,43 @@ def train_sae(
             f"a batch of {cfg.batch_tokens} tokens needs {seqs} sequences but the training split of "
             f"{str(acts)!r} has {len(train_view)}; capture more tokens or lower --batch-tokens."
         )
+    if nproc < 1:
+        raise ConfigError(f"nproc must be a positive integer, got {nproc}.")
+    if seqs % nproc:
+        raise ConfigError(
+            f"a batch of {seqs} sequences ({cfg.batch_tokens} tokens of {store.seq_len}) cannot be split over "
+            f"{nproc} processes; choose --batch-tokens as a multiple of {nproc * store.seq_len}."
+        )
+    out = Path(out_dir)
+    outcome = launch(_fit_worker, cfg, str(acts), str(out), seqs, engine, nproc=nproc).get(0)
+    if outcome is None or outcome["interrupted"]:
+        raise GenError(f"training was interrupted; resume with the same command and --resume auto ({out}).")
+    sae = SparseAutoencoder.from_pretrained(out / "sae").eval()
+    seconds = outcome["seconds"]
+    tokens = cfg.steps * seqs * (store.seq_len - cfg.skip_positions)
+    record = {
+        "config": dataclasses.asdict(cfg),
+        "acts": str(Path(acts).resolve()),
+        "nproc": nproc,
+        "train_sequences": [train_view.sequences.start, train_view.sequences.stop],
+        "eval_sequences": [eval_view.sequences.start, eval_view.sequences.stop],
+        "seq_len": store.seq_len,
+        "d_in": store.d_model,
+        "train_seconds": round(seconds, 3),
+        "train_tokens": tokens,
+        "tokens_per_second": round(tokens / max(seconds, 1e-9), 1),
+        "last_loss": outcome["last_loss"],
+        "source": store.metadata,
+    }
+    write_json(out / "run.json", record)
+    _loss_plot(out)
+    return sae, record
+
+
+def _fit_worker(cfg: SAETrainConfig, acts: str, out: str, seqs: int, engine: dict[str, Any]) -> dict[str, Any]:
+    """Every rank: build the SAE for the store, fit it through the engine; rank 0 saves it."""
+    store = ActivationStore(acts)
+    train_view, _ = store.split(cfg.eval_fraction)
     sae = build_sae_for_store(cfg, train_view if cfg.skip_positions else store)
     objective = make_objective(
         cfg.arch,
@@ -141,7 +182,6 @@ def train_sae(
         aux_coeff=cfg.aux_coeff,
         dead_after_tokens=cfg.dead_after_tokens,
     )
-    out = Path(out_dir)
     settings = {
         "steps": cfg.steps,
         "global_batch_size": seqs,
@@ -152,33 +192,18 @@ def train_sae(
         "ema_decay": 0.0,
         "seed": cfg.seed,
         "progress": cfg.progress,
-        "out_dir": str(out),
+        "out_dir": out,
     }
-    train_cfg = TrainConfig(**(settings | engine))
     start = time.perf_counter()
-    result = Trainer(train_cfg).fit(SAETask(sae, objective, cfg.skip_positions), train_view)
+    result = Trainer(TrainConfig(**(settings | engine))).fit(SAETask(sae, objective, cfg.skip_positions), train_view)
     seconds = time.perf_counter() - start
-    if result.interrupted:
-        raise GenError(f"training was interrupted; resume with the same command and --resume auto ({out}).")
-    sae = result.model.eval()
-    sae.save_pretrained(out / "sae")
-    tokens = cfg.steps * seqs * (store.seq_len - cfg.skip_positions)
-    record = {
-        "config": dataclasses.asdict(cfg),
-        "acts": str(Path(acts).resolve()),
-        "train_sequences": [train_view.sequences.start, train_view.sequences.stop],
-        "eval_sequences": [eval_view.sequences.start, eval_view.sequences.stop],
-        "seq_len": store.seq_len,
-        "d_in": store.d_model,
-        "train_seconds": round(seconds, 3),
-        "train_tokens": tokens,
-        "tokens_per_second": round(tokens / max(seconds, 1e-9), 1),
+    if not result.interrupted and int(os.environ.get("RANK", "0") or 0) == 0:
+        result.model.save_pretrained(Path(out) / "sae")
+    return {
+        "interrupted": bool(result.interrupted),
+        "seconds": seconds,
         "last_loss": result.last_loss,
-        "source": store.metadata,
     }
-    write_json(out / "run.json", record)
-    _loss_plot(out)
-    return sae, record
 
 
 def _loss_plot(out: Path) -> None:

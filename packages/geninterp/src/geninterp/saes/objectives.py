@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from gencore.errors import ConfigError
 from geninterp.saes.base import SAEOutput, SparseAutoencoder
@@ -76,9 +77,16 @@ class TopKObjective:
 
     @torch.no_grad()
     def _update_dead(self, model: SparseAutoencoder, codes: torch.Tensor) -> torch.Tensor:
+        """Count tokens since each latent last fired; in a multi-process run over all ranks' tokens (a latent
+        that fired on any rank is alive), so every replica sees the same dead set."""
         fired = (codes > 0).any(0)
+        tokens = codes.shape[0]
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            anywhere = fired.to(torch.int32)
+            dist.all_reduce(anywhere, op=dist.ReduceOp.MAX)
+            fired, tokens = anywhere.bool(), tokens * dist.get_world_size()
         counter = model.tokens_since_fired
-        counter.add_(codes.shape[0])
+        counter.add_(tokens)
         counter[fired] = 0
         return counter >= self.dead_after_tokens
 
