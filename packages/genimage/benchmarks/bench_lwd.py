@@ -11,6 +11,8 @@ against ``N_EVAL`` data patches: FD-EffLite0 and KID at 96 px, ``spectral_error`
 ``--seeds 0,1,2`` trains both runs per seed (sampling noise fixed) and adds the mean and spread over seeds;
 ``--steps``, ``--batch-size`` and ``--n-eval`` override the defaults (240, 16, 160).
 
+``--arms baseline,lwd,lwd-noisy`` adds the reference code's variant (energy map of the noisy ``x_t``).
+
 Fine-tuning, the paper's setting (LWD fine-tunes a trained model to a higher resolution):
 ``--pretrain-steps P`` first trains one plain model per seed for ``P`` steps on 32x32 patches, then
 fine-tunes it for ``--steps`` steps (learning rate ``--finetune-lr``) without and with the mask, both from
@@ -49,7 +51,7 @@ INPUT_PX = 96
 
 def main(
     out_json: str, steps: int, batch_size: int, seeds: list[int], n_eval: int, pretrain_steps: int = 0,
-    size: int = 32, finetune_lr: float = 3e-4,
+    size: int = 32, finetune_lr: float = 3e-4, arms: tuple[str, ...] = ("baseline", "lwd"),
 ) -> None:  # fmt: skip
     from genimage.imageio import write_grid
 
@@ -90,14 +92,15 @@ def main(
                 )  # fmt: skip
                 outcome = train(base, init)
                 score(_at_size(load_run(init), size), "pretrained", seed, outcome.seconds)
-            for lwd in (False, True):
+            for arm in arms:
                 cfg = ImageTrainConfig(
                     data="photos", image_size=size, steps=steps, batch_size=batch_size, patch_size=4,
-                    lr=finetune_lr if init else 1e-3, warmup_steps=20, lwd=lwd, seed=seed, progress=False,
+                    lr=finetune_lr if init else 1e-3, warmup_steps=20, lwd=arm != "baseline", seed=seed,
+                    lwd_energy="noisy" if arm == "lwd-noisy" else "clean", progress=False,
                     init_from=str(init) if init else None,
                 )  # fmt: skip
                 _, run, seconds = train_with_curve(cfg, data, lambda run: {}, steps)
-                score(run, "lwd" if lwd else "baseline", seed, seconds)
+                score(run, arm, seed, seconds)
     print(format_table(records, list(records[0])))
     summary = _summary(records) if len(seeds) > 1 else []
     if summary:
@@ -153,6 +156,14 @@ if __name__ == "__main__":
     p.add_argument("--pretrain-steps", type=int, default=0, help="fine-tuning mode: plain pretraining steps at 32x32")
     p.add_argument("--size", type=int, default=32, help="patch size of the (fine-)tuning data and the scores")
     p.add_argument("--finetune-lr", type=float, default=3e-4, help="learning rate of the fine-tuning runs")
+    p.add_argument(
+        "--arms",
+        default="baseline,lwd",
+        help="baseline, lwd (energy of x_1), lwd-noisy (of x_t, as the reference code)",
+    )
     a = p.parse_args()
     seeds = [int(x) for x in a.seeds.split(",")]
-    main(a.out, a.steps, a.batch_size, seeds, a.n_eval, a.pretrain_steps, a.size, a.finetune_lr)
+    arms = tuple(a.arms.split(","))
+    if not set(arms) <= {"baseline", "lwd", "lwd-noisy"}:
+        p.error(f"--arms takes baseline, lwd and lwd-noisy, got {a.arms!r}")
+    main(a.out, a.steps, a.batch_size, seeds, a.n_eval, a.pretrain_steps, a.size, a.finetune_lr, arms)

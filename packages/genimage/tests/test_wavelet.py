@@ -67,3 +67,30 @@ def test_mask_is_monotone_in_time() -> None:
     energy = torch.rand(3, 8, 8, generator=torch.Generator().manual_seed(1))
     masks = [lwd_mask(energy, torch.full((3,), t)).sum().item() for t in torch.linspace(0, 1, 11)]
     assert masks == sorted(masks) and masks[-1] == energy.numel()
+
+
+@pytest.mark.parametrize("energy", ["clean", "noisy"])
+def test_task_loss_masks_with_the_energy_of_the_chosen_input(energy: str) -> None:
+    """The training loss is the mean of the masked squared error, the mask from the energy map of ``x1``
+    (default) or of the noisy ``x_t`` the network saw (the reference code's choice)."""
+    from genimage.config import ImageTrainConfig
+    from genimage.task import ImageTask
+
+    seen = {}
+
+    class Zero(torch.nn.Module):
+        def forward(self, x, t, y=None):
+            seen["x_t"], seen["t"] = x.clone(), t.clone()
+            return torch.zeros_like(x)
+
+    cfg = ImageTrainConfig(data="photos", lwd=True, lwd_energy=energy, class_conditional=False)
+    task = ImageTask(cfg, Zero(), None)
+    x1 = torch.randn(6, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+    loss, metrics = task.loss(task.model, (x1,), torch.Generator().manual_seed(2))
+    x_t, t = seen["x_t"], seen["t"].reshape(-1, 1, 1, 1)
+    target = x1 - (x_t - t * x1) / (1 - t)  # the linear path's velocity x1 - x0
+    mask = lwd_mask(wavelet_energy_map(x1 if energy == "clean" else x_t), seen["t"], cfg.lwd_floor)
+    torch.testing.assert_close(loss, (mask * target.square()).mean(), rtol=1e-5, atol=1e-6)
+    other = lwd_mask(wavelet_energy_map(x_t if energy == "clean" else x1), seen["t"], cfg.lwd_floor)
+    assert not torch.equal(mask, other)  # the two choices differ on this batch
+    assert float(metrics["lwd_mask_fraction"]) == pytest.approx(float(mask.mean()))

@@ -47,6 +47,7 @@ TRAIN_FIELDS = {
     "seed": int,
     "layersync_weight": float,
     "lwd_floor": float,
+    "lwd_energy": str,
     "vae_steps": int,
     "vae_scale_weight": float,
     "sample_nfe": int,
@@ -92,6 +93,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     r.add_argument("--layersync-weight", dest="layersync_weight", type=float, help="default 0.2")
     r.add_argument("--lwd", action="store_true", help="Latent Wavelet Diffusion wavelet loss mask")
     r.add_argument("--lwd-floor", dest="lwd_floor", type=float, help="LWD mask floor l (default 0.1)")
+    r.add_argument(
+        "--lwd-energy", dest="lwd_energy", choices=("clean", "noisy"), help="LWD energy map of x_1 (default) or x_t"
+    )
     r.add_argument("--latent", action="store_true", help="train a KL-VAE first and diffuse in its latent space")
     r.add_argument("--vae-steps", dest="vae_steps", type=int)
     r.add_argument("--vae-scale-weight", dest="vae_scale_weight", type=float, help="LWD scale consistency (0.5)")

@@ -11,6 +11,7 @@ from genimage.data import DATA_SOURCES
 from genimage.models import DIT_SIZES
 
 OBJECTIVES = ("flow", "vp")
+LWD_ENERGY = ("clean", "noisy")
 BACKBONES = ("dit", "unet")
 
 
@@ -43,6 +44,7 @@ class ImageTrainConfig:
     layersync_weight: float = 0.2
     lwd: bool = False  # Latent Wavelet Diffusion loss mask
     lwd_floor: float = 0.1
+    lwd_energy: str = "clean"  # clean: energy map of the clean input (paper); noisy: of x_t (reference code)
     latent: bool = False  # train in the latent space of a KL-VAE trained first
     vae_steps: int = 1500
     vae_latent_channels: int = 4
@@ -58,6 +60,7 @@ class ImageTrainConfig:
         check_choice(self.model, BACKBONES, "model")
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.dit_size, tuple(DIT_SIZES), "DiT size")
+        check_choice(self.lwd_energy, LWD_ENERGY, "LWD energy source")
         for name in (
             "steps",
             "batch_size",

@@ -65,7 +65,8 @@ class ImageTask:
         err = (model(s.x_t, s.t, y=y) - target).square()
         metrics: dict[str, Any] = {}
         if self.cfg.lwd:
-            mask = lwd_mask(wavelet_energy_map(x1), s.t, self.cfg.lwd_floor).to(err.dtype)
+            source = x1 if self.cfg.lwd_energy == "clean" else s.x_t
+            mask = lwd_mask(wavelet_energy_map(source), s.t, self.cfg.lwd_floor).to(err.dtype)
             err = err * mask
             metrics["lwd_mask_fraction"] = mask.mean().detach()
         return err.mean(), metrics

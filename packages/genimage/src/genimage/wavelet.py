@@ -17,9 +17,12 @@ LWD (Sigillo et al., ICLR 2026, "Latent Wavelet Diffusion: Enabling 4K Image Syn
    so inference costs nothing extra.
 
 Where the reference code differs: it computes the energy map of the *noisy* input ``x_t``, which at
-high noise is the energy of the Gaussian noise rather than of the image; here the map is computed from
-the clean input ``x1`` (the paper's description: detail-rich regions of the latent), and it is
-treated as a constant (no gradient).
+high noise is the energy of the Gaussian noise rather than of the image; by default the map is computed
+from the clean input ``x1`` (the paper's description: detail-rich regions of the latent), treated as a
+constant (no gradient). ``lwd_energy="noisy"`` (``--lwd-energy noisy``) follows the reference code. The
+difference matters: from ``x1``, smooth regions are never supervised above the noise level ``l``; from
+``x_t``, the map at high noise is a random subset of positions, so every region is supervised there
+some of the time.
 """
 
 from __future__ import annotations
