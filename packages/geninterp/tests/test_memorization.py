@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from geninterp.memorization import (
+    SPIKINESS_MEASURES,
     ReLUVelocity,
+    auroc_table,
     dae_transition,
     duplicated_training_set,
     feature_std,
@@ -56,7 +58,49 @@ def test_sampling_with_and_without_steering():
     c, _ = sample_with_reps(model, noise, nfe=4, steer=torch.ones(16))
     torch.testing.assert_close(a, b)
     assert not torch.allclose(a, c)
-    assert set(spikes) == {"max_over_sum", "hoyer", "top8_share", "std"} and spikes["hoyer"].shape == (4, 5)
+    assert set(spikes) == {"rep"} and set(spikes["rep"]) == {"max_over_sum", "hoyer", "top8_share", "std"}
+    assert spikes["rep"]["hoyer"].shape == (4, 5)
+
+
+def test_sampling_scores_match_the_mlp_reference_loop():
+    """Regression: the tap-generic sampler gives, on the MLP's ``rep``, exactly what the original single-tap
+    sampler computed (an Euler loop reading ``rep`` with a hook and applying every measure to it)."""
+    from geninterp.capture import ActivationCapture
+
+    torch.manual_seed(1)
+    model = ReLUVelocity(6, hidden=32).eval()
+    noise = torch.randn(7, 6)
+    x, spikes = sample_with_reps(model, noise, nfe=5)
+    ref_x, ref = noise.clone(), {name: [] for name in SPIKINESS_MEASURES}
+    with torch.no_grad():
+        for i in range(5):
+            with ActivationCapture(model, ["rep"]) as cap:
+                v = model(ref_x, torch.tensor(i / 5))
+            for name, fn in SPIKINESS_MEASURES.items():
+                ref[name].append(fn(cap.outputs["rep"]))
+            ref_x = ref_x + v / 5
+    torch.testing.assert_close(x, ref_x, rtol=0, atol=0)
+    for name in SPIKINESS_MEASURES:
+        torch.testing.assert_close(spikes["rep"][name], torch.stack(ref[name]), rtol=0, atol=0)
+
+
+def test_auroc_table_windows_and_probe_times():
+    from sklearn.metrics import roc_auc_score
+
+    g = torch.Generator().manual_seed(0)
+    label = torch.tensor([True, False, True, False, False, True, False, False])
+    per_step = torch.rand(8, 8, generator=g)  # [nfe, B]
+    probe = torch.rand(2, 8, generator=g)  # [times, B]
+    table = auroc_table({"tap": {"std": per_step}}, {"tap": {"std": probe}}, label, times=(0.5, 0.9))
+    got = {r["window"]: r["auroc"] for r in table}
+    assert list(got) == ["early", "middle", "late", "final, t=0.5", "final, t=0.9"]
+    expect = {
+        "early": per_step[:2].mean(0), "middle": per_step[2:6].mean(0), "late": per_step[6:].mean(0),
+        "final, t=0.5": probe[0], "final, t=0.9": probe[1],
+    }  # fmt: skip
+    for window, score in expect.items():
+        assert got[window] == pytest.approx(roc_auc_score(label.numpy(), score.numpy()))
+    assert all(r["tap"] == "tap" and r["measure"] == "std" for r in table)
 
 
 def test_probe_reads_the_representation_of_the_renoised_sample():
@@ -66,10 +110,11 @@ def test_probe_reads_the_representation_of_the_renoised_sample():
     model = ReLUVelocity(4, hidden=16).eval()
     x = torch.randn(6, 4)
     out = probe_reps(model, x, times=(1.0, 0.5), draws=3, generator=torch.Generator().manual_seed(1))
-    assert set(out) == {"max_over_sum", "hoyer", "top8_share", "std"} and out["std"].shape == (2, 6)
+    assert set(out) == {"rep"} and set(out["rep"]) == {"max_over_sum", "hoyer", "top8_share", "std"}
+    assert out["rep"]["std"].shape == (2, 6)
     with torch.no_grad(), ActivationCapture(model, ["rep"]) as cap:
         model(x, torch.tensor(1.0))  # at t = 1 the probe sees the sample itself, whatever the noise
-    torch.testing.assert_close(out["std"][0], feature_std(cap.outputs["rep"]))
+    torch.testing.assert_close(out["rep"]["std"][0], feature_std(cap.outputs["rep"]))
     g = torch.Generator().manual_seed(1)
     expect = torch.zeros(6)
     for _ in range(3):  # the probe draws the noise of t = 1 first (multiplied by 0): skip those draws
@@ -79,7 +124,7 @@ def test_probe_reads_the_representation_of_the_renoised_sample():
         with torch.no_grad(), ActivationCapture(model, ["rep"]) as cap:
             model(0.5 * x + 0.5 * eps, torch.tensor(0.5))
         expect += hoyer(cap.outputs["rep"]) / 3
-    torch.testing.assert_close(out["hoyer"][1], expect)
+    torch.testing.assert_close(out["rep"]["hoyer"][1], expect)
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ geninterp train-sae --acts acts --arch topk --k 16 --width 1024 --steps 300 --ou
 geninterp evaluate-sae --run runs/s --json e.json
 geninterp iem --prior gaussian --check
 geninterp memorization --json mem.json
+geninterp memorization --model unet --experiments detect --seeds 0,1,2 --json seeds.json
 geninterp demo --out report/geninterp
 """
 
@@ -93,7 +94,7 @@ def cmd_train_sae(args: argparse.Namespace) -> int:
         progress=args.progress,
     )
     engine = {"resume": args.resume} if args.resume else {}
-    _, record = train_sae(cfg, args.acts, args.out, **engine)
+    _, record = train_sae(cfg, args.acts, args.out, nproc=args.nproc, **engine)
     print(
         f"trained {args.arch} SAE (width {args.width}) for {args.steps} steps in {record['train_seconds']:.1f} s "
         f"({record['tokens_per_second']:.0f} tokens/s); final loss {record['last_loss']:.4g}; saved to {args.out}"
@@ -156,12 +157,30 @@ def cmd_iem(args: argparse.Namespace) -> int:
 def cmd_memorization(args: argparse.Namespace) -> int:
     from geninterp import memorization
 
-    record = memorization.run_all(
-        out_dir=args.out, progress=args.progress, quick=args.quick, experiments=tuple(args.experiments.split(","))
-    )
-    for name, rec in record.items():
-        print(f"[{name}]")
-        print(json.dumps({k: v for k, v in rec.items() if not isinstance(v, list | dict)}, indent=2))
+    experiments = tuple(args.experiments.split(","))
+    try:
+        seeds = tuple(int(s) for s in args.seeds.split(","))
+    except ValueError:
+        raise_config(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    if len(seeds) > 1:
+        if experiments != ("detect",):
+            raise_config("several --seeds run only the detection experiment; pass --experiments detect")
+        if args.steps is not None and args.steps < 1:
+            raise_config(f"--steps must be a positive integer, got {args.steps}")
+        record = memorization.detection_seeds(
+            arch=args.model, seeds=seeds, steps=args.steps or (800 if args.quick else 4000),
+            n_samples=300 if args.quick else 1000, progress=args.progress,
+        )  # fmt: skip
+        summary = {k: v for k, v in record.items() if k != "runs"}
+        print(json.dumps(summary, indent=2))
+    else:
+        record = memorization.run_all(
+            out_dir=args.out, progress=args.progress, quick=args.quick, experiments=experiments, seed=seeds[0],
+            arch=args.model, steps=args.steps,
+        )  # fmt: skip
+        for name, rec in record.items():
+            print(f"[{name}]")
+            print(json.dumps({k: v for k, v in rec.items() if not isinstance(v, list | dict)}, indent=2))
     if args.json:
         write_json(args.json, record)
     return 0
@@ -216,6 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", default=None, help="'auto' or a checkpoint folder")
+    p.add_argument("--nproc", type=int, default=1, help="training processes (DDP over gloo; the batch is split)")
     common(p)
     p.set_defaults(func=cmd_train_sae)
 
@@ -243,6 +263,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--experiments", default="dae,detect,steer", help="comma-separated: dae, detect, steer")
     p.add_argument("--out", default=None, help="folder for figures")
     p.add_argument("--quick", action="store_true", help="smaller settings (tests, demo)")
+    p.add_argument(
+        "--model", choices=("mlp", "unet"), default="mlp",
+        help="flow model for detect and steer: a ReLU MLP or a convolutional ReLU U-Net",
+    )  # fmt: skip
+    p.add_argument("--steps", type=int, default=None, help="flow-model training steps (default 4000; 800 with --quick)")
+    p.add_argument(
+        "--seeds", default="0",
+        help="training seed(s), comma-separated; several run detect once per seed and summarise the headline AUROC",
+    )  # fmt: skip
     p.add_argument("--json", default=None)
     common(p)
     p.set_defaults(func=cmd_memorization)
