@@ -7,6 +7,7 @@ LayerSync (default pair ``blocks.1 -> blocks.3``, weight 0.2). Every ``eval_ever
 draws ``N_EVAL`` class-conditional samples (Euler, 8 NFE) scored by the Frechet distance on the
 in-suite classifier's features (``fd_classifier``, against ``N_EVAL`` training images). Reported:
 the baseline's final FD, the first step at which the LayerSync run is at or below it, and the ratio.
+``--dit-size DiT-Ti`` swaps the backbone (LayerSync's pair follows its depth).
 ``--seeds 0,1,2`` repeats both runs per training seed (one record per seed, plus one on the seed-mean
 curves); ``--steps``, ``--eval-every`` and ``--n-eval`` override the per-domain budget.
 
@@ -62,6 +63,7 @@ def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n
                     steps=settings["steps"],
                     batch_size=settings["batch_size"],
                     patch_size=settings["patch_size"],
+                    dit_size=settings.get("dit_size", "DiT-Mi"),
                     lr=settings["lr"],
                     warmup_steps=20,
                     layersync=layersync,
@@ -155,7 +157,9 @@ if __name__ == "__main__":
     p.add_argument("--steps", type=int, help="training steps (default: the domain's)")
     p.add_argument("--eval-every", type=int, help="steps between FD evaluations (default: the domain's)")
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
+    p.add_argument("--dit-size", help="DiT size (default DiT-Mi; LayerSync pairs blocks depth/4 -> 3 depth/4)")
     p.add_argument("--n-eval", type=int, default=N_EVAL, help="samples and reference images per FD")
     a = p.parse_args()
-    over = {k: v for k, v in (("steps", a.steps), ("eval_every", a.eval_every)) if v is not None}
+    pairs = (("steps", a.steps), ("eval_every", a.eval_every), ("dit_size", a.dit_size))
+    over = {k: v for k, v in pairs if v is not None}
     main(a.out, a.domains.split(","), over, [int(x) for x in a.seeds.split(",")], a.n_eval)
