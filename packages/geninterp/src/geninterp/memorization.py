@@ -39,7 +39,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from gencore.checks import check_choice
 from gencore.data import get_dataset
+from gencore.errors import ConfigError
 from gencore.flow_matching import FlowMatcher
 from gencore.io import ensure_dir
 from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
@@ -224,16 +226,13 @@ def duplicated_training_set(
 
 def make_model(arch: str, dim: int) -> nn.Module:
     """A fresh velocity network: ``"mlp"`` (:class:`ReLUVelocity`) or ``"unet"`` (:class:`ReLUUNet`, square images)."""
-    from gencore.errors import ConfigError
-
+    check_choice(arch, MODELS, "model")
     if arch == "mlp":
         return ReLUVelocity(dim)
-    if arch == "unet":
-        side = math.isqrt(dim)
-        if side * side != dim:
-            raise ConfigError(f"the U-Net needs square images, but the rows have {dim} values.")
-        return ReLUUNet(side)
-    raise ConfigError(f"the model must be one of {', '.join(MODELS)}, got {arch!r}.")
+    side = math.isqrt(dim)
+    if side * side != dim:
+        raise ConfigError(f"the U-Net needs square images, but the rows have {dim} values.")
+    return ReLUUNet(side)
 
 
 def train_flow(rows: torch.Tensor, steps: int, seed: int, progress: bool, arch: str = "mlp") -> nn.Module:
@@ -351,10 +350,7 @@ def detection(
 
     ``arch`` names the network (``"mlp"`` or ``"unet"``; a given ``model`` must be of that kind): it sets
     the taps read and the pre-registered headline."""
-    from gencore.errors import ConfigError
-
-    if arch not in MODELS:
-        raise ConfigError(f"the model must be one of {', '.join(MODELS)}, got {arch!r}.")
+    check_choice(arch, MODELS, "model")
     rows, unique, _, dup = duplicated_training_set(seed=seed)
     start = time.perf_counter()
     model = model or train_flow(rows, steps, seed, progress, arch)
@@ -472,13 +468,10 @@ def run_all(
 ) -> dict[str, Any]:  # fmt: skip
     """Run the named experiments with the ``arch`` flow model; ``quick`` shrinks them (for the demo and tests);
     ``steps`` overrides the flow model's training steps (4,000; 800 when quick)."""
-    from gencore.errors import ConfigError
-
     bad = [e for e in experiments if e not in EXPERIMENTS]
     if bad:
         raise ConfigError(f"experiments must be among {', '.join(EXPERIMENTS)}, got {', '.join(bad)}.")
-    if arch not in MODELS:
-        raise ConfigError(f"the model must be one of {', '.join(MODELS)}, got {arch!r}.")
+    check_choice(arch, MODELS, "model")
     if steps is not None and steps < 1:
         raise ConfigError(f"the training steps must be a positive integer, got {steps}.")
     flow_steps = steps or (800 if quick else 4000)

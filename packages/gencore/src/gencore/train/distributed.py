@@ -98,6 +98,11 @@ def all_reduce_sum(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return buf.cpu()
 
 
+def group_size() -> int:
+    """Processes in the default group (1 when none is initialised): a collective is needed only above 1."""
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
 def average_gradients(params: Iterable[torch.Tensor]) -> None:
     """Replace each ``p.grad`` by its mean over the process group, in one all-reduce (no-op alone).
 
@@ -106,14 +111,14 @@ def average_gradients(params: Iterable[torch.Tensor]) -> None:
     ``backward()`` and ``optimizer.step()`` on every rank. Parameters without a gradient are skipped
     (every rank must agree on which have one, as they do when all run the same code).
     """
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if group_size() == 1:
         return
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
     dist.all_reduce(flat, op=dist.ReduceOp.SUM)
-    flat /= dist.get_world_size()
+    flat /= group_size()
     offset = 0
     for g in grads:
         g.copy_(flat[offset : offset + g.numel()].view_as(g))
@@ -122,7 +127,7 @@ def average_gradients(params: Iterable[torch.Tensor]) -> None:
 
 def broadcast_state(module: torch.nn.Module, src: int = 0) -> None:
     """Copy every parameter and buffer of ``module`` from rank ``src`` to all ranks (no-op alone)."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if group_size() == 1:
         return
     with torch.no_grad():
         for t in module.state_dict().values():

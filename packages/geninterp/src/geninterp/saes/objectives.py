@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from gencore.errors import ConfigError
+from gencore.train.distributed import group_size
 from geninterp.saes.base import SAEOutput, SparseAutoencoder
 from geninterp.saes.topk import topk_relu
 
@@ -81,10 +82,10 @@ class TopKObjective:
         that fired on any rank is alive), so every replica sees the same dead set."""
         fired = (codes > 0).any(0)
         tokens = codes.shape[0]
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        if group_size() > 1:
             anywhere = fired.to(torch.int32)
             dist.all_reduce(anywhere, op=dist.ReduceOp.MAX)
-            fired, tokens = anywhere.bool(), tokens * dist.get_world_size()
+            fired, tokens = anywhere.bool(), tokens * group_size()
         counter = model.tokens_since_fired
         counter.add_(tokens)
         counter[fired] = 0
