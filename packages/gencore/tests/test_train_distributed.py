@@ -136,18 +136,35 @@ def test_fsdp_matches_ddp_and_resumes_exactly(tmp_path: Path) -> None:
 
 
 def test_two_node_rendezvous_equals_one_process(tmp_path: Path) -> None:
-    """Two torchrun agents (one process per 'node') meet through a c10d rendezvous, as on a cluster."""
+    """Two torchrun agents (one process per 'node') meet through a c10d rendezvous, as on a cluster.
+
+    Node 0 hosts the rendezvous store and node 1 only connects (``is_host``), as on two machines: left to
+    guess, both agents on one host try to serve the store on the same port, which can leave each waiting
+    for the other. A failed join ends after ``join_timeout`` with both agents' logs instead of a hang.
+    """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     args = ["--steps", "8", "--noise", "0", "--dropout", "0"]
     main(["--out", str(tmp_path / "one"), *args])
-    agent = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
-    agent += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gencore-test"]
-    agent += ["-m", "gencore.train.example", "--out", str(tmp_path / "two"), *args]
-    nodes = [subprocess.Popen(agent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
-    for node in nodes:
-        assert node.wait(timeout=120) == 0, node.stderr.read().decode()[-2000:]
+    nodes, logs = [], []
+    for node in range(2):
+        agent = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1"]
+        agent += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gencore-test"]
+        agent += ["--rdzv-conf", f"is_host={int(node == 0)},join_timeout=60"]
+        agent += ["-m", "gencore.train.example", "--out", str(tmp_path / "two"), *args]
+        logs.append(tmp_path / f"node{node}.log")
+        with logs[-1].open("wb") as log:  # a file, not a pipe nobody reads while waiting
+            nodes.append(subprocess.Popen(agent, stdout=log, stderr=subprocess.STDOUT))
+    codes = None
+    try:
+        codes = [node.wait(timeout=120) for node in nodes]
+    except subprocess.TimeoutExpired:
+        pass  # reported with the logs below
+    finally:
+        for node in nodes:
+            node.kill()
+    assert codes == [0, 0], "\n".join(log.read_text()[-2000:] for log in logs)
     one = load_tensors(tmp_path / "one" / "final.safetensors")
     two = load_tensors(tmp_path / "two" / "final.safetensors")
     for k, v in one.items():
