@@ -1,7 +1,8 @@
 """Value Flows vs FQL on self-generated data at equal updates and seeds, with NFE and decision latency.
 
 Usage: ``python bench_vf_vs_fql.py OUT.json [--env Hopper-v5] [--policy medium] [--data-steps 100000]
-[--train-steps 20000] [--data DIR] [--updates 20000] [--seeds 0,1] [--episodes 10] [--hidden 256]``.
+[--train-steps 20000] [--data DIR] [--updates 20000] [--eval-every 0] [--seeds 0,1] [--episodes 10]
+[--hidden 256]``.
 
 The dataset is generated here (``medium``: SAC trained for ``--train-steps`` env steps, see
 :mod:`genrl.generate`; an OGBench id such as ``cube-single`` uses its scripted oracle) or, with ``--data DIR``,
@@ -11,7 +12,9 @@ and is evaluated on the same evaluation seeds (``--eval-seed`` onwards) in the c
 Flows is evaluated twice from the same weights: with its offline best-of-N extraction (``value-flows``) and
 with its one-step policy (``value-flows/one-step``, trained alongside in either mode), which separates the
 critic from the extraction. Records are written to OUT after every evaluation, so an interrupted run keeps
-what it finished. The paper reports a 1.3x average improvement of Value Flows over the best baseline on
+what it finished. ``--eval-every K`` also evaluates every K updates during training (a learning curve; the
+records' ``updates`` say when), drawing from the agent's noise stream, so the later updates differ from a run
+without it. The paper reports a 1.3x average improvement of Value Flows over the best baseline on
 OGBench/D4RL at 1M updates; this script runs the comparison at whatever budget a machine allows.
 """
 
@@ -48,12 +51,12 @@ def get_data(args: argparse.Namespace):
 
 def summarise(records: list[dict]) -> list[dict]:
     out = []
-    for name in dict.fromkeys(r["agent"] for r in records):
-        rs = [r for r in records if r["agent"] == name]
+    for name, updates in dict.fromkeys((r["agent"], r["updates"]) for r in records):
+        rs = [r for r in records if r["agent"] == name and r["updates"] == updates]
         row = {
             "agent": name,
             "seeds": len(rs),
-            "updates": rs[0]["updates"],
+            "updates": updates,
             "return_mean": statistics.mean(r["return_mean"] for r in rs),
             "return_sd_over_seeds": statistics.pstdev(r["return_mean"] for r in rs),
         }
@@ -77,6 +80,7 @@ def main() -> None:
     p.add_argument("--train-steps", type=int, default=None, help="SAC budget for medium/expert data")
     p.add_argument("--data", default=None, help="dataset folder: loaded if present, else generated and saved there")
     p.add_argument("--updates", type=int, default=20_000)
+    p.add_argument("--eval-every", type=int, default=0, help="also evaluate every K updates (a learning curve)")
     p.add_argument("--seeds", default="0,1")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--eval-seed", type=int, default=1000)
@@ -94,44 +98,63 @@ def main() -> None:
     buffer = ReplayBuffer.from_dataset(ds)
     setup = {**{k: v for k, v in vars(args).items() if k != "out"}, "eval_env": card["env_id"]}
     records: list[dict] = []
+
+    def record(name: str, seed: int, agent, updates: int, train_s: float) -> None:
+        """Evaluate ``agent`` in every extraction mode it has, append the records and rewrite OUT."""
+        modes = ["best-of-n", "one-step"] if name == "value-flows" else [None]
+        for mode in modes:
+            if mode is not None:
+                agent.use_extraction(mode)
+            res = evaluate(agent, card["env_id"], args.episodes, seed=args.eval_seed)
+            rec = {
+                "agent": name if mode in (None, "best-of-n") else f"{name}/{mode}",
+                "seed": seed,
+                "updates": updates,
+                "return_mean": res["return_mean"],
+                "return_std_over_episodes": res["return_std"],
+                "success_rate": res["success_rate"],
+                "episode_length_mean": res["episode_length_mean"],
+                "nfe_per_decision": res["nfe_per_decision"],
+                "latency_ms": res["latency_ms"],
+                "train_s": train_s,
+                "train_ms_per_update": 1000.0 * train_s / updates,
+            }
+            records.append(rec)
+            print(format_table([rec]), flush=True)
+        if name == "value-flows":
+            agent.use_extraction("best-of-n")  # training continues in the offline mode
+        write_json(
+            args.out,
+            {
+                "setup": setup,
+                "dataset": {k: card.get(k) for k in CARD_KEYS},
+                "records": records,
+                "summary": summarise(records),
+                "wall_s": time.perf_counter() - t0,
+                "data_s": data_s,
+            },
+        )
+
     for seed in (int(s) for s in args.seeds.split(",")):
         for name in args.agents.split(","):
             agent = make_agent(name, spec, {"seed": seed, "hidden": args.hidden, "batch_size": args.batch_size})
             t = time.perf_counter()
+            evals = 0.0  # seconds spent in intermediate evaluations, not counted as training time
+
+            def curve(step: int, agent, name=name, seed=seed, t=t) -> dict:
+                nonlocal evals
+                if step == args.updates:
+                    return {}  # the final evaluation follows training
+                e = time.perf_counter()
+                record(name, seed, agent, step, e - t - evals)
+                evals += time.perf_counter() - e
+                return {}
+
             with tempfile.TemporaryDirectory() as run_dir:
-                train_offline(agent, buffer, args.updates, run_dir, progress=False)
-            train_s = time.perf_counter() - t
-            modes = ["best-of-n", "one-step"] if name == "value-flows" else [None]
-            for mode in modes:
-                if mode is not None:
-                    agent.use_extraction(mode)
-                res = evaluate(agent, card["env_id"], args.episodes, seed=args.eval_seed)
-                rec = {
-                    "agent": name if mode in (None, "best-of-n") else f"{name}/{mode}",
-                    "seed": seed,
-                    "updates": args.updates,
-                    "return_mean": res["return_mean"],
-                    "return_std_over_episodes": res["return_std"],
-                    "success_rate": res["success_rate"],
-                    "episode_length_mean": res["episode_length_mean"],
-                    "nfe_per_decision": res["nfe_per_decision"],
-                    "latency_ms": res["latency_ms"],
-                    "train_s": train_s,
-                    "train_ms_per_update": 1000.0 * train_s / args.updates,
-                }
-                records.append(rec)
-                print(format_table([rec]), flush=True)
-                write_json(
-                    args.out,
-                    {
-                        "setup": setup,
-                        "dataset": {k: card.get(k) for k in CARD_KEYS},
-                        "records": records,
-                        "summary": summarise(records),
-                        "wall_s": time.perf_counter() - t0,
-                        "data_s": data_s,
-                    },
+                train_offline(
+                    agent, buffer, args.updates, run_dir, progress=False, callback=curve, callback_every=args.eval_every
                 )
+            record(name, seed, agent, args.updates, time.perf_counter() - t - evals)
     print(format_table(summarise(records), markdown=True))
 
 
