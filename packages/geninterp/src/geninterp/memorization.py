@@ -44,6 +44,7 @@ from gencore.data import get_dataset
 from gencore.errors import ConfigError
 from gencore.flow_matching import FlowMatcher
 from gencore.io import ensure_dir
+from gencore.metrics import roc_auc
 from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
 from gencore.train import TrainConfig, Trainer
 from geninterp.capture import ActivationCapture, OutputReplacement
@@ -312,9 +313,7 @@ def memorised_labels(samples: torch.Tensor, unique: torch.Tensor, ratio: float =
 
 def _auroc(label: torch.Tensor, score: torch.Tensor) -> float:
     """AUROC of ``score`` for the boolean ``label`` (NaN when only one class is present)."""
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(label.numpy(), score.numpy())) if 0 < int(label.sum()) < len(label) else math.nan
+    return roc_auc(score[label], score[~label]) if 0 < int(label.sum()) < len(label) else math.nan
 
 
 def auroc_table(

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from gencore.metrics import roc_auc
 from geninterp.metrics import evaluate_sae
 from geninterp.store import ActivationStore, ActivationWriter
 from geninterp.training import SAETrainConfig, train_sae
@@ -47,12 +48,6 @@ def slow_events_sequences(
     x = topics[topic] + (mags[..., None] * events[idx]).sum(-2)
     x = x + noise * torch.randn(x.shape, generator=g)
     return x, switch
-
-
-def _auroc(score: torch.Tensor, label: torch.Tensor) -> float:
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(label.numpy().ravel(), score.numpy().ravel()))
 
 
 @torch.no_grad()
@@ -87,7 +82,8 @@ def boundary_auroc(
             lo, hi = run["eval_sequences"]
             held = x[lo:hi]
             score = novelty_scores(sae, held)[:, 1:]
-            record[f"{arch}_boundary_auroc"] = _auroc(score, boundary[lo:hi, 1:])
+            label = boundary[lo:hi, 1:]
+            record[f"{arch}_boundary_auroc"] = roc_auc(score[label], score[~label])
             metrics = evaluate_sae(sae, ActivationStore(root / "acts", range(lo, hi)))
             record[f"{arch}_fvu"] = metrics["fvu"]
             record[f"{arch}_l0"] = metrics["l0"]

@@ -1,4 +1,4 @@
-"""Distances and discrepancies between point sets ``x: [N, D]`` and ``y: [M, D]``.
+"""Distances and discrepancies between point sets ``x: [N, D]`` and ``y: [M, D]``, and detector scores.
 
 Every metric is a pure function of torch tensors, validates its inputs with
 :mod:`gencore.checks` (raising :class:`~gencore.errors.InputError`), computes in
@@ -9,10 +9,12 @@ million pairwise entries at once, and returns a float or a small result dataclas
 - :func:`sliced_wasserstein`: sliced W2 over random directions (any sizes).
 - :func:`mmd`: squared MMD, multi-bandwidth RBF kernel, unbiased or biased estimator.
 - :func:`energy_distance`: Szekely-Rizzo energy distance.
+- :func:`roc_auc`: ROC AUC of a scalar score (Mann-Whitney, ties count one half).
 """
 
 from __future__ import annotations
 
+from gencore.metrics.classification import roc_auc
 from gencore.metrics.discrepancy import (
     DEFAULT_BANDWIDTH_MULTIPLIERS,
     MMD_ESTIMATORS,
@@ -30,6 +32,7 @@ __all__ = [
     "energy_distance",
     "median_pairwise_distance",
     "mmd",
+    "roc_auc",
     "sliced_wasserstein",
     "wasserstein2",
 ]

@@ -3,7 +3,7 @@
 Every function is pure and returns floats or a dict of floats.
 
 - :func:`bit_accuracy`: mean fraction of correctly decoded bits.
-- :func:`roc_auc`: Mann-Whitney estimate ``P(score_marked > score_clean) + P(=)/2``.
+- :func:`roc_auc`: Mann-Whitney estimate ``P(score_marked > score_clean) + P(=)/2`` (:func:`gencore.metrics.roc_auc`).
 - :func:`tpr_at_fpr`: TPR when thresholding p-values at the nominal FPR ``alpha`` (valid because
   the p-values are exactly uniform without a mark; the realised FPR is reported beside it), and
   the empirical version that thresholds scores at the clean set's ``1 - alpha`` quantile.
@@ -16,11 +16,11 @@ Every function is pure and returns floats or a dict of floats.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from scipy import stats
 
 from gencore.errors import InputError
+from gencore.metrics import roc_auc
 
 __all__ = [
     "bit_accuracy",
@@ -38,15 +38,6 @@ def bit_accuracy(bits: torch.Tensor, message: torch.Tensor) -> float:
     if bits.shape[-1] != message.shape[-1]:
         raise InputError(f"decoded bits have {bits.shape[-1]} bits but the message has {message.shape[-1]}.")
     return float((bits.long() == message.long()).double().mean())
-
-
-def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
-    """ROC AUC of scores (larger = positive) by the Mann-Whitney statistic (ties count 1/2)."""
-    p, n = pos.double().flatten().cpu().numpy(), neg.double().flatten().cpu().numpy()
-    if p.size == 0 or n.size == 0:
-        raise InputError("roc_auc needs at least one positive and one negative score.")
-    ranks = stats.rankdata(np.concatenate([p, n]))
-    return float((ranks[: p.size].sum() - p.size * (p.size + 1) / 2) / (p.size * n.size))
 
 
 def tpr_at_fpr(
