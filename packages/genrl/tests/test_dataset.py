@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from gencore.errors import InputError, StorageError
+from gencore.errors import ConfigError, InputError, StorageError
 from genrl.dataset import CARD_NAME, DATA_NAME, KEYS, OfflineDataset, load_dataset, make_card, save_dataset
 
 
@@ -118,3 +118,38 @@ def test_medium_policy_card_records_the_sac_budget() -> None:
     assert card["policy"]["name"] == "medium" and card["policy"]["algorithm"] == "sac"
     assert card["policy"]["train_steps"] == 200 and np.isfinite(card["policy"]["eval_return_mean"])
     assert len(ds) == 250 and ds.truncations[-1]
+
+
+def test_medium_replay_is_the_sac_replay_buffer_with_its_episode_ends() -> None:
+    """Pendulum episodes end by truncation after 200 steps; the replay's first 40 steps are the random
+    warm-up (budget / 10), and the whole buffer's episodes are those of the online run."""
+    from genrl.generate import make_dataset
+
+    ds, card = make_dataset("Pendulum-v1", "medium-replay", 400, seed=2, train_steps=400, progress=False)
+    assert card["policy"]["name"] == "medium-replay" and card["policy"]["train_steps"] == 400
+    assert ds.episode_starts.tolist() == [0, 200] and not ds.terminals.any()
+    assert np.flatnonzero(ds.truncations).tolist() == [199, 399]
+    for start, stop in ds.episode_bounds():  # consecutive rows chain within an episode
+        np.testing.assert_array_equal(ds.next_observations[start : stop - 1], ds.observations[start + 1 : stop])
+    assert (np.abs(ds.actions) <= 2.0).all()
+    last, _ = make_dataset("Pendulum-v1", "medium-replay", 150, seed=2, train_steps=400, progress=False)
+    np.testing.assert_array_equal(last.observations, ds.observations[-150:])  # the last 150 of the same run
+    assert last.episode_starts.tolist() == [0] and last.truncations[-1]
+    with pytest.raises(ConfigError, match="cannot exceed its training budget"):
+        make_dataset("Pendulum-v1", "medium-replay", 500, seed=2, train_steps=400, progress=False)
+
+
+def test_replay_dataset_reads_terminations_and_resets_off_the_buffer() -> None:
+    from genrl.generate import replay_dataset
+    from genrl.training import ReplayBuffer
+
+    buf = ReplayBuffer(1, 1, capacity=6)
+    chain = [(0.0, 1.0, False), (1.0, 2.0, True), (5.0, 6.0, False), (6.0, 7.0, False), (9.0, 10.0, False)]
+    for o, n, term in chain:  # episodes: [0, 1] terminated, [2, 3] reset without termination, [4] cut
+        buf.add(np.array([o]), np.zeros(1), 1.0, term, np.array([n]))
+    ds = replay_dataset(buf, 5)
+    assert ds.episode_starts.tolist() == [0, 2, 4]
+    assert ds.terminals.tolist() == [False, True, False, False, False]
+    assert ds.truncations.tolist() == [False, False, False, True, True]
+    with pytest.raises(ConfigError, match="between 1 and"):
+        replay_dataset(buf, 6)

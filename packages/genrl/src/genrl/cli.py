@@ -249,11 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
     mk.add_argument(
         "--policy",
         default=None,
-        help="random | medium | expert (SAC trained here); OGBench: oracle-play | oracle-noisy "
+        help="random | medium | medium-replay | expert (SAC trained here; medium-replay: its replay buffer); "
+        "OGBench: oracle-play | oracle-noisy "
         "(default: random, or the OGBench id's oracle)",
     )
     mk.add_argument("--steps", type=int, default=10_000, help="transitions to collect")
-    mk.add_argument("--train-steps", type=int, default=None, help="SAC budget for medium/expert (20k / 100k)")
+    mk.add_argument(
+        "--train-steps", type=int, default=None, help="SAC budget for medium, medium-replay / expert (20k / 100k)"
+    )
     mk.add_argument("--episode-length", type=int, default=None, help="OGBench collection episode length (1000)")
     mk.add_argument("--seed", type=int, default=0)
     mk.add_argument("--out", required=True, help="output folder (data.npz + card.json)")

@@ -8,6 +8,12 @@ Behaviour policies:
   As in D4RL, "medium" is a partially trained policy and "expert" a fully trained one; here the two are
   defined by their training budget, and the card records the budget and the policy's measured return so
   the label never hides what the data is.
+* ``medium-replay`` — as in D4RL, the replay buffer of that SAC's training (default budget 20,000): every
+  transition it saw on the way to "medium", from the random warm-up (the first ``min(5000, budget / 10)``
+  steps) to the last update. ``steps`` takes the last ``steps`` transitions (at most the budget; equal to it,
+  the whole buffer), so the first episode may start mid-way. Episode ends are read off the buffer: a row ends
+  its episode when it terminates or when its next observation is not the next row's observation (a reset);
+  the ends that are not terminations are truncations.
 
 Environment ids: any gymnasium id with Box actions (``Pendulum-v1``, ``MountainCarContinuous-v0``,
 ``HalfCheetah-v5``, ``Hopper-v5``, ``Walker2d-v5``, ``Ant-v5`` ...), ``toy-bimodal`` for
@@ -31,8 +37,8 @@ from genrl.dataset import OfflineDataset, make_card
 from genrl.evaluation import make_env
 from genrl.toy_mdp import BimodalChain
 
-POLICIES = ("random", "medium", "expert")
-DEFAULT_TRAIN_STEPS = {"medium": 20_000, "expert": 100_000}
+POLICIES = ("random", "medium", "medium-replay", "expert")
+DEFAULT_TRAIN_STEPS = {"medium": 20_000, "medium-replay": 20_000, "expert": 100_000}
 TOY_ENV = "toy-bimodal"
 
 
@@ -85,7 +91,8 @@ def _versions() -> dict[str, str]:
 
 
 def train_behaviour_policy(env_id: str, train_steps: int, seed: int, progress: bool = True):
-    """A SAC agent trained online from scratch for ``train_steps`` env steps (first 5,000 or 10% random)."""
+    """A SAC agent trained online from scratch for ``train_steps`` env steps (first 5,000 or 10% random),
+    and its replay buffer (every transition of the training, in order)."""
     from genrl.agents import EnvSpec, make_agent
     from genrl.training import ReplayBuffer, train_online
 
@@ -112,7 +119,31 @@ def train_behaviour_policy(env_id: str, train_steps: int, seed: int, progress: b
             start_random=min(5000, train_steps // 10),
             progress=progress,
         )
-    return agent
+    return agent, buffer
+
+
+def replay_dataset(buffer: Any, steps: int) -> OfflineDataset:
+    """The last ``steps`` transitions of a replay buffer filled in order (never wrapped) as a dataset.
+
+    Within an episode a row's next observation is the next row's observation, exactly (the same array);
+    where it is not, the environment was reset, so the row ended its episode: by termination when its
+    terminal flag is set, else by truncation. The last row ends the collection (truncated unless terminal).
+    """
+    if not 0 < steps <= buffer.size:
+        raise ConfigError(f"steps must be between 1 and the replay buffer's {buffer.size} transitions, got {steps}.")
+    rows = {k: v[buffer.size - steps : buffer.size] for k, v in buffer.data.items()}
+    term = rows["terminals"]
+    ends = np.ones(steps, bool)
+    ends[:-1] = term[:-1] | (rows["next_observations"][:-1] != rows["observations"][1:]).any(1)
+    return OfflineDataset(
+        observations=rows["observations"],
+        actions=rows["actions"],
+        rewards=rows["rewards"],
+        terminals=term,
+        truncations=ends & ~term,
+        next_observations=rows["next_observations"],
+        episode_starts=np.concatenate([[0], np.flatnonzero(ends[:-1]) + 1]),
+    )
 
 
 def make_dataset(
@@ -161,7 +192,12 @@ def make_dataset(
         from genrl.evaluation import evaluate
 
         budget = train_steps if train_steps is not None else DEFAULT_TRAIN_STEPS[policy]
-        agent = train_behaviour_policy(env_id, budget, seed, progress)
+        if policy == "medium-replay" and steps > budget:
+            raise ConfigError(
+                f"medium-replay data is the SAC's replay buffer: steps ({steps}) cannot exceed its training budget "
+                f"(train_steps {budget})."
+            )
+        agent, replay = train_behaviour_policy(env_id, budget, seed, progress)
         behaviour.update(
             algorithm="sac",
             train_steps=budget,
@@ -171,7 +207,10 @@ def make_dataset(
         def act(o: np.ndarray) -> np.ndarray:
             return agent.act(o, deterministic=False)
 
-    ds, env = collect(env_id, act, steps, seed, progress)
+    if policy == "medium-replay":
+        ds, env = replay_dataset(replay, steps), make_env(env_id)
+    else:
+        ds, env = collect(env_id, act, steps, seed, progress)
     spec = env.spec
     card = make_card(
         ds,
