@@ -8,10 +8,11 @@ The dataset is generated here (``medium``: SAC trained for ``--train-steps`` env
 :mod:`genrl.generate`; an OGBench id such as ``cube-single`` uses its scripted oracle) or, with ``--data DIR``,
 loaded from DIR when DIR holds a dataset (otherwise generated and saved there). Each agent then trains offline
 for ``--updates`` steps per seed on the same data, with the same network width, batch size and learning rate,
-and is evaluated on the same evaluation seeds (``--eval-seed`` onwards) in the card's evaluation env. Value
-Flows is evaluated twice from the same weights: with its offline best-of-N extraction (``value-flows``) and
-with its one-step policy (``value-flows/one-step``, trained alongside in either mode), which separates the
-critic from the extraction. Records are written to OUT after every evaluation, so an interrupted run keeps
+and is evaluated on the same evaluation seeds (``--eval-seed`` onwards) in the card's evaluation env. Every
+agent is evaluated twice from the same weights, with its own extraction and with the other one: Value Flows
+with best-of-N (``value-flows``) and its one-step policy (``value-flows/one-step``), FQL with its one-step
+policy (``fql``) and best-of-N over its own critic (``fql/best-of-n``), which separates the critic from the
+extraction. Records are written to OUT after every evaluation, so an interrupted run keeps
 what it finished. ``--eval-every K`` also evaluates every K updates during training (a learning curve; the
 records' ``updates`` say when), drawing from the agent's noise stream, so the later updates differ from a run
 without it. The paper reports a 1.3x average improvement of Value Flows over the best baseline on
@@ -100,14 +101,13 @@ def main() -> None:
     records: list[dict] = []
 
     def record(name: str, seed: int, agent, updates: int, train_s: float) -> None:
-        """Evaluate ``agent`` in every extraction mode it has, append the records and rewrite OUT."""
-        modes = ["best-of-n", "one-step"] if name == "value-flows" else [None]
-        for mode in modes:
-            if mode is not None:
-                agent.use_extraction(mode)
+        """Evaluate ``agent`` with both extractions (its own first), append the records and rewrite OUT."""
+        own = agent.config.extraction
+        for mode in (own, *(m for m in ("best-of-n", "one-step") if m != own)):
+            agent.use_extraction(mode)
             res = evaluate(agent, card["env_id"], args.episodes, seed=args.eval_seed)
             rec = {
-                "agent": name if mode in (None, "best-of-n") else f"{name}/{mode}",
+                "agent": name if mode == own else f"{name}/{mode}",
                 "seed": seed,
                 "updates": updates,
                 "return_mean": res["return_mean"],
@@ -121,8 +121,7 @@ def main() -> None:
             }
             records.append(rec)
             print(format_table([rec]), flush=True)
-        if name == "value-flows":
-            agent.use_extraction("best-of-n")  # training continues in the offline mode
+        agent.use_extraction(own)  # training continues in the agent's own mode
         write_json(
             args.out,
             {

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from gencore.errors import ConfigError
 from genrl.agents import AGENTS, EnvSpec, load_agent, make_agent
 from genrl.training import ReplayBuffer
 
@@ -111,6 +112,29 @@ def test_value_flows_extraction_switch() -> None:
     assert agent.nfe_per_decision == 1 and agent.config.extraction == "one-step"
     obs = torch.zeros(2, 3)
     torch.testing.assert_close(agent.policy(obs, True), agent.onestep_actions(obs, torch.zeros(2, 2)))
+
+
+@pytest.mark.parametrize("name", ["fql", "iqn", "value-flows"])
+def test_best_of_n_acts_with_the_candidate_of_largest_q(name: str) -> None:
+    agent = make_agent(name, SPEC, SMALL | {"n_candidates": 5})
+    agent.use_extraction("best-of-n")
+    assert agent.nfe_per_decision == agent.config.flow_steps + 1
+    obs = torch.randn(3, 3, generator=torch.Generator().manual_seed(0))
+    state = agent.generator.get_state()
+    chosen = agent.policy(obs, True)
+    agent.generator.set_state(state)  # replay the same draws by hand
+    obs_n = obs.repeat_interleave(5, 0)
+    with torch.no_grad():
+        cand = agent.flow_actions(obs_n, agent.noise(15, 2)).reshape(3, 5, 2)
+        q = agent.q_value(agent.critic, obs_n, cand.reshape(15, 2)).reshape(3, 5)
+    torch.testing.assert_close(chosen, cand[torch.arange(3), q.argmax(1)])
+
+
+def test_fql_extraction_is_one_step_by_default_and_checked() -> None:
+    agent = make_agent("fql", SPEC, SMALL)
+    assert agent.config.extraction == "one-step" and agent.nfe_per_decision == 1
+    with pytest.raises(ConfigError, match="extraction"):
+        make_agent("fql", SPEC, SMALL | {"extraction": "best-of-all"})
 
 
 def test_replay_buffer_wraps_and_samples(toy_dataset) -> None:

@@ -9,19 +9,25 @@ FQL: Park, Li & Levine, "Flow Q-Learning", ICML 2025 (arXiv:2502.02538). Three n
   ``alpha`` means the same on every reward scale;
 * a critic trained towards ``r + discount * (1 - terminal) * Q_target(s', mu(s', eps'))``.
 
-``act`` uses the one-step policy (one network evaluation). The critic is pluggable: ``fql`` uses the scalar
-ensemble; ``c51`` and ``iqn`` are the same agent with the C51 (Bellemare et al. 2017) or IQN (Dabney et al.
-2018) return-distribution critic whose mean is maximised, the distributional baselines of Value Flows.
+``act`` uses the one-step policy (one network evaluation) by default; ``extraction="best-of-n"`` instead acts
+with the BC-flow action of largest Q among ``n_candidates`` draws (an act-time choice: FQL's critic still
+learns the value of the one-step policy, whose actions it bootstraps from; Value Flows also bootstraps from
+best-of-N actions). :meth:`FQLAgent.use_extraction` switches between the two.
+
+The critic is pluggable: ``fql`` uses the scalar ensemble; ``c51`` and ``iqn`` are the same agent with the
+C51 (Bellemare et al. 2017) or IQN (Dabney et al. 2018) return-distribution critic whose mean is maximised,
+the distributional baselines of Value Flows.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
 from torch import nn
 
+from gencore.checks import check_choice
 from genrl.agents.base import Agent, EnvSpec, frozen, make_target, polyak
 from genrl.agents.flow_bc import FlowActorMixin, FlowBCConfig
 from genrl.critics import C51Critic, CriticConfig, IQNCritic, ScalarCritic
@@ -35,6 +41,11 @@ class FQLConfig(FlowBCConfig):
     ensemble: int = 2  # critic ensemble size (targets use the ensemble mean)
     n_atoms: int = 51  # C51 only
     n_quantiles: int = 32  # IQN only
+    extraction: str = "one-step"  # one-step | best-of-n (act with the best of n_candidates BC-flow actions)
+    n_candidates: int = 16  # actions drawn from the BC flow for best-of-n when acting
+
+
+EXTRACTIONS = ("best-of-n", "one-step")
 
 
 class FQLAgent(FlowActorMixin, Agent):
@@ -45,6 +56,7 @@ class FQLAgent(FlowActorMixin, Agent):
     critic_class: ClassVar[type[nn.Module]] = ScalarCritic
 
     def __init__(self, spec: EnvSpec, config: FQLConfig) -> None:
+        check_choice(config.extraction, EXTRACTIONS, "extraction")
         super().__init__(spec, config)
         self.actor_flow = ActionVelocity(spec.obs_dim, spec.action_dim, config.hidden, config.depth)
         self.actor_onestep = OneStepPolicy(spec.obs_dim, spec.action_dim, config.hidden, config.depth)
@@ -73,6 +85,20 @@ class FQLAgent(FlowActorMixin, Agent):
 
     def q_value(self, critic: nn.Module, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         return critic.q(obs, act)
+
+    def use_extraction(self, extraction: str) -> None:
+        """Switch between ``best-of-n`` and ``one-step`` (the offline-to-online loop switches to one-step)."""
+        self.config = replace(self.config, extraction=check_choice(extraction, EXTRACTIONS, "extraction"))
+
+    @torch.no_grad()
+    def best_of_n(self, obs: torch.Tensor, n: int | None = None) -> torch.Tensor:
+        """Of ``n`` (default ``n_candidates``) BC-flow actions per observation, the one of largest Q."""
+        b, a = obs.shape[0], self.spec.action_dim
+        n = self.config.n_candidates if n is None else n
+        obs_n = obs.repeat_interleave(n, 0)
+        cand = self.flow_actions(obs_n, self.noise(b * n, a))
+        q = self.q_value(self.critic, obs_n, cand).reshape(b, n)
+        return cand.reshape(b, n, a)[torch.arange(b), q.argmax(1)]
 
     def next_actions(self, next_obs: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -111,7 +137,14 @@ class FQLAgent(FlowActorMixin, Agent):
         self.steps += 1
         return {**metrics, **actor_metrics, "actor_loss": loss.item()}
 
+    @property
+    def nfe_per_decision(self) -> int:
+        # best-of-n: the action flow's Euler steps then one critic call, each batched over the candidates.
+        return self.config.flow_steps + 1 if self.config.extraction == "best-of-n" else 1
+
     def policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
+        if self.config.extraction == "best-of-n":
+            return self.best_of_n(obs)
         eps = self.noise(obs.shape[0], self.spec.action_dim)
         return self.onestep_actions(obs, torch.zeros_like(eps) if deterministic else eps)
 
