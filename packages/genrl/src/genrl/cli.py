@@ -255,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mk.add_argument("--steps", type=int, default=10_000, help="transitions to collect")
     mk.add_argument(
-        "--train-steps", type=int, default=None, help="SAC budget for medium, medium-replay / expert (20k / 100k)"
+        "--train-steps", type=int, default=None, help="SAC budget (medium, medium-replay: 20k; expert: 100k)"
     )
     mk.add_argument("--episode-length", type=int, default=None, help="OGBench collection episode length (1000)")
     mk.add_argument("--seed", type=int, default=0)
