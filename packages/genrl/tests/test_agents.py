@@ -127,6 +127,7 @@ def test_best_of_n_acts_with_the_candidate_of_largest_q(name: str) -> None:
     with torch.no_grad():
         cand = agent.flow_actions(obs_n, agent.noise(15, 2)).reshape(3, 5, 2)
         q = agent.q_value(agent.critic, obs_n, cand.reshape(15, 2)).reshape(3, 5)
+    assert (q.argmax(1) != 0).any()  # the check below would not catch "always the first candidate" otherwise
     torch.testing.assert_close(chosen, cand[torch.arange(3), q.argmax(1)])
 
 
