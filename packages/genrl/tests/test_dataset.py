@@ -139,6 +139,55 @@ def test_medium_replay_is_the_sac_replay_buffer_with_its_episode_ends() -> None:
         make_dataset("Pendulum-v1", "medium-replay", 500, seed=2, train_steps=400, progress=False)
 
 
+def test_medium_expert_is_medium_then_expert_data_from_one_sac_run() -> None:
+    """The first half (151, the odd one) comes from the snapshot after 400 // 5 = 80 steps, collected from
+    reset seed 2; the second from the final SAC, from reset seed 3; the seam is an episode boundary."""
+    import gymnasium as gym
+
+    from genrl.generate import make_dataset
+
+    ds, card = make_dataset("Pendulum-v1", "medium-expert", 301, seed=2, train_steps=400, progress=False)
+    pol = card["policy"]
+    assert pol["name"] == "medium-expert" and pol["algorithm"] == "sac"
+    assert pol["train_steps"] == 400 and pol["medium_train_steps"] == 80
+    assert np.isfinite(pol["eval_return_mean"]) and np.isfinite(pol["medium_eval_return_mean"])
+    assert len(ds) == 301 and ds.episode_starts.tolist() == [0, 151]
+    assert np.flatnonzero(ds.truncations).tolist() == [150, 300]  # each half's collection end cuts its episode
+    env = gym.make("Pendulum-v1")
+    for start, seed in ((0, 2), (151, 3)):
+        np.testing.assert_allclose(ds.observations[start], env.reset(seed=seed)[0])
+    with pytest.raises(ConfigError, match="at least 5"):
+        make_dataset("Pendulum-v1", "medium-expert", 10, seed=2, train_steps=4, progress=False)
+
+
+def test_behaviour_snapshots_are_the_agent_at_that_step() -> None:
+    import torch
+
+    from genrl.generate import train_behaviour_policy
+
+    agent, _, snaps = train_behaviour_policy("Pendulum-v1", 400, seed=0, progress=False, snapshots=(300, 400))
+    final, mid = agent.state_dict(), snaps[300].state_dict()
+    assert all(torch.equal(final[k], v) for k, v in snaps[400].state_dict().items())
+    assert any(not torch.equal(final[k], v) for k, v in mid.items())  # updates start at 256 transitions (the batch)
+    with pytest.raises(ConfigError, match="snapshots must lie"):
+        train_behaviour_policy("Pendulum-v1", 10, seed=0, progress=False, snapshots=(11,))
+
+
+def test_concatenate_keeps_episodes_and_refuses_an_open_seam(pendulum_dataset) -> None:
+    from genrl.dataset import concatenate
+
+    ds, _ = pendulum_dataset
+    both = concatenate(ds, ds)
+    assert len(both) == 2 * len(ds)
+    assert both.episode_starts.tolist() == [*ds.episode_starts.tolist(), *(ds.episode_starts + len(ds)).tolist()]
+    np.testing.assert_array_equal(both.rewards[len(ds) :], ds.rewards)
+    arrays = _arrays(ds)
+    arrays["truncations"][-1] = False
+    open_end = OfflineDataset(**arrays)
+    with pytest.raises(ConfigError, match="part 0 does not end its last episode"):
+        concatenate(open_end, ds)
+
+
 def test_replay_dataset_reads_terminations_and_resets_off_the_buffer() -> None:
     from genrl.generate import replay_dataset
     from genrl.training import ReplayBuffer

@@ -249,13 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
     mk.add_argument(
         "--policy",
         default=None,
-        help="random | medium | medium-replay | expert (SAC trained here; medium-replay: its replay buffer); "
+        help="random | medium | medium-replay | medium-expert | expert (SAC trained here; medium-replay: its replay "
+        "buffer; medium-expert: half medium, half expert, from one SAC run); "
         "OGBench: oracle-play | oracle-noisy "
         "(default: random, or the OGBench id's oracle)",
     )
     mk.add_argument("--steps", type=int, default=10_000, help="transitions to collect")
     mk.add_argument(
-        "--train-steps", type=int, default=None, help="SAC budget (medium, medium-replay: 20k; expert: 100k)"
+        "--train-steps",
+        type=int,
+        default=None,
+        help="SAC budget (medium, medium-replay: 20k; expert, medium-expert: 100k, medium snapshot at 1/5)",
     )
     mk.add_argument("--episode-length", type=int, default=None, help="OGBench collection episode length (1000)")
     mk.add_argument("--seed", type=int, default=0)

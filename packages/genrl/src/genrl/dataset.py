@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from gencore.errors import InputError, StorageError
+from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
 
 DATA_NAME = "data.npz"
@@ -113,6 +113,22 @@ class OfflineDataset:
 
     def episode_lengths(self) -> np.ndarray:
         return np.diff(np.append(self.episode_starts, len(self)))
+
+
+def concatenate(*parts: OfflineDataset) -> OfflineDataset:
+    """The transitions of ``parts`` one after another, episode boundaries kept (D4RL's medium-expert layout).
+
+    Each part must end its last episode (terminal or truncated), so no episode runs across a seam.
+    """
+    if not parts:
+        raise ConfigError("concatenate needs at least one dataset.")
+    for i, p in enumerate(parts[:-1]):
+        if not (p.terminals[-1] or p.truncations[-1]):
+            raise ConfigError(f"dataset part {i} does not end its last episode; it cannot be followed by another.")
+    offsets = np.cumsum([0] + [len(p) for p in parts[:-1]])
+    joined = {k: np.concatenate([getattr(p, k) for p in parts]) for k in KEYS if k != "episode_starts"}
+    starts = np.concatenate([p.episode_starts + off for p, off in zip(parts, offsets)])
+    return OfflineDataset(**joined, episode_starts=starts)
 
 
 def validate_arrays(arrays: dict[str, np.ndarray], where: str) -> None:

@@ -14,6 +14,11 @@ Behaviour policies:
   the whole buffer), so the first episode may start mid-way. Episode ends are read off the buffer: a row ends
   its episode when it terminates or when its next observation is not the next row's observation (a reset);
   the ends that are not terminations are truncations.
+* ``medium-expert`` — as in D4RL, medium data followed by expert data, half the transitions each (the medium
+  half gets the odd one). Both policies come from one SAC run of ``train_steps`` (default 100,000): "expert"
+  is its end and "medium" its snapshot after ``train_steps // 5`` steps (20,000 by default, the ``medium``
+  budget). The card records both budgets and both measured returns; the medium half is collected with
+  ``seed``, the expert half with ``seed + 1``.
 
 Environment ids: any gymnasium id with Box actions (``Pendulum-v1``, ``MountainCarContinuous-v0``,
 ``HalfCheetah-v5``, ``Hopper-v5``, ``Walker2d-v5``, ``Ant-v5`` ...), ``toy-bimodal`` for
@@ -33,12 +38,13 @@ from tqdm.auto import tqdm
 
 from gencore.checks import check_choice
 from gencore.errors import ConfigError
-from genrl.dataset import OfflineDataset, make_card
+from genrl.dataset import OfflineDataset, concatenate, make_card
 from genrl.evaluation import make_env
 from genrl.toy_mdp import BimodalChain
 
-POLICIES = ("random", "medium", "medium-replay", "expert")
-DEFAULT_TRAIN_STEPS = {"medium": 20_000, "medium-replay": 20_000, "expert": 100_000}
+POLICIES = ("random", "medium", "medium-replay", "medium-expert", "expert")
+DEFAULT_TRAIN_STEPS = {"medium": 20_000, "medium-replay": 20_000, "medium-expert": 100_000, "expert": 100_000}
+MEDIUM_EXPERT_RATIO = 5  # medium-expert: the medium snapshot is taken after train_steps // 5 SAC steps
 TOY_ENV = "toy-bimodal"
 
 
@@ -90,9 +96,14 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def train_behaviour_policy(env_id: str, train_steps: int, seed: int, progress: bool = True):
+def train_behaviour_policy(
+    env_id: str, train_steps: int, seed: int, progress: bool = True, snapshots: tuple[int, ...] = ()
+):
     """A SAC agent trained online from scratch for ``train_steps`` env steps (first 5,000 or 10% random),
-    and its replay buffer (every transition of the training, in order)."""
+    its replay buffer (every transition of the training, in order), and ``{n: copy of the agent after n
+    steps}`` for each ``n`` in ``snapshots``."""
+    import copy
+
     from genrl.agents import EnvSpec, make_agent
     from genrl.training import ReplayBuffer, train_online
 
@@ -108,6 +119,14 @@ def train_behaviour_policy(env_id: str, train_steps: int, seed: int, progress: b
     env.close()
     agent = make_agent("sac", spec, {"seed": seed})
     buffer = ReplayBuffer(obs_dim, spec.action_dim, capacity=max(train_steps, 1))
+    if any(not 0 < n <= train_steps for n in snapshots):
+        raise ConfigError(f"snapshots must lie in [1, train_steps = {train_steps}], got {list(snapshots)}.")
+    taken: dict[int, Any] = {}
+
+    def snapshot(n: int) -> None:
+        if n in snapshots:
+            taken[n] = copy.deepcopy(agent)
+
     with tempfile.TemporaryDirectory() as tmp:
         train_online(
             agent,
@@ -118,8 +137,20 @@ def train_behaviour_policy(env_id: str, train_steps: int, seed: int, progress: b
             seed=seed,
             start_random=min(5000, train_steps // 10),
             progress=progress,
+            on_step=snapshot if snapshots else None,
         )
-    return agent, buffer
+    return agent, buffer, taken
+
+
+def _stochastic(agent: Any) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda o: agent.act(o, deterministic=False)
+
+
+def _sac_return(agent: Any, env_id: str, seed: int) -> float:
+    """The behaviour policy's mean return over 5 stochastic episodes (reset seeds from 10,000 + seed)."""
+    from genrl.evaluation import evaluate
+
+    return evaluate(agent, env_id, 5, seed=10_000 + seed, deterministic=False)["return_mean"]
 
 
 def replay_dataset(buffer: Any, steps: int) -> OfflineDataset:
@@ -187,30 +218,38 @@ def make_dataset(
         )
         return ds, card
     behaviour: dict[str, Any] = {"name": policy}
-    act = None
-    if policy != "random":
-        from genrl.evaluation import evaluate
-
+    if policy == "random":
+        ds, env = collect(env_id, None, steps, seed, progress)
+    else:
         budget = train_steps if train_steps is not None else DEFAULT_TRAIN_STEPS[policy]
         if policy == "medium-replay" and steps > budget:
             raise ConfigError(
                 f"medium-replay data is the SAC's replay buffer: steps ({steps}) cannot exceed its training budget "
                 f"(train_steps {budget})."
             )
-        agent, replay = train_behaviour_policy(env_id, budget, seed, progress)
-        behaviour.update(
-            algorithm="sac",
-            train_steps=budget,
-            eval_return_mean=evaluate(agent, env_id, 5, seed=10_000 + seed, deterministic=False)["return_mean"],
+        medium_at = budget // MEDIUM_EXPERT_RATIO if policy == "medium-expert" else None
+        if medium_at == 0:
+            raise ConfigError(
+                f"medium-expert takes its medium policy after train_steps // {MEDIUM_EXPERT_RATIO} SAC steps; "
+                f"train_steps must be at least {MEDIUM_EXPERT_RATIO}, got {budget}."
+            )
+        if policy == "medium-expert" and steps < 2:
+            raise ConfigError(f"medium-expert data needs at least 2 transitions (one per half), got {steps}.")
+        agent, replay, snaps = train_behaviour_policy(
+            env_id, budget, seed, progress, snapshots=() if medium_at is None else (medium_at,)
         )
-
-        def act(o: np.ndarray) -> np.ndarray:
-            return agent.act(o, deterministic=False)
-
-    if policy == "medium-replay":
-        ds, env = replay_dataset(replay, steps), make_env(env_id)
-    else:
-        ds, env = collect(env_id, act, steps, seed, progress)
+        behaviour.update(algorithm="sac", train_steps=budget, eval_return_mean=_sac_return(agent, env_id, seed))
+        if policy == "medium-replay":
+            ds, env = replay_dataset(replay, steps), make_env(env_id)
+        elif policy == "medium-expert":
+            medium = snaps[medium_at]
+            behaviour.update(medium_train_steps=medium_at, medium_eval_return_mean=_sac_return(medium, env_id, seed))
+            first, env = collect(env_id, _stochastic(medium), steps - steps // 2, seed, progress)
+            env.close()
+            second, env = collect(env_id, _stochastic(agent), steps // 2, seed + 1, progress)
+            ds = concatenate(first, second)
+        else:
+            ds, env = collect(env_id, _stochastic(agent), steps, seed, progress)
     spec = env.spec
     card = make_card(
         ds,

@@ -189,12 +189,14 @@ def train_online(
     start_random: int = 0,
     log_every: int = 500,
     progress: bool = True,
+    on_step: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Offline-to-online (or from-scratch) learning: act in ``env_id``, store, update once per env step.
 
     The first ``start_random`` steps take uniform random actions (for learning from scratch). Episode returns
     are logged as ``episode_return``. Terminal vs truncated ends follow the dataset conventions: only a
-    true termination stops bootstrapping.
+    true termination stops bootstrapping. ``on_step(n)`` is called after the ``n``-th step's update (to take
+    snapshots of the agent along the way).
     """
     import gymnasium as gym
 
@@ -221,6 +223,8 @@ def train_online(
             obs, _ = env.reset()
         if buffer.size >= agent.config.batch_size and step >= start_random // 2:
             metrics = agent.update(buffer.sample(agent.config.batch_size, data_gen))
+        if on_step is not None:
+            on_step(step + 1)
         if (step + 1) % log_every == 0 or step + 1 == steps:
             rec = {"step": step + 1, "online": 1, **metrics}
             if returns:
