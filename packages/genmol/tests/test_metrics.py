@@ -84,6 +84,9 @@ def test_bond_geometry_and_distribution_distance():
 def test_bonds_from_distances_follow_the_edm_rule():
     assert bond_order(6, 6, 1.53) == 1 and bond_order(6, 6, 1.35) == 2 and bond_order(6, 6, 1.21) == 3
     assert bond_order(6, 6, 1.70) == 0 and bond_order(1, 1, 0.75) == 1
+    # EDM's C-N thresholds: triple below 1.19, double below 1.34 (C=N 1.29 + 0.05; pyridine's ring C-N is
+    # about 1.34), single below 1.57
+    assert [bond_order(7, 6, d) for d in (1.18, 1.20, 1.33, 1.35, 1.56, 1.58)] == [3, 2, 2, 1, 1, 0]
     m = embedded("CC#N", 0)
     perceived = molecule_from_geometry(m.atomic_numbers, m.formal_charges, m.coordinates)
     assert perceived.to_smiles() == "CC#N"
