@@ -37,6 +37,7 @@ import numpy as np
 
 from gencore.checks import check_choice
 from gencore.errors import ConfigError, InputError
+from gengraph.connectomes import CONNECTOMES, SERIES, connectome
 from gengraph.graph import Graph
 
 __all__ = ["DATASETS", "REAL_GRAPHS", "SPLITS", "generate", "load_dataset", "real_graph", "split"]
@@ -167,8 +168,6 @@ def real_graph(name: str) -> Graph:
 def load_dataset(name: str, which: str = "train", *, seed: int = 0, n: int | None = None) -> list[Graph]:
     """A split of a procedural set, or the whole of a real one (any split: a one-graph list, or the
     Witvliet developmental series)."""
-    from gengraph.connectomes import CONNECTOMES, SERIES, connectome
-
     if name in REAL_GRAPHS:
         return [real_graph(name)]
     if name in CONNECTOMES:
