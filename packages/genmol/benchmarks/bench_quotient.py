@@ -15,9 +15,11 @@ correction), for both tasks; conformer models of every strategy are sampled with
 Kabsch with centred Euclidean noise), so that the sampler's share of a difference can be told apart.
 Numbers on a shared 2-core CPU: a small-scale check, not the paper's table. ``--seeds 0,1,2`` repeats
 every model with another training seed (and sampling seed) and reports mean and spread over seeds.
+``--samples-dir DIR`` keeps every model's unconditional samples as SDF
+(``joint_<strategy>_<sampler>_seed<seed>.sdf``), so that they can be scored again (``genmol evaluate``).
 
     python bench_quotient.py OUT.json [--steps 1500] [--subset 1500] [--backbone transformer] [--seeds 0]
-        [--tasks joint,conformer] [--strategies com,kabsch,quotient] [--n-test 40]
+        [--tasks joint,conformer] [--strategies com,kabsch,quotient] [--n-test 40] [--samples-dir DIR]
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ import argparse
 import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from gencore.io import write_json
 from gencore.tables import format_table, mean_sd, pivot
+from genmol.chem.io import write_sdf
 from genmol.experiment import load_dataset, load_run, train_run
 from genmol.generation.flow import GenConfig, draw_sizes, sample_conformers, sample_joint
 from genmol.metrics.conformers import coverage_recall
@@ -53,7 +57,10 @@ def main() -> None:
     p.add_argument("--tasks", default="joint,conformer", help="comma-separated: joint, conformer")
     p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated: com, kabsch, quotient")
     p.add_argument("--n-test", type=int, default=40, help="held-out graphs for conformer generation")
+    p.add_argument("--samples-dir", default=None, help="keep the unconditional samples here as SDF files")
     args = p.parse_args()
+    if args.samples_dir:
+        Path(args.samples_dir).mkdir(parents=True, exist_ok=True)
     seeds = [int(x) for x in args.seeds.split(",")]
     tasks = [x.strip() for x in args.tasks.split(",")]
     strategies = [x.strip() for x in args.strategies.split(",")]
@@ -85,6 +92,8 @@ def main() -> None:
                 g = torch.Generator().manual_seed(1 + 1000 * seed)
                 sizes_ = draw_sizes(sizes, args.samples, g)
                 out = sample_joint(model, vocab, sizes_, strategy=strategy, steps=100, sampler=sampler, generator=g)
+                if args.samples_dir:
+                    write_sdf(Path(args.samples_dir) / f"joint_{strategy}_{sampler}_seed{seed}.sdf", out)
                 s = evaluate_molecules(out, strain=False, with_fcd=False).summary
                 records.append(
                     {
