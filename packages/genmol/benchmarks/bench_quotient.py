@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gencore.io import write_json
+from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table, mean_sd, pivot
 from genmol.chem.io import write_sdf
 from genmol.experiment import load_dataset, load_run, train_run
@@ -60,7 +60,7 @@ def main() -> None:
     p.add_argument("--samples-dir", default=None, help="keep the unconditional samples here as SDF files")
     args = p.parse_args()
     if args.samples_dir:
-        Path(args.samples_dir).mkdir(parents=True, exist_ok=True)
+        ensure_dir(args.samples_dir)
     seeds = [int(x) for x in args.seeds.split(",")]
     tasks = [x.strip() for x in args.tasks.split(",")]
     strategies = [x.strip() for x in args.strategies.split(",")]

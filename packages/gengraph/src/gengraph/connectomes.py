@@ -142,8 +142,16 @@ def connectome(name: str, *, directed: bool = False, cells: list[str] | tuple[st
     """One connectome (see the module docstring); ``cells`` imposes the node order (a superset of its cells,
     absent cells isolated)."""
     check_choice(name, tuple(CONNECTOMES), "connectome")
-    reader, source = CONNECTOMES[name]
-    names, chem, gap = _read(reader)
+    return _connectome(name, _read(CONNECTOMES[name][0]), directed, cells)
+
+
+def _connectome(
+    name: str,
+    data: tuple[list[str], np.ndarray, np.ndarray],
+    directed: bool,
+    cells: list[str] | tuple[str, ...] | None,
+) -> Connectome:
+    names, chem, gap = data
     if cells is not None:
         cells = tuple(cells)
         index = {c: i for i, c in enumerate(cells)}
@@ -154,11 +162,12 @@ def connectome(name: str, *, directed: bool = False, cells: list[str] | tuple[st
         big_chem, big_gap = np.zeros((len(cells),) * 2), np.zeros((len(cells),) * 2)
         big_chem[np.ix_(at, at)], big_gap[np.ix_(at, at)] = chem, gap
         names, chem, gap = list(cells), big_chem, big_gap
-    return Connectome(name, _graph(chem, gap, directed), tuple(names), source)
+    return Connectome(name, _graph(chem, gap, directed), tuple(names), CONNECTOMES[name][1])
 
 
 def witvliet_series(*, directed: bool = False) -> list[Connectome]:
     """Witvliet et al.'s eight animals, birth to adulthood, on the union of their cells (sorted names)."""
     members = SERIES["celegans-witvliet2021"]
-    cells = sorted({c for m in members for c in _read(CONNECTOMES[m][0])[0]})
-    return [connectome(m, directed=directed, cells=cells) for m in members]
+    data = {m: _read(CONNECTOMES[m][0]) for m in members}  # each file read once
+    cells = sorted({c for names, _, _ in data.values() for c in names})
+    return [_connectome(m, data[m], directed, cells) for m in members]
