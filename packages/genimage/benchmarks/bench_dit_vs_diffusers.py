@@ -3,8 +3,8 @@
 Both networks: 6 adaLN-Zero blocks of width 192 (3 heads x 64), patch 2, on 4 x 16 x 16 inputs (a
 latent-sized image), 10 classes, fp32 on CPU with the same thread count. Measured in one process:
 
-- training step: forward, MSE loss against a velocity target, backward, AdamW step (median of
-  ``REPEATS`` steps after ``WARMUP``);
+- training step: forward, MSE loss against a velocity target, backward, AdamW step (median over
+  ``ROUNDS`` interleaved rounds of ``REPEATS`` steps, each round after ``WARMUP`` steps);
 - sampling: images per second for Euler at ``NFE`` evaluations (the whole batch, no guidance).
 
 The configurations are equal (depth, width, heads, patch, classes); diffusers' model has about 10 %
@@ -29,7 +29,7 @@ from genimage.models import DiT
 
 BATCH, SIZE, CHANNELS, CLASSES = 16, 16, 4, 10
 DEPTH, HEADS, HEAD_DIM = 6, 3, 64
-WARMUP, REPEATS, NFE = 1, 4, 8
+WARMUP, REPEATS, ROUNDS, NFE = 2, 10, 3, 8
 
 
 def build_diffusers() -> torch.nn.Module:
@@ -107,7 +107,7 @@ def main(out_json: str) -> None:
         "diffusers DiTTransformer2DModel": (build_diffusers(), diffusers_call),
     }
     times = {name: [] for name in nets}
-    for _ in range(2):  # interleave the two models, twice
+    for _ in range(ROUNDS):  # interleave the two models
         for name, (net, call) in nets.items():
             times[name] += train_step_times(net, call, torch.Generator().manual_seed(1))
     records = []
