@@ -11,24 +11,40 @@ import pytest
 import torch
 
 from gencore.errors import InputError
-from gengraph.connectomes import connectome, witvliet_series
+from gengraph.connectomes import (
+    CELL_CLASSES,
+    CELL_TYPE_CLASSES,
+    cect_cache_dir,
+    cell_classes,
+    connectome,
+    witvliet_series,
+)
 from gengraph.datasets import load_dataset
 
 HAS_CECT = importlib.util.find_spec("cect") is not None
 
 
+FAKE_CELLS = "Cell name,Type\na,Amphid\nb,Layer 2 interneuron\nc,Head motor neuron\nd,Main body muscle\nz,GLR cell\n"
+
+
 @pytest.fixture
 def fake_cect(tmp_path, monkeypatch):
-    """A stand-in cect package whose White_whole.json the test writes (cells a, b, c, d)."""
+    """A stand-in cect package whose White_whole.json the test writes, with a cell table for cells a-d and z."""
+    import gengraph.connectomes as mod
+
     cache = tmp_path / "cect" / "cache"
     cache.mkdir(parents=True)
+    (tmp_path / "cect" / "data").mkdir()
+    (tmp_path / "cect" / "data" / "all_cell_info.csv").write_text(FAKE_CELLS)
     (tmp_path / "cect" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
+    mod._cell_types.cache_clear()
 
     def write(payload) -> None:
         (cache / "White_whole.json").write_text(payload if isinstance(payload, str) else json.dumps(payload))
 
-    return write
+    yield write
+    mod._cell_types.cache_clear()  # the next test reads the real (or its own) cell table
 
 
 def _matrix(entries: dict[tuple[int, int], float], n: int = 4) -> list[list[float]]:
@@ -54,6 +70,7 @@ def test_edge_rules_types_and_weights(fake_cect) -> None:
     c = connectome("celegans-white1986")
     g = c.graph
     assert c.names == ("a", "b", "c", "d") and not g.directed and g.n_nodes == 4
+    assert [CELL_CLASSES[t] for t in g.node_types] == ["sensory neuron", "interneuron", "motor neuron", "muscle"]
     got = {tuple(e): (int(t), f.tolist()) for e, t, f in zip(g.edges.tolist(), g.edge_types, g.edge_features)}
     assert got == {(0, 1): (0, [4.0, 0.0]), (0, 3): (0, [4.0, 0.0]), (1, 2): (1, [0.0, 3.0])}
     d = connectome("celegans-white1986", directed=True).graph
@@ -74,6 +91,7 @@ def test_edge_rules_types_and_weights(fake_cect) -> None:
     )
     padded = connectome("celegans-white1986", cells=["z", "b", "a"])
     assert padded.names == ("z", "b", "a") and padded.graph.n_nodes == 3
+    assert padded.graph.node_types.tolist() == [4, 1, 0]  # z is a GLR cell: other
     assert padded.graph.edges.tolist() == [[1, 2]] and padded.graph.edge_types.tolist() == [2]
     with pytest.raises(InputError, match="must list distinct names including all"):
         connectome("celegans-white1986", cells=["a"])
@@ -94,6 +112,22 @@ def test_bad_files_name_the_file_and_field(fake_cect, payload, message) -> None:
     with pytest.raises(InputError, match=message) as err:
         connectome("celegans-white1986")
     assert "White_whole.json" in str(err.value)
+
+
+def test_cell_classes_name_the_table_on_unknown_cells_and_types(fake_cect, tmp_path) -> None:
+    assert cell_classes(["d", "a"]) == [3, 0]
+    with pytest.raises(InputError, match=r"cell 'q' is not in cect's cell table \(cect/data/all_cell_info.csv\)"):
+        cell_classes(["a", "q"])
+    import gengraph.connectomes as mod
+
+    (tmp_path / "cect" / "data" / "all_cell_info.csv").write_text(FAKE_CELLS + "q,Astrocyte\n")
+    mod._cell_types.cache_clear()
+    with pytest.raises(InputError, match="cell 'q' has the unknown cell type 'Astrocyte'"):
+        cell_classes(["q"])
+    (tmp_path / "cect" / "data" / "all_cell_info.csv").write_text("Name,Kind\na,Amphid\n")
+    mod._cell_types.cache_clear()
+    with pytest.raises(InputError, match=r"all_cell_info\.csv: expected the columns 'Cell name' and 'Type'"):
+        cell_classes(["a"])
 
 
 def test_missing_package_says_how_to_install(monkeypatch) -> None:
@@ -126,3 +160,32 @@ def test_witvliet_series_is_aligned_and_each_stage_is_its_own_connectome() -> No
         assert torch.equal(a, own.adjacency(typed=True))
         assert stage.graph.n_edges == own.n_edges
     assert alone[-1].n_edges > 2 * alone[0].n_edges  # the nerve ring wires up as the animal grows
+
+
+@pytest.mark.skipif(not HAS_CECT, reason="cect is not installed (pip install --no-deps cect==0.3.5)")
+def test_cell_classes_cover_cects_table_and_known_cells() -> None:
+    """Every WormAtlas type in cect's table has a class; textbook cells land where the literature puts them."""
+    import csv
+
+    with (cect_cache_dir().parent / "data" / "all_cell_info.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["Type"] for r in rows} == set(CELL_TYPE_CLASSES)  # the table is complete, no stale entries
+    known = {
+        "ASHL": "sensory neuron",  # amphid nociceptor
+        "NSML": "sensory neuron",  # pharyngeal polymodal, sensory in cect's classification
+        "SPVL": "sensory neuron",  # male spicule neuron
+        "AVAL": "interneuron",  # command interneuron
+        "RIPL": "interneuron",  # ring/pharynx linker
+        "DA1": "motor neuron",
+        "MI": "motor neuron",  # pharyngeal polymodal, motor in cect's classification
+        "MDL01": "muscle",
+        "pm1": "muscle",
+        "CANL": "other",
+        "GLRL": "other",
+    }
+    assert [CELL_CLASSES[k] for k in cell_classes(list(known))] == list(known.values())
+    herm = connectome("celegans-cook2019-herm")
+    counts = torch.bincount(herm.graph.node_types, minlength=len(CELL_CLASSES)).tolist()
+    assert counts == [85, 89, 126, 135, 38]
+    neurons = sum(counts[:3]) + sum(n.startswith("CAN") for n in herm.names)
+    assert neurons == 302  # the hermaphrodite's 302 neurons

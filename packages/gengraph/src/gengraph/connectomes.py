@@ -29,11 +29,22 @@ types: 0 chemical only, 1 gap junction only, 2 both. Edge features: ``[chemical 
 gap-junction weight]``, in the source's units (synapse counts, or serial-section counts). With
 ``directed=True`` there is an edge ``i -> j`` for a chemical synapse from ``i`` to ``j`` or a gap junction
 between them (gap junctions go both ways), typed and weighted per direction. Self-connections are dropped.
-Node types are all 0; the cell names are :attr:`Connectome.names`.
+The cell names are :attr:`Connectome.names`.
+
+Node types are cell classes (:data:`CELL_CLASSES`): 0 sensory neuron, 1 interneuron, 2 motor neuron, 3 muscle,
+4 other (glia-like, epithelial, gland and structural cells, and the two canal neurons). They come from the
+WormAtlas cell type that cect ships for every cell (``cect/data/all_cell_info.csv``, column ``Type``), through
+the fixed table :data:`CELL_TYPE_CLASSES`. For hermaphrodite cells it agrees with cect's own provisional
+sensory / inter / motor classification (``cect.Cells.get_SIM_class``, after Cook et al. 2019) on every cell:
+the five pharyngeal polymodal neurons follow it (NSML/R sensory; MI, MCL/R motor), and cect also counts the
+canal neurons as other. Male-specific neurons, which cect's classification leaves as other, are classed by
+their WormAtlas type (male sensory neurons as sensory, male interneurons as interneurons).
 """
 
 from __future__ import annotations
 
+import csv
+import functools
 import importlib.util
 import json
 from dataclasses import dataclass
@@ -46,7 +57,17 @@ from gencore.checks import check_choice
 from gencore.errors import InputError
 from gengraph.graph import Graph
 
-__all__ = ["CONNECTOMES", "SERIES", "Connectome", "cect_cache_dir", "connectome", "witvliet_series"]
+__all__ = [
+    "CELL_CLASSES",
+    "CELL_TYPE_CLASSES",
+    "CONNECTOMES",
+    "SERIES",
+    "Connectome",
+    "cect_cache_dir",
+    "cell_classes",
+    "connectome",
+    "witvliet_series",
+]
 
 GAP_JUNCTIONS = "Generic_GJ"
 WITVLIET_STAGES = ("L1", "L1", "L1", "L1", "L2", "L3", "adult", "adult")
@@ -65,6 +86,48 @@ CONNECTOMES: dict[str, tuple[str, str]] = {
 SERIES = {"celegans-witvliet2021": tuple(f"celegans-witvliet2021-{k}" for k in range(1, 9))}
 INSTALL = "pip install --no-deps cect==0.3.5"
 
+CELL_CLASSES = ("sensory neuron", "interneuron", "motor neuron", "muscle", "other")
+SENSORY, INTER, MOTOR, MUSCLE, OTHER = range(5)
+_MUSCLE_TYPES = (
+    "Main body muscle", "Head muscle", "Pharyngeal muscle", "Vulval muscle", "Uterine muscle", "Anal/sphincter muscle",
+    "Intestinal muscles", "Unspecified body wall muscle", "Diagonal muscle (male specific)",
+    "Anterior oblique (male specific)", "Posterior oblique (male specific)", "Gubernacular erector (male specific)",
+    "Gubernacular retractor (male specific)", "Caudal longitudinal muscle (male specific)",
+    "Anterior inner longitudinal muscle (male specific)", "Posterior inner longitudinal muscle (male specific)",
+    "Posterior outer longitudinal muscle (male specific)", "Dorsal spicule protractor (male specific)",
+    "Ventral spicule protractor (male specific)", "Dorsal spicule retractor (male specific)",
+    "Ventral spicule retractor (male specific)",
+)  # fmt: skip
+_OTHER_TYPES = (
+    "Canal neuron", "GLR cell", "Excretory cell", "Excretory gland", "Gonad (male specific)", "Head mesodermal cell",
+    "Hypodermis", "Intestine", "Male ray structural cell", "Marginal cell of the pharynx",
+    "Pharyngeal basement membrane", "Pharyngeal epithelium", "Pharyngeal gland cell", "Proctodeum (male specific)",
+    "Sheath cell other than amphid sheath and phasmid",
+)  # fmt: skip
+#: WormAtlas cell type (cect 0.3.5's ``all_cell_info.csv``, all 61 of them) -> index into :data:`CELL_CLASSES`.
+CELL_TYPE_CLASSES: dict[str, int] = {
+    **dict.fromkeys(
+        ("Amphid", "Amphid, nociceptive", "Cephalic", "Mechanosensory", "O2, CO2, social signals, touch", "Phasmid",
+         "Touch", "Male sensory neuron", "Male head sensory neuron"),
+        SENSORY,
+    ),
+    **dict.fromkeys(
+        ("Layer 1 interneuron", "Layer 1 interneuron; motorneuron in White et al., 1986", "Layer 2 interneuron",
+         "Layer 3 interneuron", "Category 4 interneuron", "Linker to pharynx", "Pharyngeal interneuron",
+         "Male interneuron", "Male head interneuron"),
+        INTER,
+    ),
+    **dict.fromkeys(
+        ("Ventral cord motor neuron", "Head motor neuron", "Sublateral motor neuron",
+         "Sublateral motor neuron; interneuron in White et al., 1986", "Hermaphrodite specific motor neuron",
+         "Pharyngeal motor neuron", "Pharyngeal polymodal neuron"),
+        MOTOR,
+    ),
+    **dict.fromkeys(_MUSCLE_TYPES, MUSCLE),
+    **dict.fromkeys(_OTHER_TYPES, OTHER),
+}  # fmt: skip
+_CELL_OVERRIDES = {"NSML": SENSORY, "NSMR": SENSORY}  # pharyngeal polymodal but classed sensory, as cect does
+
 
 @dataclass(frozen=True)
 class Connectome:
@@ -82,6 +145,35 @@ def cect_cache_dir() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise InputError(f"the C. elegans connectomes are read from the cect package's data; install it: {INSTALL}")
     return Path(next(iter(spec.submodule_search_locations))) / "cache"
+
+
+@functools.cache
+def _cell_types() -> dict[str, str]:
+    """Cell name -> WormAtlas cell type, from cect's ``data/all_cell_info.csv``."""
+    path = cect_cache_dir().parent / "data" / "all_cell_info.csv"
+    try:
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        raise InputError(f"{path}: not found; this cect version lacks its cell table ({INSTALL}).") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: not a readable CSV file ({exc}).") from None
+    if not rows or not {"Cell name", "Type"} <= set(rows[0]):
+        raise InputError(f"{path}: expected the columns 'Cell name' and 'Type'.")
+    return {r["Cell name"]: r["Type"] for r in rows}
+
+
+def cell_classes(names: list[str] | tuple[str, ...]) -> list[int]:
+    """The class of each cell (an index into :data:`CELL_CLASSES`; see the module docstring)."""
+    types = _cell_types()
+    out = []
+    for name in names:
+        kind = types.get(name)
+        if kind is None or kind not in CELL_TYPE_CLASSES:
+            what = "is not in cect's cell table" if kind is None else f"has the unknown cell type {kind!r}"
+            raise InputError(f"cell {name!r} {what} (cect/data/all_cell_info.csv); expected cect 0.3.5 ({INSTALL}).")
+        out.append(_CELL_OVERRIDES.get(name, CELL_TYPE_CLASSES[kind]))
+    return out
 
 
 def _read(reader: str) -> tuple[list[str], np.ndarray, np.ndarray]:
@@ -117,7 +209,7 @@ def _read(reader: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     return names, chem, gap
 
 
-def _graph(chem: np.ndarray, gap: np.ndarray, directed: bool) -> Graph:
+def _graph(chem: np.ndarray, gap: np.ndarray, directed: bool, node_types: list[int]) -> Graph:
     np.fill_diagonal(chem, 0.0)
     np.fill_diagonal(gap, 0.0)
     gap = np.maximum(gap, gap.T)  # a gap junction joins both cells; cect lists each in both directions
@@ -132,6 +224,7 @@ def _graph(chem: np.ndarray, gap: np.ndarray, directed: bool) -> Graph:
     return Graph(
         n_nodes=chem.shape[0],
         edges=torch.as_tensor(np.stack([src, dst], 1)),
+        node_types=torch.tensor(node_types, dtype=torch.long),
         edge_types=torch.as_tensor(types),
         edge_features=torch.as_tensor(np.stack([chem[src, dst], gap[src, dst]], 1)),
         directed=directed,
@@ -162,7 +255,8 @@ def _connectome(
         big_chem, big_gap = np.zeros((len(cells),) * 2), np.zeros((len(cells),) * 2)
         big_chem[np.ix_(at, at)], big_gap[np.ix_(at, at)] = chem, gap
         names, chem, gap = list(cells), big_chem, big_gap
-    return Connectome(name, _graph(chem, gap, directed), tuple(names), CONNECTOMES[name][1])
+    graph = _graph(chem, gap, directed, cell_classes(names))
+    return Connectome(name, graph, tuple(names), CONNECTOMES[name][1])
 
 
 def witvliet_series(*, directed: bool = False) -> list[Connectome]:
