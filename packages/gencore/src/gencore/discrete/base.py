@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gencore.discrete.ctmc import stratified_bound, stratified_times
 from gencore.errors import InputError
 
 
@@ -86,3 +87,42 @@ class DiscreteProcess(ABC):
         **cond: Any,
     ) -> DiscreteSample:
         """Draw ``n`` sequences of ``length`` tokens with ``steps`` reverse steps."""
+
+
+class ELBOProcess(DiscreteProcess):
+    """A process whose loss and likelihood bound are stratified-time estimates of one continuous-time ELBO
+    integrand, :meth:`elbo_terms` (nats per position)."""
+
+    @abstractmethod
+    def elbo_terms(
+        self, model: nn.Module, x0: torch.Tensor, t: torch.Tensor, *, generator: torch.Generator | None = None, **cond
+    ) -> torch.Tensor:
+        """One-sample estimate of the ELBO integrand at times ``t: [B]``, in nats per position ``[B]``."""
+
+    def loss(
+        self, model: nn.Module, x0: torch.Tensor, *, generator: torch.Generator | None = None, **cond: Any
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """The NELBO integrand at stratified times, averaged over the batch (nats per position)."""
+        t = stratified_times(x0.shape[0], generator=generator, device=x0.device)
+        loss = self.elbo_terms(model, x0, t, generator=generator, **cond).mean().float()
+        return loss, {"nelbo": float(loss.detach())}
+
+    @torch.no_grad()
+    def nll_bound(
+        self,
+        model: nn.Module,
+        x0: torch.Tensor,
+        *,
+        n_time: int = 64,
+        generator: torch.Generator | None = None,
+        **cond: Any,
+    ) -> torch.Tensor:
+        """Negative ELBO in nats per position ``[B]``: one time in each of ``n_time`` strata per sequence."""
+        x0 = check_tokens(x0, self.vocab_size)
+        return stratified_bound(
+            lambda t: self.elbo_terms(model, x0, t, generator=generator, **cond),
+            x0.shape[0],
+            n_time,
+            generator=generator,
+            device=x0.device,
+        )

@@ -42,15 +42,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
+from gencore.discrete.base import DiscreteSample, ELBOProcess, check_tokens
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     discrete_schedule,
     evaluations_per_call,
     model_device,
     sample_categorical,
-    stratified_bound,
-    stratified_times,
 )
 from gencore.errors import ConfigError, InputError
 
@@ -72,7 +70,7 @@ def masked_elbo_integrand(
     return alpha_prime / (1.0 - alpha) * (nll * masked).sum(-1)
 
 
-class MaskedDiffusion(DiscreteProcess):
+class MaskedDiffusion(ELBOProcess):
     """Absorbing-state diffusion over ``K`` tokens plus a mask token ``K`` (see module docstring).
 
     Args:
@@ -141,35 +139,6 @@ class MaskedDiffusion(DiscreteProcess):
         logits = model(self.features(x_t), t, **cond)
         integrand = masked_elbo_integrand(logits, x_t, x0, self.schedule.alpha(t), self.schedule.alpha_prime(t))
         return integrand / x0.shape[1]
-
-    def loss(
-        self, model: nn.Module, x0: torch.Tensor, *, generator: torch.Generator | None = None, **cond: Any
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """The NELBO integrand at stratified times, averaged over the batch (nats per position)."""
-        t = stratified_times(x0.shape[0], generator=generator, device=x0.device)
-        terms = self.elbo_terms(model, x0, t, generator=generator, **cond)
-        loss = terms.mean()
-        return loss, {"nelbo": float(loss.detach())}
-
-    @torch.no_grad()
-    def nll_bound(
-        self,
-        model: nn.Module,
-        x0: torch.Tensor,
-        *,
-        n_time: int = 64,
-        generator: torch.Generator | None = None,
-        **cond: Any,
-    ) -> torch.Tensor:
-        """Negative ELBO in nats per position ``[B]``: one time in each of ``n_time`` strata per sequence."""
-        x0 = check_tokens(x0, self.vocab_size)
-        return stratified_bound(
-            lambda t: self.elbo_terms(model, x0, t, generator=generator, **cond),
-            x0.shape[0],
-            n_time,
-            generator=generator,
-            device=x0.device,
-        )
 
     # sampler ---------------------------------------------------------------------------------
     @torch.no_grad()

@@ -64,7 +64,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.checks import check_choice
-from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
+from gencore.discrete.base import DiscreteSample, ELBOProcess, check_tokens
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     ctmc_jump,
@@ -72,8 +72,6 @@ from gencore.discrete.ctmc import (
     evaluations_per_call,
     model_device,
     sample_categorical,
-    stratified_bound,
-    stratified_times,
 )
 from gencore.errors import ConfigError, InputError
 
@@ -109,7 +107,7 @@ def uniform_elbo_integrand(
     return sigma / k * summand.sum(dim=(1, 2))
 
 
-class UniformDiffusion(DiscreteProcess):
+class UniformDiffusion(ELBOProcess):
     """Uniform-noise CTMC over ``K`` tokens (see module docstring).
 
     Args:
@@ -186,34 +184,6 @@ class UniformDiffusion(DiscreteProcess):
         probs = torch.softmax(model(self.features(x_t), t, **cond).double(), dim=-1)
         integrand = uniform_elbo_integrand(probs, x_t, x0, self.schedule.alpha(t), self.schedule.alpha_prime(t))
         return integrand / x0.shape[1]
-
-    def loss(
-        self, model: nn.Module, x0: torch.Tensor, *, generator: torch.Generator | None = None, **cond: Any
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        """The NELBO integrand at stratified times, averaged over the batch (nats per position)."""
-        t = stratified_times(x0.shape[0], generator=generator, device=x0.device)
-        loss = self.elbo_terms(model, x0, t, generator=generator, **cond).mean().float()
-        return loss, {"nelbo": float(loss.detach())}
-
-    @torch.no_grad()
-    def nll_bound(
-        self,
-        model: nn.Module,
-        x0: torch.Tensor,
-        *,
-        n_time: int = 64,
-        generator: torch.Generator | None = None,
-        **cond: Any,
-    ) -> torch.Tensor:
-        """Negative ELBO in nats per position ``[B]``: one time in each of ``n_time`` strata per sequence."""
-        x0 = check_tokens(x0, self.vocab_size)
-        return stratified_bound(
-            lambda t: self.elbo_terms(model, x0, t, generator=generator, **cond),
-            x0.shape[0],
-            n_time,
-            generator=generator,
-            device=x0.device,
-        )
 
     # samplers --------------------------------------------------------------------------------
     def ancestral_probs(self, probs: torch.Tensor, x_t: torch.Tensor, alpha_t: float, alpha_s: float) -> torch.Tensor:
