@@ -9,15 +9,16 @@ The dataset is generated here (``medium``: SAC trained for ``--train-steps`` env
 loaded from DIR when DIR holds a dataset (otherwise generated and saved there). Each agent then trains offline
 for ``--updates`` steps per seed on the same data, with the same network width, batch size and learning rate,
 and is evaluated on the same evaluation seeds (``--eval-seed`` onwards) in the card's evaluation env. Every
-agent is evaluated twice from the same weights, with its own extraction and with the other one: Value Flows
-with best-of-N (``value-flows``) and its one-step policy (``value-flows/one-step``), FQL with its one-step
-policy (``fql``) and best-of-N over its own critic (``fql/best-of-n``), which separates the critic from the
-extraction. Records are written to OUT after every evaluation, so an interrupted run keeps
-what it finished. ``--eval-every K`` also evaluates every K updates during training (a learning curve; the
-records' ``updates`` say when), drawing from the agent's noise stream, so the later updates differ from a run
-without it. The paper reports a 1.3x average improvement of Value Flows over the best baseline on
-OGBench/D4RL at 1M updates; this script runs the comparison at whatever budget a machine allows.
-"""
+agent is evaluated from the same weights with its own extraction and with the other one: Value Flows with
+best-of-N (``value-flows``) and its one-step policy (``value-flows/one-step``), FQL with its one-step policy
+(``fql``) and best-of-N over its own critic (``fql/best-of-n``), which separates the critic from the extraction.
+The one-step policies act from zero noise (``deterministic``); each is also evaluated from sampled noise
+(``.../one-step-sampled``), which is how FQL's reference code evaluates it. Records are written to OUT after
+every evaluation, so an interrupted run keeps what it finished. ``--eval-every K`` also evaluates every K
+updates during training (a learning curve; the records' ``updates`` say when), drawing from the agent's noise
+stream, so the later updates differ from a run without it. The paper reports a 1.3x average improvement of Value
+Flows over the best baseline on OGBench/D4RL at 1M updates; this script runs the comparison at whatever budget a
+machine allows."""
 
 from __future__ import annotations
 
@@ -104,11 +105,16 @@ def main() -> None:
     def record(name: str, seed: int, agent, updates: int, train_s: float) -> None:
         """Evaluate ``agent`` with both extractions (its own first), append the records and rewrite OUT."""
         own = agent.config.extraction
-        for mode in (own, *(m for m in ("best-of-n", "one-step") if m != own)):
+        runs = [(m, True) for m in (own, *(m for m in ("best-of-n", "one-step") if m != own))]
+        runs.append(("one-step", False))  # the one-step policy from sampled noise, as FQL's reference evaluates
+        for mode, deterministic in runs:
             agent.use_extraction(mode)
-            res = evaluate(agent, card["env_id"], args.episodes, seed=args.eval_seed)
+            res = evaluate(agent, card["env_id"], args.episodes, seed=args.eval_seed, deterministic=deterministic)
+            label = name if mode == own else f"{name}/{mode}"
+            if not deterministic:
+                label = f"{name}/one-step-sampled"
             rec = {
-                "agent": name if mode == own else f"{name}/{mode}",
+                "agent": label,
                 "seed": seed,
                 "updates": updates,
                 "return_mean": res["return_mean"],
