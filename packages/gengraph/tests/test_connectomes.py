@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+import gengraph.connectomes as mod
 from gencore.errors import InputError
 from gengraph.connectomes import (
     CELL_CLASSES,
@@ -30,8 +31,6 @@ FAKE_CELLS = "Cell name,Type\na,Amphid\nb,Layer 2 interneuron\nc,Head motor neur
 @pytest.fixture
 def fake_cect(tmp_path, monkeypatch):
     """A stand-in cect package whose White_whole.json the test writes, with a cell table for cells a-d and z."""
-    import gengraph.connectomes as mod
-
     cache = tmp_path / "cect" / "cache"
     cache.mkdir(parents=True)
     (tmp_path / "cect" / "data").mkdir()
@@ -118,8 +117,6 @@ def test_cell_classes_name_the_table_on_unknown_cells_and_types(fake_cect, tmp_p
     assert cell_classes(["d", "a"]) == [3, 0]
     with pytest.raises(InputError, match=r"cell 'q' is not in cect's cell table \(cect/data/all_cell_info.csv\)"):
         cell_classes(["a", "q"])
-    import gengraph.connectomes as mod
-
     (tmp_path / "cect" / "data" / "all_cell_info.csv").write_text(FAKE_CELLS + "q,Astrocyte\n")
     mod._cell_types.cache_clear()
     with pytest.raises(InputError, match="cell 'q' has the unknown cell type 'Astrocyte'"):
@@ -131,8 +128,6 @@ def test_cell_classes_name_the_table_on_unknown_cells_and_types(fake_cect, tmp_p
 
 
 def test_missing_package_says_how_to_install(monkeypatch) -> None:
-    import gengraph.connectomes as mod
-
     monkeypatch.setattr(mod.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(InputError, match=r"pip install --no-deps cect==0\.3\.5"):
         connectome("celegans-varshney2011")

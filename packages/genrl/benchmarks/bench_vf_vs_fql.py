@@ -111,10 +111,8 @@ def main() -> None:
             agent.use_extraction(mode)
             res = evaluate(agent, card["env_id"], args.episodes, seed=args.eval_seed, deterministic=deterministic)
             label = name if mode == own else f"{name}/{mode}"
-            if not deterministic:
-                label = f"{name}/one-step-sampled"
             rec = {
-                "agent": label,
+                "agent": label if deterministic else f"{name}/one-step-sampled",
                 "seed": seed,
                 "updates": updates,
                 "return_mean": res["return_mean"],

@@ -85,8 +85,8 @@ def main() -> None:
         row = {"alpha": alpha, "updates": args.updates, "train_s": time.perf_counter() - start}
         row |= action_values(agent, states)
         with torch.no_grad():
-            row["q_data"] = agent.q_value(agent.critic, agent.norm_obs(states), agent.norm_action(data_actions))
-            row["q_data"] = row["q_data"].mean().item()
+            q_data = agent.q_value(agent.critic, agent.norm_obs(states), agent.norm_action(data_actions))
+        row["q_data"] = q_data.mean().item()
         for mode, deterministic, key in (("one-step", False, "onestep_sampled"), ("best-of-n", True, "best_of_n")):
             agent.use_extraction(mode)
             res = evaluate(agent, card["env_id"], args.episodes, seed=args.eval_seed, deterministic=deterministic)
