@@ -90,6 +90,7 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--agents", default="fql,value-flows")
     p.add_argument("--alpha", type=float, default=None, help="one-step policy distillation weight (default: agent's)")
+    p.add_argument("--device", default="cpu", help="where the agents train and act: cpu, cuda (default cpu)")
     args = p.parse_args()
     if args.policy is None and not args.env.startswith(("cube-", "puzzle-")):
         args.policy = "medium"
@@ -159,7 +160,14 @@ def main() -> None:
 
             with tempfile.TemporaryDirectory() as run_dir:
                 train_offline(
-                    agent, buffer, args.updates, run_dir, progress=False, callback=curve, callback_every=args.eval_every
+                    agent,
+                    buffer,
+                    args.updates,
+                    run_dir,
+                    progress=False,
+                    callback=curve,
+                    callback_every=args.eval_every,
+                    device=args.device,
                 )
             record(name, seed, agent, args.updates, time.perf_counter() - t - evals)
     print(format_table(summarise(records), markdown=True))

@@ -66,6 +66,30 @@ def test_save_load_round_trip(agent, tmp_path) -> None:
     assert not any(p.suffix == ".pt" or p.suffix == ".pkl" for p in (tmp_path / "a").iterdir())
 
 
+def test_moving_within_a_device_type_keeps_the_random_stream(agent) -> None:
+    g = agent.generator
+    agent.update(_batch())
+    state = g.get_state()
+    assert agent.to("cpu").generator is g and agent.float().generator is g
+    assert torch.equal(agent.generator.get_state(), state) and agent.device == torch.device("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_agent_on_cuda_updates_acts_and_saves(agent, tmp_path) -> None:
+    agent.to("cuda")
+    assert agent.device.type == "cuda" and agent.generator.device.type == "cuda"
+    metrics = agent.update(_batch())  # a CPU batch: update moves it
+    assert all(math.isfinite(v) for v in metrics.values())
+    obs = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    a = agent.act(obs, deterministic=False)
+    assert isinstance(a, np.ndarray) and a.shape == (5, 2)
+    agent.save(tmp_path / "a")
+    back = load_agent(tmp_path / "a")
+    assert back.device.type == "cpu"
+    for k, v in agent.state_dict().items():
+        assert torch.equal(v.cpu(), back.state_dict()[k]), k
+
+
 @pytest.mark.parametrize("name", ["fql", "c51", "iqn", "value-flows"])
 def test_actor_step_freezes_critic_and_detaches_teacher(name: str) -> None:
     agent = make_agent(name, SPEC, SMALL)

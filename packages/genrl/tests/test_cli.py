@@ -64,3 +64,20 @@ def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
     assert code == 2 and "unknown offline agent 'nope'" in capsys.readouterr().err
     code = main(["dataset", "make", "--env", "CartPole-v1", "--steps", "10", "--out", str(tmp_path / "c")])
     assert code == 2 and "Discrete actions" in capsys.readouterr().err
+
+
+def test_device_cuda_without_cuda_is_one_line_exit_2(tmp_path, capsys, monkeypatch) -> None:
+    import torch
+
+    d = tmp_path / "d"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    capsys.readouterr()
+    run = tmp_path / "r"
+    code = main(["train", "--agent", "fql", "--data", str(d), "--steps", "2", "--out", str(run), "--device", "cuda"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "no usable CUDA device" in err
+    assert not run.exists()  # refused before anything is written
+    args = ["train", "--agent", "fql", "--data", str(d), "--steps", "2", "--out", str(run), "--no-progress"]
+    assert main([*args, "--batch-size", "16"]) == 0  # auto falls back to the CPU
+    assert json.loads((run / "run.json").read_text())["device"] == "cpu"

@@ -107,12 +107,30 @@ def _build_agent(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     return make_agent(args.agent, spec, asdict(config)), ds, card
 
 
+def _device(args: argparse.Namespace, nproc: int = 1) -> str:
+    """``--device`` resolved to ``cpu`` or ``cuda`` (``auto``: CUDA when available). ``cuda`` must exist with
+    a GPU for each of ``nproc`` local processes; :func:`gencore.train.setup` gives each ``cuda:LOCAL_RANK``."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    if args.device == "cpu" or (args.device == "auto" and not cuda):
+        return "cpu"
+    if not cuda:
+        raise ConfigError("--device cuda was given but this machine has no usable CUDA device; use --device cpu.")
+    if nproc > torch.cuda.device_count():
+        raise ConfigError(
+            f"--nproc {nproc} needs one GPU per process but {torch.cuda.device_count()} are visible; "
+            "lower --nproc or use --device cpu."
+        )
+    return "cuda"
+
+
 def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, Any]]:
     """The offline phase on this rank; rank 0 saves the agent."""
     from gencore.train import setup, teardown
     from genrl.training import ReplayBuffer, train_offline
 
-    info = setup("cpu")
+    info = setup(_device(args, args.nproc))
     try:
         records = train_offline(
             agent,
@@ -123,6 +141,7 @@ def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, An
             checkpoint_every=args.checkpoint_every,
             resume=args.resume,
             progress=not args.no_progress,
+            device=info.device,
         )
         if info.is_main:
             agent.save(Path(args.out) / "agent")
@@ -154,6 +173,7 @@ def _train(args: argparse.Namespace) -> int:
         raise ConfigError(f"dataset {args.data!r} has no gymnasium environment for --online-steps.")
     if agent.config.batch_size % args.nproc:
         raise ConfigError(f"batch size {agent.config.batch_size} must be divisible by --nproc {args.nproc}.")
+    device = _device(args, args.nproc)  # a missing GPU is reported before any process starts
     out = ensure_dir(args.out)
     run_info = {
         "agent": args.agent,
@@ -162,6 +182,7 @@ def _train(args: argparse.Namespace) -> int:
         "steps": args.steps,
         "online_steps": args.online_steps,
         "nproc": args.nproc,
+        "device": device,
         "config": asdict(agent.config),
         "spec": asdict(agent.spec),
         "dataset_card": {k: card.get(k) for k in ("env_id", "env_version", "policy", "seed", "n_transitions")},
@@ -173,7 +194,8 @@ def _train(args: argparse.Namespace) -> int:
         records = _offline(args, agent, ds)  # the online phase continues with this agent and its optimisers
     else:
         records = launch(_offline_worker, args, nproc=args.nproc).get(0, [])
-        agent = load_agent(out / "agent")  # rank 0's replica (all are equal); the optimisers start afresh online
+        # rank 0's replica (all are equal); the optimisers start afresh online
+        agent = load_agent(out / "agent", device)
     if args.online_steps:
         if hasattr(agent, "use_extraction"):
             agent.use_extraction("one-step")
@@ -216,7 +238,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     env_id = args.env or info.get("env_id")
     if env_id in (None, "toy-bimodal"):
         raise ConfigError(f"run {str(run_dir)!r} has no gymnasium environment; pass --env.")
-    agent = load_agent(run_dir / "agent")
+    agent = load_agent(run_dir / "agent", _device(args))
     res = evaluate(agent, env_id, args.episodes, seed=args.seed, deterministic=not args.stochastic)
     res["run"] = str(run_dir)
     keys = ("agent", "env_id", "episodes", "return_mean", "return_std", "nfe_per_decision", "latency_ms")
@@ -232,6 +254,9 @@ def _demo(args: argparse.Namespace) -> int:
 
     run_demo(args.out, progress=not args.no_progress)
     return 0
+
+
+DEVICE_HELP = "where the agent runs (auto: CUDA when available, one GPU per --nproc process)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -295,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--checkpoint-every", type=int, default=0, help="0: only the final agent")
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in OUT/checkpoints")
     tr.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
+    tr.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
     tr.add_argument(
         "--nproc", type=int, default=1, help="offline learner processes (gloo; gradients averaged every step)"
     )
@@ -309,6 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the deterministic policy")
     ev.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ev.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
     ev.set_defaults(func=_evaluate)
 
     dm = commands.add_parser("demo", help="toy-MDP critic comparison and a Pendulum pipeline (under 3 min)")

@@ -156,7 +156,7 @@ class IQNCritic(nn.Module):
         return self.quantiles(obs, act, self._midpoints(obs.shape[0], obs)).mean((0, 2))
 
     def sample(self, obs: torch.Tensor, act: torch.Tensor, n: int, generator=None) -> torch.Tensor:
-        tau = torch.rand(obs.shape[0], n, generator=generator, dtype=obs.dtype)
+        tau = torch.rand(obs.shape[0], n, generator=generator, dtype=obs.dtype, device=obs.device)
         return self.quantiles(obs, act, tau).mean(0)
 
     def loss(
@@ -165,10 +165,10 @@ class IQNCritic(nn.Module):
         b, n, kappa = batch["rewards"].shape[0], self.cfg.n_quantiles, self.cfg.huber_kappa
         obs = batch["observations"]
         with torch.no_grad():
-            tau_next = torch.rand(b, n, generator=generator, dtype=obs.dtype)
+            tau_next = torch.rand(b, n, generator=generator, dtype=obs.dtype, device=obs.device)
             z_next = target.quantiles(batch["next_observations"], next_actions, tau_next).mean(0)  # [B, N']
             y = batch["rewards"][:, None] + discount * bellman_mask(batch)[:, None] * z_next
-        tau = torch.rand(b, n, generator=generator, dtype=obs.dtype)
+        tau = torch.rand(b, n, generator=generator, dtype=obs.dtype, device=obs.device)
         z = self.quantiles(obs, batch["actions"], tau)  # [K, B, N]
         u = y[None, :, None, :] - z[..., None]  # [K, B, N, N']
         huber = torch.where(u.abs() <= kappa, 0.5 * u**2, kappa * (u.abs() - 0.5 * kappa))

@@ -124,8 +124,12 @@ def train_offline(
     progress: bool = True,
     callback: Callable[[int, Agent], dict[str, float]] | None = None,
     callback_every: int = 0,
+    device: str | torch.device | None = "cpu",
 ) -> list[dict[str, Any]]:
     """``steps`` updates on batches drawn uniformly from ``buffer``; returns the logged records.
+
+    The agent is moved to ``device`` (``None``: ``cuda:LOCAL_RANK`` when CUDA is available, else the CPU; see
+    :func:`gencore.train.setup`); batches are drawn on the CPU and moved there.
 
     ``callback(step, agent)`` (e.g. an evaluation) runs every ``callback_every`` steps (on rank 0) and its
     metrics are logged with the step's record. Batches come from a generator seeded by the agent's seed, so
@@ -137,7 +141,8 @@ def train_offline(
     identical and a step sees ``batch_size`` transitions in all; logged metrics are means over the ranks and
     only rank 0 writes.
     """
-    info = setup("cpu")
+    info = setup(device)
+    agent.to(info.device)
     if agent.config.batch_size % info.world_size:
         raise ConfigError(
             f"batch_size {agent.config.batch_size} must be divisible by the number of processes ({info.world_size})."

@@ -55,8 +55,9 @@ def _env_int(name: str, default: int) -> int:
 def setup(device: str | torch.device | None = None) -> DistInfo:
     """Join the process group described by the environment (or run alone) and pick the device.
 
-    ``device=None`` chooses ``cuda:LOCAL_RANK`` when CUDA is available, else CPU. An already
-    initialised default group is reused.
+    ``device=None`` chooses ``cuda:LOCAL_RANK`` when CUDA is available, else CPU; ``"cuda"`` without an
+    index also means ``cuda:LOCAL_RANK`` (one GPU per local process). An already initialised default
+    group is reused.
     """
     world = _env_int("WORLD_SIZE", 1)
     rank = _env_int("RANK", 0)
@@ -65,6 +66,10 @@ def setup(device: str | torch.device | None = None) -> DistInfo:
         dev = torch.device(f"cuda:{local}") if torch.cuda.is_available() else torch.device("cpu")
     else:
         dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {str(dev)!r} was requested but this machine has no usable CUDA device.")
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", local)
     if dev.type == "cuda":
         torch.cuda.set_device(dev)
     if world <= 1 and not dist.is_initialized():

@@ -13,6 +13,12 @@ An agent is a ``torch.nn.Module`` built from ``(spec, config)`` where ``spec`` i
 Internally agents see observations standardised with the dataset's mean/std, actions scaled to
 ``[-1, 1]`` from the Box bounds, and rewards multiplied by ``spec.reward_scale``; the mask
 ``1 - terminal`` multiplies the bootstrap (a truncated episode still bootstraps).
+
+Devices: an agent runs where its weights are (``agent.to("cuda")``, or ``genrl train --device``); ``update``
+moves each batch there and ``act`` takes NumPy observations from anywhere. The agent's random generator
+lives on the same device: moving the agent to another device type replaces it with one seeded from
+``config.seed`` (CUDA and CPU random streams differ, so a GPU run is reproducible run to run but does not
+repeat the CPU run's numbers).
 """
 
 from __future__ import annotations
@@ -126,6 +132,18 @@ class Agent(nn.Module, abc.ABC):
         self.generator = torch.Generator().manual_seed(config.seed)
         self.steps = 0
 
+    @property
+    def device(self) -> torch.device:
+        return self.obs_mean.device
+
+    def _apply(self, fn, recurse: bool = True):
+        """nn.Module's hook behind ``to()`` / ``cuda()`` / ``cpu()``: keep the generator on the weights' device."""
+        out = super()._apply(fn, recurse)
+        dev = self.obs_mean.device
+        if self.generator.device.type != dev.type or (dev.index is not None and self.generator.device != dev):
+            self.generator = torch.Generator(device=dev).manual_seed(self.config.seed)
+        return out
+
     # ------------------------------------------------------------------ units
     def norm_obs(self, obs: torch.Tensor) -> torch.Tensor:
         return (obs.reshape(obs.shape[0], -1).float() - self.obs_mean) / self.obs_std
@@ -143,6 +161,7 @@ class Agent(nn.Module, abc.ABC):
         ]
         if missing:
             raise InputError(f"update() batch is missing {', '.join(missing)}.")
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         return {
             "observations": self.norm_obs(batch["observations"]),
             "actions": self.norm_action(batch["actions"]),
@@ -160,7 +179,7 @@ class Agent(nn.Module, abc.ABC):
         optimizer.step()
 
     def noise(self, *shape: int) -> torch.Tensor:
-        return torch.randn(*shape, generator=self.generator, device=self.obs_mean.device)
+        return torch.randn(*shape, generator=self.generator, device=self.device)
 
     # ------------------------------------------------------------------ contract
     @abc.abstractmethod
@@ -177,7 +196,7 @@ class Agent(nn.Module, abc.ABC):
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        x = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.obs_mean.device)
+        x = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
         single = x.dim() == 1
         if single:
             x = x[None]

@@ -98,7 +98,7 @@ class FQLAgent(FlowActorMixin, Agent):
         obs_n = obs.repeat_interleave(n, 0)
         cand = self.flow_actions(obs_n, self.noise(b * n, a))
         q = self.q_value(self.critic, obs_n, cand).reshape(b, n)
-        return cand.reshape(b, n, a)[torch.arange(b), q.argmax(1)]
+        return cand.reshape(b, n, a)[torch.arange(b, device=cand.device), q.argmax(1)]
 
     def next_actions(self, next_obs: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
