@@ -76,6 +76,7 @@ def test_moving_within_a_device_type_keeps_the_random_stream(agent) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_agent_on_cuda_updates_acts_and_saves(agent, tmp_path) -> None:
+    agent.update(_batch(1))  # optimiser state made on the CPU moves with the agent
     agent.to("cuda")
     assert agent.device.type == "cuda" and agent.generator.device.type == "cuda"
     metrics = agent.update(_batch())  # a CPU batch: update moves it

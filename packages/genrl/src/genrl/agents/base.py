@@ -137,11 +137,17 @@ class Agent(nn.Module, abc.ABC):
         return self.obs_mean.device
 
     def _apply(self, fn, recurse: bool = True):
-        """nn.Module's hook behind ``to()`` / ``cuda()`` / ``cpu()``: keep the generator on the weights' device."""
+        """nn.Module's hook behind ``to()`` / ``cuda()`` / ``cpu()``: keep the generator and the optimisers' state
+        (Adam's moments; its ``step`` counter stays on the CPU) on the weights' device."""
         out = super()._apply(fn, recurse)
         dev = self.obs_mean.device
         if self.generator.device.type != dev.type or (dev.index is not None and self.generator.device != dev):
             self.generator = torch.Generator(device=dev).manual_seed(self.config.seed)
+        for opt in (v for v in vars(self).values() if isinstance(v, torch.optim.Optimizer)):
+            for state in opt.state.values():
+                for key, value in state.items():
+                    if torch.is_tensor(value) and key != "step":
+                        state[key] = value.to(dev)
         return out
 
     # ------------------------------------------------------------------ units
