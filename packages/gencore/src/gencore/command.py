@@ -37,6 +37,44 @@ def name_list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def add_device_argument(parser: argparse.ArgumentParser) -> None:
+    """``--device auto|cpu|cuda`` (default ``auto``); read it back with :func:`resolve_device`."""
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=DEVICE_CHOICES,
+        help="where the model runs (auto: CUDA when available; with --nproc N, one GPU per process)",
+    )
+
+
+def resolve_device(choice: str, nproc: int = 1) -> str:
+    """``--device`` as ``"cpu"`` or ``"cuda"`` for :func:`gencore.train.setup` (``auto``: CUDA when available).
+
+    ``cuda`` must exist with a GPU for each of ``nproc`` local processes (``setup`` then gives each
+    ``cuda:LOCAL_RANK``); otherwise a :class:`~gencore.errors.ConfigError` says what to change.
+    """
+    import torch
+
+    from gencore.errors import ConfigError
+
+    if choice not in DEVICE_CHOICES:
+        raise ConfigError(f"--device must be one of {', '.join(DEVICE_CHOICES)}, got {choice!r}.")
+    cuda = torch.cuda.is_available()
+    if choice == "cpu" or (choice == "auto" and not cuda):
+        return "cpu"
+    if not cuda:
+        raise ConfigError("--device cuda was given but this machine has no usable CUDA device; use --device cpu.")
+    if nproc > torch.cuda.device_count():
+        raise ConfigError(
+            f"--nproc {nproc} needs one GPU per process but {torch.cuda.device_count()} are visible; "
+            "lower --nproc or use --device cpu."
+        )
+    return "cuda"
+
+
 def make_parser(prog: str, version: str, description: str) -> argparse.ArgumentParser:
     """A top-level parser with ``--version`` and a required sub-command slot."""
     parser = _Parser(prog=prog, description=description)

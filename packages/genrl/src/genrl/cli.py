@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_commands, package_parser, run
+from gencore.command import add_commands, add_device_argument, package_parser, resolve_device, run
 from gencore.errors import ConfigError, StorageError
 from gencore.io import ensure_dir, read_json, write_json
 from gencore.tables import format_table
@@ -107,30 +107,12 @@ def _build_agent(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     return make_agent(args.agent, spec, asdict(config)), ds, card
 
 
-def _device(args: argparse.Namespace, nproc: int = 1) -> str:
-    """``--device`` resolved to ``cpu`` or ``cuda`` (``auto``: CUDA when available). ``cuda`` must exist with
-    a GPU for each of ``nproc`` local processes; :func:`gencore.train.setup` gives each ``cuda:LOCAL_RANK``."""
-    import torch
-
-    cuda = torch.cuda.is_available()
-    if args.device == "cpu" or (args.device == "auto" and not cuda):
-        return "cpu"
-    if not cuda:
-        raise ConfigError("--device cuda was given but this machine has no usable CUDA device; use --device cpu.")
-    if nproc > torch.cuda.device_count():
-        raise ConfigError(
-            f"--nproc {nproc} needs one GPU per process but {torch.cuda.device_count()} are visible; "
-            "lower --nproc or use --device cpu."
-        )
-    return "cuda"
-
-
 def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, Any]]:
     """The offline phase on this rank; rank 0 saves the agent."""
     from gencore.train import setup, teardown
     from genrl.training import ReplayBuffer, train_offline
 
-    info = setup(_device(args, args.nproc))
+    info = setup(resolve_device(args.device, args.nproc))
     try:
         records = train_offline(
             agent,
@@ -173,7 +155,7 @@ def _train(args: argparse.Namespace) -> int:
         raise ConfigError(f"dataset {args.data!r} has no gymnasium environment for --online-steps.")
     if agent.config.batch_size % args.nproc:
         raise ConfigError(f"batch size {agent.config.batch_size} must be divisible by --nproc {args.nproc}.")
-    device = _device(args, args.nproc)  # a missing GPU is reported before any process starts
+    device = resolve_device(args.device, args.nproc)  # a missing GPU is reported before any process starts
     out = ensure_dir(args.out)
     run_info = {
         "agent": args.agent,
@@ -238,7 +220,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     env_id = args.env or info.get("env_id")
     if env_id in (None, "toy-bimodal"):
         raise ConfigError(f"run {str(run_dir)!r} has no gymnasium environment; pass --env.")
-    agent = load_agent(run_dir / "agent", _device(args))
+    agent = load_agent(run_dir / "agent", resolve_device(args.device))
     res = evaluate(agent, env_id, args.episodes, seed=args.seed, deterministic=not args.stochastic)
     res["run"] = str(run_dir)
     keys = ("agent", "env_id", "episodes", "return_mean", "return_std", "nfe_per_decision", "latency_ms")
@@ -254,9 +236,6 @@ def _demo(args: argparse.Namespace) -> int:
 
     run_demo(args.out, progress=not args.no_progress)
     return 0
-
-
-DEVICE_HELP = "where the agent runs (auto: CUDA when available, one GPU per --nproc process)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -320,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--checkpoint-every", type=int, default=0, help="0: only the final agent")
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in OUT/checkpoints")
     tr.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
-    tr.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
+    add_device_argument(tr)
     tr.add_argument(
         "--nproc", type=int, default=1, help="offline learner processes (gloo; gradients averaged every step)"
     )
@@ -335,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the deterministic policy")
     ev.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    ev.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help=DEVICE_HELP)
+    add_device_argument(ev)
     ev.set_defaults(func=_evaluate)
 
     dm = commands.add_parser("demo", help="toy-MDP critic comparison and a Pendulum pipeline (under 3 min)")
