@@ -24,6 +24,25 @@ def test_train_writes_a_loadable_run(digits_run) -> None:
     assert x.shape == (4, 1, 8, 8) and float(x.abs().max()) <= 1.0
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_sampling_on_cuda_matches_the_cpu(digits_run) -> None:
+    cpu, gpu = load_run(digits_run), load_run(digits_run, device="cuda")
+    assert next(gpu.model.parameters()).device.type == "cuda"
+    noise, labels = sample_noise(cpu, 4), torch.tensor([0, 1, 2, 3])
+    x_cpu = generate(cpu, noise, labels, nfe=4, cfg_scale=2.0)
+    x_gpu = generate(gpu, noise, labels, nfe=4, cfg_scale=2.0)
+    assert x_gpu.device.type == "cpu"
+    torch.testing.assert_close(x_gpu, x_cpu, atol=1e-2, rtol=0)  # cuDNN may use TF32 (10-bit mantissa) convolutions
+
+
+def test_sample_on_cuda_without_cuda_is_one_line(digits_run, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "g.png"
+    assert main(["sample", "--run", str(digits_run), "--out", str(out), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no usable CUDA device" in err[0] and not out.exists()
+
+
 def test_sample_writes_a_valid_png_grid_and_files(digits_run, tmp_path) -> None:
     out = tmp_path / "grid.png"
     assert (

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from gencore.command import name_list, package_parser, run
+from gencore.command import add_device_argument, name_list, package_parser, resolve_device, run
 from gencore.config import load_config
 from gencore.errors import ConfigError
 from gencore.io import write_json
@@ -177,7 +177,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise ConfigError(f"--n must be a positive integer, got {args.n}.")
-    run_ = load_run(args.run)
+    run_ = load_run(args.run, device=resolve_device(args.device))
     labels = None
     if run_.num_classes:
         if args.label is not None and not 0 <= args.label < run_.num_classes:
@@ -260,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--label", type=int, help="one class for every image (default: cycle through the classes)")
     sp.add_argument("--individual", type=Path, help="also write one PNG per image into this folder")
     sp.add_argument("--wav", type=Path, help="mel runs: also write Griffin-Lim audio into this folder")
+    add_device_argument(sp)
     sp.set_defaults(func=cmd_sample)
     ev = commands.add_parser("evaluate", help="FD-EffLite0, KID, classifier FD, precision/recall, bits/dim, spectra")
     _add_sampling_flags(ev)

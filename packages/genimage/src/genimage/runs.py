@@ -39,7 +39,7 @@ class LoadedRun:
     """A trained model ready to sample.
 
     Attributes:
-        model: the backbone with EMA weights, eval mode, float32, on CPU; called as
+        model: the backbone with EMA weights, eval mode, float32 (on the CPU unless loaded elsewhere); called as
             ``model(x_t, t, y=labels_or_None)`` (``y=None``: the null class of a conditional model).
         prediction: what ``model`` predicts: ``"velocity"`` (flow objective) or ``"noise"`` (VP).
         objective: ``"flow"`` or ``"vp"``.
@@ -123,8 +123,8 @@ class LoadedRun:
         return images if self.vae is None else self.vae.to_latent(images)
 
 
-def load_run(run_dir: str | os.PathLike) -> LoadedRun:
-    """Load ``run_dir`` written by ``genimage train`` (EMA weights, eval mode, float32, CPU).
+def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedRun:
+    """Load ``run_dir`` written by ``genimage train`` (EMA weights, eval mode, float32, on ``device``).
 
     Raises :class:`~gencore.errors.StorageError` naming the missing or unreadable file.
     """
@@ -141,8 +141,8 @@ def load_run(run_dir: str | os.PathLike) -> LoadedRun:
         raise StorageError(
             f"{str(root)!r} has no model/ folder; the run did not finish (resume it with --resume auto)."
         )
-    model = ImageBackbone.from_pretrained(root / "model").float().eval().requires_grad_(False)
+    model = ImageBackbone.from_pretrained(root / "model").to(device).float().eval().requires_grad_(False)
     vae = None
     if config.get("latent"):
-        vae = KLVAE.from_pretrained(root / "vae").float().eval().requires_grad_(False)
+        vae = KLVAE.from_pretrained(root / "vae").to(device).float().eval().requires_grad_(False)
     return LoadedRun.from_parts(model, config, vae, root)
