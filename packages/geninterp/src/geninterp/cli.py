@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import package_parser, run
+from gencore.command import add_device_argument, package_parser, resolve_device, run
 from gencore.io import write_json
 from geninterp import __version__
 
@@ -38,7 +38,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
     from geninterp.models import load_model, run_model
     from geninterp.text import stdlib_texts, token_chunks
 
-    lm = load_model(args.model)
+    lm = load_model(args.model, resolve_device(args.device))
     module = lm.module_name(args.layer)
     prefix, suffix, sep = lm.special
     body = args.seq_len - len(prefix) - len(suffix)
@@ -213,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
     p.add_argument("--shard-sequences", type=int, default=256, dest="shard_sequences")
     p.add_argument("--seed", type=int, default=0, help="shuffles the corpus files")
+    add_device_argument(p)
     common(p)
     p.set_defaults(func=cmd_capture)
 
