@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from conftest import embedded
 
 from genmol.chem.io import read_sdf, write_sdf
@@ -80,6 +81,14 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     assert all(np.isfinite(m.coordinates).all() for m in mols)
     if task == "conformer":
         assert mols[0].to_smiles() == "CCO"
+    if torch.cuda.is_available():  # noise is drawn on the CPU stream, so the GPU repeats the CPU's conformers
+        on_gpu = tmp_path / "gpu.sdf"
+        assert main([str(on_gpu) if a == str(out) else a for a in sample] + ["--device", "cuda"]) == 0
+        gpu_mols, _ = read_sdf(on_gpu, sanitize=False)
+        assert len(gpu_mols) == len(mols)
+        if task == "conformer":
+            for m, g in zip(mols, gpu_mols):
+                np.testing.assert_allclose(g.coordinates, m.coordinates, atol=1e-3)
     ev = tmp_path / "e.json"
     assert main(["evaluate", str(out), "--json", str(ev), "--reference", str(run), "--no-fcd", "--no-progress"]) == 0
     s = json.loads(ev.read_text())["summary"]
@@ -112,3 +121,12 @@ def test_depictions_are_written_for_valid_and_invalid_molecules(tmp_path):
     ch5 = Molecule([6, 1, 1, 1, 1, 1], [0] * 6, [[0, k] for k in range(1, 6)], [1.0] * 5, [0] * 6)
     depict([embedded("c1cc[nH+]cc1", 0), ch5], tmp_path / "d.png", ["pyridinium", "CH5"])
     assert (tmp_path / "d.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sample_on_cuda_without_cuda_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "s.sdf"
+    assert main(["sample", "--run", str(tmp_path), "--out", str(out), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no usable CUDA device" in err[0]
+    assert not out.exists()

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import package_parser, run
+from gencore.command import add_device_argument, package_parser, resolve_device, run
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
@@ -116,8 +116,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from genmol.experiment import load_run
     from genmol.generation.flow import draw_sizes, sample_conformers, sample_joint
 
-    model, cfg, vocab, sizes = load_run(args.run)
-    g = torch.Generator().manual_seed(args.seed)
+    model, cfg, vocab, sizes = load_run(args.run, resolve_device(args.device))
+    g = torch.Generator().manual_seed(args.seed)  # noise is drawn on the CPU: the same molecules on any device
     start = time.perf_counter()
     if cfg.task == "joint":
         if args.n < 1:
@@ -281,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
     sa.add_argument("--graphs", help="conformer runs: molecular graphs as SDF or SMILES")
     sa.add_argument("--seed", type=int, default=0)
+    add_device_argument(sa)
     sa.add_argument("--no-progress", action="store_true")
     sa.set_defaults(func=cmd_sample)
 

@@ -111,8 +111,10 @@ def train_run(
     return info
 
 
-def load_run(run_dir: str | os.PathLike) -> tuple[Backbone, GenConfig, AtomVocabulary, dict[int, int]]:
-    """Reload the EMA model, settings, vocabulary and size histogram of a run folder."""
+def load_run(
+    run_dir: str | os.PathLike, device: str | torch.device = "cpu"
+) -> tuple[Backbone, GenConfig, AtomVocabulary, dict[int, int]]:
+    """Reload the EMA model (on ``device``), settings, vocabulary and size histogram of a run folder."""
     run = Path(run_dir)
     meta_path = run / "run.json"
     if not meta_path.is_file():
@@ -121,7 +123,7 @@ def load_run(run_dir: str | os.PathLike) -> tuple[Backbone, GenConfig, AtomVocab
     if meta.get("interrupted"):
         raise InputError(f"the run in {str(run)!r} was interrupted; resume it with `genmol train ... --resume auto`.")
     cfg = GenConfig(**meta["config"])
-    model = Backbone.from_pretrained(run / "model")
+    model = Backbone.from_pretrained(run / "model").to(device)
     vocab = AtomVocabulary([tuple(p) for p in meta["vocabulary"]])
     sizes = {int(k): int(v) for k, v in meta["sizes"].items()}
     return model, cfg, vocab, sizes

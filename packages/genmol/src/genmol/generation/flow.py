@@ -176,30 +176,32 @@ def sample_joint(
 
     process = MaskedDiffusion(len(vocab))
     model.eval()
+    dev = next(model.parameters()).device
     out: list[Molecule] = []
     bar = tqdm(total=len(sizes), desc="sample", unit="mol", disable=not progress)
     for start in range(0, len(sizes), batch_size):
         chunk = list(sizes[start : start + batch_size])
         b, n = len(chunk), max(chunk)
         mask = (torch.arange(n)[None, :] < torch.tensor(chunk)[:, None]).float()
-        x = centered_noise((b, n, 3), mask, generator=generator)
-        tok = torch.full((b, n), process.mask_index, dtype=torch.long)
+        x = centered_noise((b, n, 3), mask, generator=generator).to(dev)
+        mask = mask.to(dev)
+        tok = torch.full((b, n), process.mask_index, dtype=torch.long, device=dev)
         grid = torch.linspace(0.0, 1.0, steps + 1)
         alphas = process.schedule.alpha(grid).tolist()
         for k in range(steps):
             t_k, dt = float(grid[k]), float(grid[k + 1] - grid[k])
             feats = token_features(torch.where(mask.bool(), tok, torch.zeros_like(tok)), len(vocab))
-            v, logits = model(x, torch.full((b,), t_k), tokens=feats, mask=mask)
+            v, logits = model(x, torch.full((b,), t_k, device=dev), tokens=feats, mask=mask)
             if sampler == "sde" and k < steps - 1:
                 x = sde_step(strategy, v, x, t_k, dt, mask, noise_scale, generator)
             else:
                 x = (x + dt * drift(strategy, v, x, mask)) * mask[..., None]
             a_t, a_s = alphas[k], (1.0 if k == steps - 1 else alphas[k + 1])
             p_unmask = (a_s - a_t) / (1.0 - a_t) if a_t < 1.0 else 1.0
-            draw = sample_categorical(torch.softmax(logits.float(), -1), generator=generator)
-            unmask = (tok == process.mask_index) & (torch.rand(tok.shape, generator=generator) < p_unmask)
+            draw = sample_categorical(torch.softmax(logits.float(), -1).cpu(), generator=generator).to(dev)
+            unmask = (tok == process.mask_index) & (torch.rand(tok.shape, generator=generator).to(dev) < p_unmask)
             tok = torch.where(unmask, draw, tok)
-        x = center(x, mask)
+        x, tok = center(x, mask).cpu(), tok.cpu()
         for i, size in enumerate(chunk):
             pairs = [vocab.pairs[int(j)] for j in tok[i, :size]]
             z = np.asarray([p[0] for p in pairs])
@@ -229,22 +231,24 @@ def sample_conformers(
 
     check_strategy(strategy)
     model.eval()
+    dev = next(model.parameters()).device
     out = []
     for mol in tqdm(molecules, desc="conformers", unit="mol", disable=not progress):
         reps = [mol] * n_per_molecule
         t = pad(reps, vocab.token)
         mask = t["mask"]
-        x = centered_noise(t["coords"].shape, mask, generator=generator)
-        feats, edges = token_features(t["tokens"], len(vocab)), bond_features(t["bonds"])
+        x = centered_noise(t["coords"].shape, mask, generator=generator).to(dev)
+        feats, edges = token_features(t["tokens"], len(vocab)).to(dev), bond_features(t["bonds"]).to(dev)
+        mask = mask.to(dev)
         grid = torch.linspace(0.0, 1.0, steps + 1)
         for k in range(steps):
             t_k, dt = float(grid[k]), float(grid[k + 1] - grid[k])
-            v, _ = model(x, torch.full((len(reps),), t_k), tokens=feats, mask=mask, edges=edges)
+            v, _ = model(x, torch.full((len(reps),), t_k, device=dev), tokens=feats, mask=mask, edges=edges)
             if sampler == "sde" and k < steps - 1:
                 x = sde_step(strategy, v, x, t_k, dt, mask, noise_scale, generator)
             else:
                 x = (x + dt * drift(strategy, v, x, mask)) * mask[..., None]
-        out.append([mol.with_coordinates(xi.double().numpy()) for xi in center(x, mask)])
+        out.append([mol.with_coordinates(xi.double().numpy()) for xi in center(x, mask).cpu()])
     return out
 
 

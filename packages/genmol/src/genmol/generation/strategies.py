@@ -80,7 +80,7 @@ def sde_step(
     v = drift(strategy, velocity, x, mask)
     g2 = noise_scale * (1.0 - t)
     d = v - 0.5 * noise_scale * (x - t * v)
-    eps = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+    eps = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)  # CPU stream: same draws on any device
     if strategy == "quotient":
         d = d - 0.5 * g2 * mean_curvature(x, mask)
         noise = horizontal_projection(x, eps, mask)
