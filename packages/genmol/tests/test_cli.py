@@ -68,8 +68,9 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     run = tmp_path / "run"
     args = ["train", "--data", str(data), "--steps", "3", "--out", str(run), "--task", task, "--backbone", backbone]
     args += ["--strategy", strategy, "--hidden", "16", "--layers", "1", "--batch-size", "4", "--no-progress"]
-    assert main(args) == 0
+    assert main([*args, "--ema-decay", "0.9"]) == 0
     assert (run / "model" / "model.safetensors").is_file() and (run / "run.json").is_file()
+    assert json.loads((run / "run.json").read_text())["config"]["ema_decay"] == 0.9
     out = tmp_path / "s.sdf"
     sample = ["sample", "--run", str(run), "--n", "4", "--steps", "3", "--out", str(out), "--sampler", "sde"]
     if task == "conformer":
@@ -101,6 +102,9 @@ def test_train_refuses_bad_input_with_one_line(tmp_path, capsys):
     assert exc.value.code == 2
     assert main(["train", "--data", "x.csv", "--out", str(tmp_path / "r")]) == 2
     assert "--data must be 'qm9' or an .sdf file" in capsys.readouterr().err
+    assert main(["train", "--data", "x.sdf", "--out", str(tmp_path / "r"), "--ema-decay", "1"]) == 2
+    assert "ema_decay must be in [0, 1), got 1.0." in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_prepare_conformers_from_a_smiles_file(tmp_path, capsys):

@@ -265,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--hidden", type=int)
     tr.add_argument("--layers", type=int)
     tr.add_argument("--lr", type=float)
+    tr.add_argument("--ema-decay", type=float, dest="ema_decay", help="EMA decay of the saved weights (default 0.99)")
     tr.add_argument("--seed", type=int)
     tr.add_argument("--nproc", type=int, default=1, help="train in N processes (DDP over gloo on CPU)")
     tr.add_argument("--resume", help="'auto' or a checkpoint folder")

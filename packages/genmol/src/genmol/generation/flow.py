@@ -67,6 +67,8 @@ class GenConfig:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be positive, got {self.lr}.")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}.")
         return self
 
 
