@@ -19,7 +19,8 @@ every model with another training seed (and sampling seed) and reports mean and 
 (``joint_<strategy>_<sampler>_seed<seed>.sdf``), so that they can be scored again (``genmol evaluate``).
 
     python bench_quotient.py OUT.json [--steps 1500] [--subset 1500] [--backbone transformer] [--seeds 0]
-        [--tasks joint,conformer] [--strategies com,kabsch,quotient] [--n-test 40] [--samples-dir DIR]
+        [--ema-decay 0.99] [--tasks joint,conformer] [--strategies com,kabsch,quotient] [--n-test 40]
+        [--samples-dir DIR]
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def main() -> None:
     p.add_argument("--backbone", default="transformer")
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=3)
+    p.add_argument("--ema-decay", type=float, default=0.99, help="EMA decay of the sampled weights")
     p.add_argument("--samples", type=int, default=200)
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--tasks", default="joint,conformer", help="comma-separated: joint, conformer")
@@ -76,7 +78,14 @@ def main() -> None:
         for k in sorted(held)
         if all((int(z), int(q)) in known for z, q in zip(mols[k].atomic_numbers, mols[k].formal_charges, strict=True))
     ]
-    base = GenConfig(backbone=args.backbone, hidden=args.hidden, layers=args.layers, steps=args.steps, progress=False)
+    base = GenConfig(
+        backbone=args.backbone,
+        hidden=args.hidden,
+        layers=args.layers,
+        steps=args.steps,
+        ema_decay=args.ema_decay,
+        progress=False,
+    )
     records = []
     for seed, strategy, task in ((s, st, t) for s in seeds for st in strategies for t in tasks):
         cfg = replace(base, strategy=strategy, task=task, seed=seed)
