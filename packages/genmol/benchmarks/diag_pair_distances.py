@@ -14,7 +14,7 @@ coordinates directly:
 
 Reference: the seeded QM9 subset the models trained on (``--subset``, needs ``genmol[qm9]``) or an SDF.
 
-    python bench_pair_distances.py OUT.json SAMPLES.sdf [SAMPLES.sdf ...] [--subset 1500] [--reference REF.sdf]
+    python diag_pair_distances.py OUT.json SAMPLES.sdf [SAMPLES.sdf ...] [--subset 1500] [--reference REF.sdf]
 """
 
 from __future__ import annotations
