@@ -13,10 +13,9 @@ token into, and writes every record to ``OUT.json``.
 from __future__ import annotations
 
 import argparse
-import statistics
 
 from gencore.io import write_json
-from gencore.tables import format_table
+from gencore.tables import format_table, mean_sd
 from geninterp.temporal_experiments import boundary_auroc
 
 COLUMNS = (
@@ -33,13 +32,10 @@ COLUMNS = (
 
 
 def _summary(values: list) -> str:
+    """``mean +- sd`` over the seeds that have a value; how many had none (no persistent latents)."""
     vals = [v for v in values if v is not None]
-    if not vals:
-        return "-"
-    mean = statistics.fmean(vals)
-    sd = statistics.stdev(vals) if len(vals) > 1 else 0.0
-    missing = f" ({len(values) - len(vals)} none)" if len(vals) < len(values) else ""
-    return f"{mean:.3f} +- {sd:.3f}{missing}"
+    missing = f" ({len(values) - len(vals)} none)" if vals and len(vals) < len(values) else ""
+    return (mean_sd(vals) or "-") + missing
 
 
 def main() -> None:
