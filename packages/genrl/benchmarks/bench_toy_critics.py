@@ -3,6 +3,7 @@
 Usage::
 
     python bench_toy_critics.py OUT.json [--steps 6000] [--seeds 0,1,2] [--eval-at 500,1500,3000,6000]
+        [--hidden 128] [--depth 3] [--lr-schedule constant|cosine]
         [--eval-samples 10000] [--flow-solvers euler:20,euler:50,midpoint:10] [--bcfm-only-seeds 0]
     python bench_toy_critics.py OUT.json --tables   # print the tables of a saved (or partial) run
     python bench_toy_critics.py OUT.json --exact-field-only [same options]   # add the exact-field rows
@@ -132,6 +133,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=6000)
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--depth", type=int, default=3)
+    p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine"))
     p.add_argument("--critics", default=",".join(CRITICS))
     p.add_argument("--eval-at", default="500,1500,3000,6000", help="learning-curve checkpoints (updates)")
     p.add_argument("--eval-samples", type=int, default=10000, help="return samples per evaluation state")
@@ -174,6 +177,8 @@ def _config(args: argparse.Namespace, seed: int) -> ToyCriticConfig:
         steps=args.steps,
         seed=seed,
         hidden=args.hidden,
+        depth=args.depth,
+        lr_schedule=args.lr_schedule,
         n_eval_samples=args.eval_samples,
         eval_at=tuple(k for k in _ints(args.eval_at) if k <= args.steps),
         flow_solvers=tuple(s for s in args.flow_solvers.split(",") if s),

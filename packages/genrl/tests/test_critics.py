@@ -62,3 +62,16 @@ def test_flow_solver_specs_are_checked() -> None:
     for bad in ("euler", "euler:0", "leapfrog:10", "rk4:x"):
         with pytest.raises(ConfigError):
             parse_solver(bad)
+
+
+def test_cosine_schedule_decays_the_learning_rate_after_the_first_update() -> None:
+    cfg = ToyCriticConfig(steps=1, **SMALL)
+    _, const1 = train_toy_critic("c51", cfg)
+    _, cos1 = train_toy_critic("c51", replace(cfg, lr_schedule="cosine"))
+    assert cos1["lr_schedule"] == "cosine" and const1["lr_schedule"] == "constant"
+    assert cos1["w1"] == const1["w1"]  # the first update is taken at the full learning rate
+    _, const2 = train_toy_critic("c51", replace(cfg, steps=2))
+    _, cos2 = train_toy_critic("c51", replace(cfg, steps=2, lr_schedule="cosine"))
+    assert cos2["w1"] != const2["w1"]  # the second at half of it
+    with pytest.raises(ConfigError, match="schedule"):
+        train_toy_critic("c51", replace(cfg, lr_schedule="linear"))

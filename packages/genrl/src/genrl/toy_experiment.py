@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from gencore.checks import check_choice
 from gencore.errors import ConfigError
 from gencore.solvers import FIXED_STEP_METHODS
+from gencore.train import TrainConfig
 from genrl.agents.base import make_target, polyak
 from genrl.critics import C51Critic, CriticConfig, IQNCritic
 from genrl.networks import Ensemble
@@ -45,6 +46,7 @@ class ToyCriticConfig:
     steps: int = 3000
     batch_size: int = 256
     lr: float = 1e-3
+    lr_schedule: str = "constant"  # or "cosine": decays lr to 0 over ``steps`` (gencore's TrainConfig.lr_factor)
     hidden: int = 128
     depth: int = 3
     tau: float = 0.01
@@ -123,6 +125,8 @@ def train_toy_critic(
     critic = CRITICS[name](2, 1, _critic_config(cfg))
     target = make_target(critic)
     opt = torch.optim.Adam(critic.parameters(), lr=cfg.lr)
+    schedule = TrainConfig(steps=max(cfg.steps, 1), lr=cfg.lr, schedule=cfg.lr_schedule, warmup_steps=0).validate()
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule.lr_factor)
     rng = np.random.default_rng(cfg.seed)
     checkpoints = set(cfg.eval_at)
     curve: list[dict[str, Any]] = []
@@ -141,9 +145,10 @@ def train_toy_critic(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+        sched.step()
         polyak(target, critic, cfg.tau)
     train_s = time.perf_counter() - t0 - eval_s
-    rec: dict[str, Any] = {"critic": name, "steps": cfg.steps, "train_s": train_s}
+    rec: dict[str, Any] = {"critic": name, "steps": cfg.steps, "lr_schedule": cfg.lr_schedule, "train_s": train_s}
     if name == "value-flows":
         rec["dcfm_weight"] = cfg.dcfm_weight
     rec.update(score_critic(critic, chain, cfg))
