@@ -1,0 +1,99 @@
+"""Does another latent prior close GGBall's code-sharing gap on tree? Prior variants on one trained autoencoder.
+
+    python benchmarks/diag_prior_variants.py OUT.json --work DIR [--model ggball] [--dataset tree]
+
+Trains (or reuses) the run ``DIR/<model>`` of ``bench_reproduction.py``'s protocol (seed 0, 300 autoencoder and
+1,500 prior steps), then trains further flow priors on the same autoencoder's training latents with the run's
+engine settings, 1,500 steps each:
+
+- ``codes 64x2``: the run's own prior (width 64, 2 transformer layers, fitted to the quantised latents);
+- ``codes 256x4``: a prior 29 times larger (width 256, 4 layers), same data;
+- ``latents 64x2``: the default prior fitted to the *unquantised* encoder latents (a smooth target instead of
+  point masses on the codes).
+
+Each prior's samples (three sampling folds) are decoded by sampling, once snapped to their nearest codes (as
+``gengraph sample`` does) and once unquantised, and scored against the test split (degree / clustering / orbit
+MMD, mean edges and components); for the snapped samples also the node pairs sharing a code and the distinct
+codes per graph (``bench_diagnosis.py``'s statistics; the test trees' own codes: about 49 pairs and 34 codes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import torch
+from bench_diagnosis import FOLDS, KEYS, _code_sets, _shape
+from torch.utils.data import TensorDataset
+
+from gencore.io import write_json
+from gencore.tables import format_table
+from gencore.train import Trainer
+from gengraph.batch import pack, unpack
+from gengraph.datasets import load_dataset
+from gengraph.experiment import RunConfig, _engine, _PriorTask, load_latent_run, read_run, train_run
+from gengraph.metrics import graph_mmd
+from gengraph.models.latent_flow import SetVelocity, sample_latent_sets
+
+VARIANTS = {"codes 256x4": ("codes", 256, 4), "latents 64x2": ("latents", 64, 2)}
+
+
+@torch.no_grad()
+def _decode_scores(ae, test, samples, mask, quantise: bool) -> dict[str, float]:
+    folds = []
+    for f, z in enumerate(samples):
+        zq = ae.quantise(z, mask)[0] if quantise else z
+        graphs = unpack(*ae.decode_graphs(zq, mask, generator=torch.Generator().manual_seed(f)), mask)
+        folds.append(graph_mmd(test, graphs, KEYS) | _shape(graphs))
+    out = {k: statistics.mean(x[k] for x in folds) for k in folds[0]}
+    if quantise:
+        out |= _code_sets(ae.quantise(samples[0], mask)[1], mask)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("out")
+    p.add_argument("--work", required=True)
+    p.add_argument("--model", default="ggball", choices=("ggball", "ggball-euclidean"))
+    p.add_argument("--dataset", default="tree")
+    p.add_argument("--steps", type=int, default=1500, help="steps of each extra prior")
+    args = p.parse_args()
+    train, test = load_dataset(args.dataset, "train"), load_dataset(args.dataset, "test")
+    cfg = RunConfig(model=args.model, dataset=args.dataset, steps=300, progress=False)
+    run = Path(args.work) / args.dataset / args.model
+    if not (run / "run.json").exists():
+        train_run(cfg, train, run)
+    n_max = int(read_run(run)["n_max"])
+    ae, run_prior = load_latent_run(run)
+    edges, nodes, mask = pack(train, n_max)
+    test_mask = pack([g for g in test if g.n_nodes <= n_max], n_max)[2]
+    with torch.no_grad():
+        z = ae.encode(edges, nodes, mask)
+        zq = ae.quantise(z, mask)[0]
+    priors = {"codes 64x2": run_prior}
+    for name, (target, hidden, layers) in VARIANTS.items():
+        data = zq if target == "codes" else z
+        torch.manual_seed(cfg.seed)
+        prior = SetVelocity(ae.geometry, hidden=hidden, layers=layers)
+        prior.fit_centre(data, mask)
+        engine = _engine(cfg, run / f"prior_{name.replace(' ', '_')}", args.steps, lr=1e-3)
+        priors[name] = Trainer(engine).fit(_PriorTask(prior, ae.geometry), TensorDataset(data, mask)).ema.eval()
+    rows = []
+    for name, prior in priors.items():
+        with torch.no_grad():
+            gens = [torch.Generator().manual_seed(f) for f in range(FOLDS)]
+            samples = [sample_latent_sets(prior, ae.geometry, test_mask, generator=g) for g in gens]
+        for quantise in (True, False):
+            rec = {"prior": name, "decoded": "snapped to codes" if quantise else "unquantised"}
+            rec |= _decode_scores(ae, test, samples, test_mask, quantise)
+            rec["params"] = sum(q.numel() for q in prior.parameters())
+            rows.append(rec)
+            print(rec, flush=True)
+    write_json(args.out, {"args": vars(args), "rows": rows})
+    print(format_table(rows, markdown=True))
+
+
+if __name__ == "__main__":
+    main()
