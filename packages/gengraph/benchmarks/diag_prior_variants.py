@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 
 import torch
-from bench_diagnosis import FOLDS, KEYS, _code_sets, _shape
+from bench_diagnosis import FOLDS, KEYS, _code_sets, _score, _shape
 from torch.utils.data import TensorDataset
 
 from gencore.io import write_json
@@ -41,15 +41,14 @@ VARIANTS = {"codes 256x4": ("codes", 256, 4), "latents 64x2": ("latents", 64, 2)
 
 @torch.no_grad()
 def _decode_scores(ae, test, samples, mask, quantise: bool) -> dict[str, float]:
+    """``bench_diagnosis._score`` (snapped to codes, plus the code statistics), or the same without snapping."""
+    if quantise:
+        return _score(test, ae, samples, mask) | _code_sets(ae.quantise(samples[0], mask)[1], mask)
     folds = []
     for f, z in enumerate(samples):
-        zq = ae.quantise(z, mask)[0] if quantise else z
-        graphs = unpack(*ae.decode_graphs(zq, mask, generator=torch.Generator().manual_seed(f)), mask)
+        graphs = unpack(*ae.decode_graphs(z, mask, generator=torch.Generator().manual_seed(f)), mask)
         folds.append(graph_mmd(test, graphs, KEYS) | _shape(graphs))
-    out = {k: statistics.mean(x[k] for x in folds) for k in folds[0]}
-    if quantise:
-        out |= _code_sets(ae.quantise(samples[0], mask)[1], mask)
-    return out
+    return {k: statistics.mean(x[k] for x in folds) for k in folds[0]}
 
 
 def main() -> None:
