@@ -32,45 +32,43 @@ import numpy as np
 import torch
 
 from gencore.io import write_json
+from gencore.solvers import solve_ode
 from gencore.tables import format_table
 from genrl.toy_mdp import BimodalChain, ExactReturnField, cdf_errors
 
 
-def _path_density(chain: BimodalChain, z: torch.Tensor, t: float, obs: torch.Tensor) -> torch.Tensor:
+def _path_density(chain: BimodalChain, z: torch.Tensor, t: torch.Tensor | float, obs: torch.Tensor) -> torch.Tensor:
     """Density of ``z_t = t Z + (1 - t) eps`` for the law ``Z(obs)`` (a two-mode mixture), ``[B, 1]``."""
     mu, s = (torch.as_tensor(a, dtype=z.dtype)[:, None] for a in chain.return_law(obs.numpy()))
     var = t**2 * s**2 + (1 - t) ** 2
     return sum(0.5 * torch.exp(-0.5 * (z - t * c) ** 2 / var) / torch.sqrt(2 * math.pi * var) for c in (-mu, mu))
 
 
-def _reward_density(chain: BimodalChain, z: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
-    return _path_density(chain, z, 1.0, obs)  # at t = 1 the path's density is the law's (terminal: the reward's)
-
-
 @torch.no_grad()
 def minimiser_samples(chain: BimodalChain, obs: torch.Tensor, eps: torch.Tensor, steps: int, dcfm: bool):
-    """Integrate BCFM's (``dcfm=False``) or BCFM + DCFM's population minimiser from ``eps [B, n]``."""
+    """Integrate BCFM's (``dcfm=False``) or BCFM + DCFM's population minimiser from ``eps [B, n]`` (Euler)."""
     field = ExactReturnField(chain)
-    k = np.rint(obs[:, 0].numpy() * (chain.length - 1)).astype(int)
-    terminal = torch.as_tensor(k == chain.length - 1)[:, None]
-    nxt = obs.clone()
-    nxt[:, 0] = torch.as_tensor(np.minimum(k + 1, chain.length - 1) / (chain.length - 1), dtype=obs.dtype)
-    b, n = eps.shape
-    rep = lambda x: x.repeat_interleave(n, 0)  # noqa: E731
-    o, o2, act = rep(obs), rep(nxt), torch.zeros(b * n, 1, dtype=obs.dtype)
-    z = eps.reshape(-1, 1).clone()
+    togo = chain.steps_to_go(obs.numpy())
+    k = chain.length - 1 - togo
+    nxt = torch.as_tensor(chain.observation(np.minimum(k + 1, chain.length - 1), obs[:, 1].numpy()), dtype=obs.dtype)
+    n = eps.shape[1]
+    terminal = torch.as_tensor(togo == 0).repeat_interleave(n)[:, None]
+    o, o2 = obs.repeat_interleave(n, 0), nxt.repeat_interleave(n, 0)
+    act = torch.zeros(len(o), 1, dtype=obs.dtype)
     g = chain.discount
-    for i in range(steps):
-        t = i / steps
+
+    def minimiser(z: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         u_a = field(z, t, o, act)
-        if dcfm:
-            p_a = _path_density(chain, z, t, o)
-            # non-terminal (r = 0): B = gamma x (the next state's linear path); terminal: B = the reward, at rest
-            p_b = torch.where(rep(terminal), _reward_density(chain, z, o), _path_density(chain, z / g, t, o2) / g)
-            u_b = torch.where(rep(terminal), torch.zeros_like(z), g * field(z / g, t, o2, act))
-            u_a = (p_a * u_a + p_b * u_b) / (p_a + p_b).clamp_min(1e-300)
-        z = z + u_a / steps
-    return z.reshape(b, n)
+        if not dcfm:
+            return u_a
+        p_a = _path_density(chain, z, t, o)
+        # non-terminal (r = 0): B = gamma x (the next state's linear path); terminal: B = the reward, at rest (at
+        # t = 1 a path's density is its law's: the reward's)
+        p_b = torch.where(terminal, _path_density(chain, z, 1.0, o), _path_density(chain, z / g, t, o2) / g)
+        u_b = torch.where(terminal, torch.zeros_like(z), g * field(z / g, t, o2, act))
+        return (p_a * u_a + p_b * u_b) / (p_a + p_b).clamp_min(1e-300)
+
+    return solve_ode(minimiser, eps.reshape(-1, 1), steps=steps).x.reshape(eps.shape)
 
 
 def main() -> None:
