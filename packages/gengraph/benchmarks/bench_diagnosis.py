@@ -57,12 +57,12 @@ def _shape(graphs) -> dict[str, float]:
     }
 
 
-def _score(test, ae: GGBall, latents: list[torch.Tensor], mask: torch.Tensor) -> dict[str, float]:
+def _score(test, ae: GGBall, latents: list[torch.Tensor], mask: torch.Tensor, snap: bool = True) -> dict[str, float]:
     """Mean over folds of the MMDs (and shape) of the graphs decoded, by sampling, from fold ``f``'s latents
-    snapped to their codes (decoder seed ``f``)."""
+    snapped to their codes (``snap=False``: as they are) (decoder seed ``f``)."""
     folds = []
     for f, z in enumerate(latents):
-        zq = ae.quantise(z, mask)[0]
+        zq = ae.quantise(z, mask)[0] if snap else z
         graphs = unpack(*ae.decode_graphs(zq, mask, generator=torch.Generator().manual_seed(f)), mask)
         folds.append(graph_mmd(test, graphs, KEYS) | _shape(graphs))
     return {k: statistics.mean(f[k] for f in folds) for k in folds[0]}

@@ -20,35 +20,21 @@ codes per graph (``bench_diagnosis.py``'s statistics; the test trees' own codes:
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 
 import torch
-from bench_diagnosis import FOLDS, KEYS, _code_sets, _score, _shape
+from bench_diagnosis import FOLDS, _code_sets, _score
 from torch.utils.data import TensorDataset
 
 from gencore.io import write_json
 from gencore.tables import format_table
 from gencore.train import Trainer
-from gengraph.batch import pack, unpack
+from gengraph.batch import pack
 from gengraph.datasets import load_dataset
 from gengraph.experiment import RunConfig, _engine, _PriorTask, load_latent_run, read_run, train_run
-from gengraph.metrics import graph_mmd
 from gengraph.models.latent_flow import SetVelocity, sample_latent_sets
 
 VARIANTS = {"codes 256x4": ("codes", 256, 4), "latents 64x2": ("latents", 64, 2)}
-
-
-@torch.no_grad()
-def _decode_scores(ae, test, samples, mask, quantise: bool) -> dict[str, float]:
-    """``bench_diagnosis._score`` (snapped to codes, plus the code statistics), or the same without snapping."""
-    if quantise:
-        return _score(test, ae, samples, mask) | _code_sets(ae.quantise(samples[0], mask)[1], mask)
-    folds = []
-    for f, z in enumerate(samples):
-        graphs = unpack(*ae.decode_graphs(z, mask, generator=torch.Generator().manual_seed(f)), mask)
-        folds.append(graph_mmd(test, graphs, KEYS) | _shape(graphs))
-    return {k: statistics.mean(x[k] for x in folds) for k in folds[0]}
 
 
 def main() -> None:
@@ -86,7 +72,9 @@ def main() -> None:
             samples = [sample_latent_sets(prior, ae.geometry, test_mask, generator=g) for g in gens]
         for quantise in (True, False):
             rec = {"prior": name, "decoded": "snapped to codes" if quantise else "unquantised"}
-            rec |= _decode_scores(ae, test, samples, test_mask, quantise)
+            rec |= _score(test, ae, samples, test_mask, snap=quantise)
+            if quantise:
+                rec |= _code_sets(ae.quantise(samples[0], test_mask)[1], test_mask)
             rec["params"] = sum(q.numel() for q in prior.parameters())
             rows.append(rec)
             print(rec, flush=True)
