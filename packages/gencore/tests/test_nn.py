@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gencore.errors import ConfigError, InputError
-from gencore.nn import MLPVelocity, SinusoidalTimeEmbedding, broadcast_time
+from gencore.nn import BiasedAttentionBlock, MLPVelocity, SinusoidalTimeEmbedding, broadcast_time
 
 
 def test_time_embedding_is_bounded_and_distinguishes_times() -> None:
@@ -31,3 +31,27 @@ def test_bad_sizes_are_config_errors() -> None:
         SinusoidalTimeEmbedding(3)
     with pytest.raises(ConfigError):
         MLPVelocity(0)
+
+
+def test_biased_attention_block_matches_a_written_out_attention_and_masks_padding() -> None:
+    torch.manual_seed(0)
+    blk = BiasedAttentionBlock(8, 2).eval()
+    h = torch.randn(2, 5, 8)
+    bias = torch.randn(2, 2, 5, 5)
+    bias[1, :, :, 3:] = -1e9  # graph 1 has 3 real tokens
+    # written out: per-head softmax(q k^T / sqrt(d) + bias) v, residuals, pre-norm MLP
+    q, k, v = blk.qkv(blk.norm1(h)).view(2, 5, 3, 2, 4).unbind(2)
+    logits = torch.einsum("bihd,bjhd->bhij", q, k) / 2.0 + bias
+    a = torch.einsum("bhij,bjhd->bihd", logits.softmax(-1), v).reshape(2, 5, 8)
+    mid = h + blk.out(a)
+    torch.testing.assert_close(blk(h, bias), mid + blk.mlp(blk.norm2(mid)), rtol=1e-5, atol=1e-6)
+    moved = h.clone()
+    moved[1, 3:] = 100 * torch.randn(2, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(blk(moved, bias)[1, :3], blk(h, bias)[1, :3], rtol=1e-5, atol=1e-6)
+    perm = torch.tensor([2, 0, 4, 1, 3])
+    torch.testing.assert_close(
+        blk(h[:, perm], bias[:, :, perm][:, :, :, perm])[0], blk(h, bias)[0, perm], rtol=1e-5, atol=1e-6
+    )
+    with pytest.raises(ConfigError, match="multiple of the number of heads"):
+        BiasedAttentionBlock(10, 4)

@@ -7,9 +7,11 @@ import json
 import pytest
 import torch
 
+from gencore.errors import GenError
 from gengraph.batch import pack, unpack
 from gengraph.cli import main
 from gengraph.datasets import generate
+from gengraph.experiment import load_latent_run
 from gengraph.hyperbolic import BallGeometry, make_geometry
 from gengraph.io import read_graph_set
 from gengraph.models.digress import DigressConfig, DigressDenoiser
@@ -79,6 +81,48 @@ def test_latent_flow_prior_is_equivariant_and_samples_on_the_ball() -> None:
     assert (z.norm(dim=-1) < 1).all()
 
 
+def test_distance_biased_prior_is_equivariant_ignores_padding_and_attends_locally() -> None:
+    """With ``distance_bias`` the field stays permutation-equivariant and blind to padded rows; with every head's
+    scale large, a node attends only to its near neighbours, so moving a far cluster changes nothing for it
+    (plain dot-product attention mixes every node into every output)."""
+    torch.manual_seed(0)
+    geo = BallGeometry(4)
+    net = SetVelocity(geo, hidden=16, layers=2, distance_bias=True).eval()
+    x = geo.expmap0(0.3 * torch.randn(2, 6, 4))
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    t = torch.tensor([0.3, 0.9])
+    out = net(x, t, mask=mask)
+    perm = torch.tensor([2, 0, 3, 1, 4, 5])  # keeps padding last
+    torch.testing.assert_close(net(x[:, perm], t, mask=mask), out[:, perm], rtol=1e-4, atol=1e-5)
+    moved = x.clone()
+    moved[1, 4:] = geo.expmap0(0.5 * torch.randn(2, 4))
+    torch.testing.assert_close(net(moved, t, mask=mask)[1, :4], out[1, :4], rtol=1e-5, atol=1e-6)
+    assert (out[1, 4:] == 0).all()
+    with torch.no_grad():  # the inference fast path, with padded rows far from every real node
+        moved[1, 4:] = geo.expmap0(torch.full((2, 4), 2.0))
+        torch.testing.assert_close(net(moved, t, mask=mask), out, rtol=1e-4, atol=1e-5)
+    # two clusters of two nodes, 0.02 apart inside a cluster and ~1 apart between them
+    near = torch.tensor([[0.3, 0, 0, 0], [0.3, 0.02, 0, 0], [-0.3, 0, 0, 0], [-0.3, 0.02, 0, 0]])
+    far = near.clone()
+    far[2:, 2] += 0.4  # the second cluster moves, still ~1 away from the first
+    pts = geo.expmap0(torch.stack([near, far]))
+    m4, t4 = torch.ones(2, 4, dtype=torch.bool), torch.tensor([0.5, 0.5])
+    plain = SetVelocity(geo, hidden=16, layers=2).eval()
+    assert not torch.allclose(plain(pts, t4, mask=m4)[0, :2], plain(pts, t4, mask=m4)[1, :2], atol=1e-4)
+    with torch.no_grad():
+        net.distance_scale.bias.fill_(float(torch.log(torch.tensor(1e3))))
+    local = net(pts, t4, mask=m4)
+    torch.testing.assert_close(local[0, :2], local[1, :2], rtol=1e-4, atol=1e-5)
+    loss = latent_flow_loss(net, geo, x, mask, torch.Generator().manual_seed(0))
+    loss.backward()
+    with torch.no_grad():
+        net.out.bias.fill_(float("nan"))
+    with pytest.raises(GenError, match="non-finite points"):
+        sample_latent_sets(net, geo, mask, steps=2)
+    assert torch.isfinite(net.distance_scale.weight.grad).all() and float(net.distance_scale.bias.grad.abs().sum()) > 0
+
+
 @pytest.mark.parametrize("kind", ["ball", "euclidean"])
 def test_latent_flow_centring_is_an_isometry_to_the_frechet_mean(kind: str) -> None:
     """The prior's coordinates: the training latents' Frechet mean goes to the origin (Karcher condition
@@ -144,6 +188,11 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
     assert main(["sample", "--run", str(run), "--n", "6", "--steps", "3", "--out", str(out)]) == 0
     graphs = read_graph_set(out)
     assert len(graphs) == 6 and all(12 <= g.n_nodes <= 20 for g in graphs)
+    biased = tmp_path / "biased"
+    argv = ["train", "--data", "community-small", "--steps", "3", "--prior-distance-bias", "--no-progress"]
+    assert main([*argv, "--out", str(biased)]) == 0
+    assert load_latent_run(biased)[1].distance_scale is not None and load_latent_run(run)[1].distance_scale is None
+    assert main(["sample", "--run", str(biased), "--n", "2", "--steps", "3", "--out", str(tmp_path / "b.json")]) == 0
     metrics = tmp_path / "m.json"
     assert main(["evaluate", "--reference", "community-small", "--generated", str(out), "--json", str(metrics)]) == 0
     record = json.loads(metrics.read_text())

@@ -1,5 +1,6 @@
-"""Small networks shared by the suite: sinusoidal time embeddings and an MLP
-velocity field ``model(x_t, t)`` for vector data."""
+"""Small networks shared by the suite: sinusoidal time embeddings, an MLP
+velocity field ``model(x_t, t)`` for vector data, and a pre-norm transformer
+block whose attention takes an additive bias (pair features, distances, padding)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from gencore.errors import ConfigError, InputError
 from gencore.io import load_pretrained, save_pretrained
@@ -86,3 +88,33 @@ class MLPVelocity(nn.Module):
         model = cls(**config)
         model.load_state_dict(state)
         return model.to(device)
+
+
+class BiasedAttentionBlock(nn.Module):
+    """A pre-norm transformer block over ``h: [B, N, F]`` whose attention logits get an additive
+    ``bias: [B, H, N, N]`` (or anything broadcasting to it; ``-1e9`` at padded keys masks them).
+
+    ``h + Attn(LN h)``, then ``+ MLP(LN h)`` (GELU, width ``mlp_ratio * F``), the same in training and inference.
+    Why not ``nn.TransformerEncoderLayer`` with a ``[B * H, N, N]`` float mask: under ``torch.no_grad()`` in eval
+    mode its fast path returns all-NaN outputs for such a mask (torch 2.13, CPU), while training runs correctly.
+    """
+
+    def __init__(self, hidden: int, heads: int, mlp_ratio: int = 4) -> None:
+        super().__init__()
+        if hidden % heads:
+            raise ConfigError(f"the width {hidden} must be a multiple of the number of heads {heads}.")
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(hidden)
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.out = nn.Linear(hidden, hidden)
+        self.norm2 = nn.LayerNorm(hidden)
+        self.mlp = nn.Sequential(
+            nn.Linear(hidden, mlp_ratio * hidden), nn.GELU(), nn.Linear(mlp_ratio * hidden, hidden)
+        )
+
+    def forward(self, h: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        b, n, f = h.shape
+        q, k, v = self.qkv(self.norm1(h)).view(b, n, 3, self.heads, f // self.heads).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        h = h + self.out(a.transpose(1, 2).reshape(b, n, f))
+        return h + self.mlp(self.norm2(h))

@@ -77,6 +77,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         model=args.model, dataset=args.data, steps=args.steps, prior_steps=args.prior_steps,
         batch_size=args.batch_size, lr=args.lr, seed=args.seed, latent_dim=args.latent_dim,
         codebook_size=args.codebook_size, curvature=args.curvature, progress=not args.no_progress,
+        prior_distance_bias=args.prior_distance_bias,
     )  # fmt: skip
     graphs = _graphs(args.data, "train", args.seed)
     start = time.perf_counter()
@@ -165,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--steps", type=int, default=300, help="autoencoder / denoiser steps")
     t.add_argument(
         "--prior-steps", type=int, default=None, dest="prior_steps", help="flow-prior steps (default: 5 x --steps)"
+    )
+    t.add_argument(
+        "--prior-distance-bias",
+        action="store_true",
+        dest="prior_distance_bias",
+        help="GGBall prior: attention biased by the nodes' distances (lets nodes share codes; see README)",
     )
     t.add_argument("--batch-size", type=int, default=32, dest="batch_size")
     t.add_argument("--lr", type=float, default=2e-3)

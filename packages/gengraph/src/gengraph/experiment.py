@@ -58,6 +58,7 @@ class RunConfig:
     codebook_size: int = 512
     curvature: float = 1.0
     vq_warmup: int | None = None  # default: a third of steps
+    prior_distance_bias: bool = False  # distance-biased attention in the flow prior (SetVelocity)
     progress: bool = True
 
     def validate(self) -> RunConfig:
@@ -159,14 +160,18 @@ def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -
     ae.eval()
     with torch.no_grad():
         zq, _, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
-    prior = SetVelocity(ae.geometry)
+    prior = SetVelocity(ae.geometry, distance_bias=cfg.prior_distance_bias)
     prior.fit_centre(zq, mask)
     prior_steps = cfg.prior_steps or 5 * cfg.steps
     result = Trainer(_engine(cfg, out / "prior", prior_steps, lr=1e-3)).fit(
         _PriorTask(prior, ae.geometry), TensorDataset(zq.detach(), mask)
     )
     _check_finished(result, out / "prior")
-    save_pretrained(out / "prior" / "model", result.ema.state_dict(), {"class": "SetVelocity"})
+    save_pretrained(
+        out / "prior" / "model",
+        result.ema.state_dict(),
+        {"class": "SetVelocity", "distance_bias": cfg.prior_distance_bias},
+    )
     write_json(out / "run.json", info)
     return out
 
@@ -210,8 +215,8 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
     """The autoencoder and the latent flow prior of a GGBall (or Euclidean-ablation) run folder, in eval mode."""
     run = Path(run_dir)
     ae = GGBall.from_pretrained(run / "autoencoder" / "model").eval()
-    state, _ = load_pretrained(run / "prior" / "model")
-    prior = SetVelocity(ae.geometry)
+    state, meta = load_pretrained(run / "prior" / "model")
+    prior = SetVelocity(ae.geometry, distance_bias=bool(meta.get("distance_bias", False)))
     prior.load_state_dict(state)
     return ae, prior.eval()
 

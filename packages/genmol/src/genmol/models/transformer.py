@@ -11,28 +11,9 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
-from gencore.nn import SinusoidalTimeEmbedding
+from gencore.nn import BiasedAttentionBlock, SinusoidalTimeEmbedding
 from genmol.models.base import Backbone
-
-
-class _Block(nn.Module):
-    def __init__(self, hidden: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.norm1 = nn.LayerNorm(hidden)
-        self.qkv = nn.Linear(hidden, 3 * hidden)
-        self.out = nn.Linear(hidden, hidden)
-        self.norm2 = nn.LayerNorm(hidden)
-        self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden))
-
-    def forward(self, h, bias):
-        b, n, f = h.shape
-        q, k, v = self.qkv(self.norm1(h)).view(b, n, 3, self.heads, f // self.heads).permute(2, 0, 3, 1, 4)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-        h = h + self.out(a.transpose(1, 2).reshape(b, n, f))
-        return h + self.mlp(self.norm2(h))
 
 
 class CoordinateTransformer(Backbone):
@@ -61,7 +42,7 @@ class CoordinateTransformer(Backbone):
         self.time_embed = SinusoidalTimeEmbedding(time_dim)
         self.embed = nn.Linear(in_features + time_dim + 3, hidden)
         self.pair = nn.Linear(edge_features + 1, heads * layers)
-        self.blocks = nn.ModuleList([_Block(hidden, heads) for _ in range(layers)])
+        self.blocks = nn.ModuleList([BiasedAttentionBlock(hidden, heads) for _ in range(layers)])
         self.norm = nn.LayerNorm(hidden)
         self.velocity = nn.Linear(hidden, 3)
         self.logits = nn.Linear(hidden, num_classes)
