@@ -9,7 +9,10 @@ engine settings, 1,500 steps each:
 - ``codes 64x2``: the run's own prior (width 64, 2 transformer layers, fitted to the quantised latents);
 - ``codes 256x4``: a prior 29 times larger (width 256, 4 layers), same data;
 - ``latents 64x2``: the default prior fitted to the *unquantised* encoder latents (a smooth target instead of
-  point masses on the codes).
+  point masses on the codes);
+- ``codes 64x2, distance bias``: the run's prior size with distance-biased attention
+  (``SetVelocity(distance_bias=True)``, ``gengraph train --prior-distance-bias``), which lets a node see which
+  others are near it, the information it needs to land on a code shared with them.
 
 Each prior's samples (three sampling folds) are decoded by sampling, once snapped to their nearest codes (as
 ``gengraph sample`` does) and once unquantised, and scored against the test split (degree / clustering / orbit
@@ -34,7 +37,11 @@ from gengraph.datasets import load_dataset
 from gengraph.experiment import RunConfig, _engine, _PriorTask, load_latent_run, read_run, train_run
 from gengraph.models.latent_flow import SetVelocity, sample_latent_sets
 
-VARIANTS = {"codes 256x4": ("codes", 256, 4), "latents 64x2": ("latents", 64, 2)}
+VARIANTS = {
+    "codes 256x4": ("codes", 256, 4, False),
+    "latents 64x2": ("latents", 64, 2, False),
+    "codes 64x2, distance bias": ("codes", 64, 2, True),
+}
 
 
 def main() -> None:
@@ -58,12 +65,12 @@ def main() -> None:
         z = ae.encode(edges, nodes, mask)
         zq = ae.quantise(z, mask)[0]
     priors = {"codes 64x2": run_prior}
-    for name, (target, hidden, layers) in VARIANTS.items():
+    for name, (target, hidden, layers, distance_bias) in VARIANTS.items():
         data = zq if target == "codes" else z
         torch.manual_seed(cfg.seed)
-        prior = SetVelocity(ae.geometry, hidden=hidden, layers=layers)
+        prior = SetVelocity(ae.geometry, hidden=hidden, layers=layers, distance_bias=distance_bias)
         prior.fit_centre(data, mask)
-        engine = _engine(cfg, run / f"prior_{name.replace(' ', '_')}", args.steps, lr=1e-3)
+        engine = _engine(cfg, run / f"prior_{name.replace(' ', '_').replace(',', '')}", args.steps, lr=1e-3)
         priors[name] = Trainer(engine).fit(_PriorTask(prior, ae.geometry), TensorDataset(data, mask)).ema.eval()
     rows = []
     for name, prior in priors.items():
