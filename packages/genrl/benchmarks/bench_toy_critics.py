@@ -3,7 +3,7 @@
 Usage::
 
     python bench_toy_critics.py OUT.json [--steps 6000] [--seeds 0,1,2] [--eval-at 500,1500,3000,6000]
-        [--hidden 128] [--depth 3] [--lr-schedule constant|cosine]
+        [--hidden 128] [--depth 3] [--lr-schedule constant|cosine] [--randomness reward|transition]
         [--eval-samples 10000] [--flow-solvers euler:20,euler:50,midpoint:10] [--bcfm-only-seeds 0]
     python bench_toy_critics.py OUT.json --tables   # print the tables of a saved (or partial) run
     python bench_toy_critics.py OUT.json --exact-field-only [same options]   # add the exact-field rows
@@ -18,9 +18,10 @@ The tables report, as mean +- sd over seeds:
   the law read out the same ways (:class:`genrl.toy_mdp.ExactReturnField`): what the read-out alone costs;
 * learning curves (W1 after each number of updates in ``--eval-at``).
 
-``--bcfm-only-seeds`` adds Value Flows trained without the DCFM term (an ablation, scored with the default
-solver only) for those seeds. The JSON is rewritten after every run, so an interrupted benchmark keeps what it
-finished.
+``--randomness transition`` runs the chain whose last reward is drawn by the transition into the last state
+(see :mod:`genrl.toy_mdp`). ``--bcfm-only-seeds`` adds Value Flows trained without the DCFM term (an ablation,
+scored with the default solver only) for those seeds. The JSON is rewritten after every run, so an interrupted
+benchmark keeps what it finished.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from gencore.io import write_json
 from gencore.tables import format_table, mean_sd
 from genrl.critics import CriticConfig
 from genrl.toy_experiment import CRITICS, ToyCriticConfig, score_exact_field, train_toy_critic
+from genrl.toy_mdp import RANDOMNESS
 
 BCFM_ONLY = "value-flows (BCFM only)"
 DEFAULT_FLOW_STEPS = CriticConfig().flow_steps
@@ -135,6 +137,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--depth", type=int, default=3)
     p.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine"))
+    p.add_argument("--randomness", default="reward", choices=RANDOMNESS, help="random last reward or transition")
     p.add_argument("--critics", default=",".join(CRITICS))
     p.add_argument("--eval-at", default="500,1500,3000,6000", help="learning-curve checkpoints (updates)")
     p.add_argument("--eval-samples", type=int, default=10000, help="return samples per evaluation state")
@@ -179,6 +182,7 @@ def _config(args: argparse.Namespace, seed: int) -> ToyCriticConfig:
         hidden=args.hidden,
         depth=args.depth,
         lr_schedule=args.lr_schedule,
+        randomness=args.randomness,
         n_eval_samples=args.eval_samples,
         eval_at=tuple(k for k in _ints(args.eval_at) if k <= args.steps),
         flow_solvers=tuple(s for s in args.flow_solvers.split(",") if s),

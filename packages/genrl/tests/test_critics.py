@@ -75,3 +75,15 @@ def test_cosine_schedule_decays_the_learning_rate_after_the_first_update() -> No
     assert cos2["w1"] != const2["w1"]  # the second at half of it
     with pytest.raises(ConfigError, match="schedule"):
         train_toy_critic("c51", replace(cfg, lr_schedule="linear"))
+
+
+@pytest.mark.parametrize("name", ["iqn", "value-flows"])
+def test_toy_critic_converges_on_the_random_transition_chain(name: str) -> None:
+    cfg = ToyCriticConfig(steps=0, randomness="transition", **SMALL)
+    _, before = train_toy_critic(name, cfg)
+    _, after = train_toy_critic(name, replace(cfg, steps=400))
+    assert after["randomness"] == "transition" and len(after["w1_by_steps_to_go"]) == 3
+    assert after["w1"] < 0.5 * before["w1"]
+    assert after["w1"] < 0.25
+    with pytest.raises(ConfigError, match="randomness"):
+        train_toy_critic(name, replace(cfg, randomness="action"))

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+import torch
 
-from genrl.toy_mdp import BimodalChain, cdf_errors
+from gencore.errors import ConfigError
+from gencore.solvers import solve_ode
+from genrl.toy_mdp import RANDOMNESS, BimodalChain, ExactReturnField, cdf_errors
 
 
-def test_analytic_law_matches_monte_carlo_returns() -> None:
-    chain = BimodalChain(length=3, sigma=0.1, discount=0.9)
+@pytest.mark.parametrize("randomness", RANDOMNESS)
+def test_analytic_law_matches_monte_carlo_returns(randomness: str) -> None:
+    chain = BimodalChain(length=3, sigma=0.1, discount=0.9, randomness=randomness)
     ds = chain.dataset(4000, seed=1)
     start = ds.episode_starts
     # discounted return from each episode's first state, with the convention Z = r + discount * (1 - term) * Z'
     disc = chain.discount ** np.arange(chain.length)
     mc = np.stack([ds.rewards[s : s + chain.length] for s in start]) @ disc
     obs = ds.observations[start]
-    mu, s = chain.return_law(obs)
+    centres, s = chain.return_modes(obs)
     np.testing.assert_allclose(s, 0.81 * 0.1)
-    np.testing.assert_allclose(mu, 0.81 * (0.5 + obs[:, 1]), rtol=1e-6)
+    np.testing.assert_allclose(centres, 0.81 * (0.5 + obs[:, 1:2]) * [-1, 1], rtol=1e-6)
     # probability integral transform of the Monte-Carlo returns under the analytic CDF is uniform
     u = np.array([chain.return_cdf(o[None], np.array([[z]]))[0, 0] for o, z in zip(obs, mc)])
     hist = np.histogram(u, bins=10, range=(0, 1))[0] / len(u)
@@ -28,8 +33,8 @@ def test_analytic_law_matches_monte_carlo_returns() -> None:
 def test_law_is_bimodal_and_scaled_by_steps_to_go() -> None:
     chain = BimodalChain()
     obs = chain.observation(np.array([0, 2]), np.array([0.5, 0.5]))
-    mu, _ = chain.return_law(obs)
-    np.testing.assert_allclose(mu, [0.81, 1.0])
+    centres, _ = chain.return_modes(obs)
+    np.testing.assert_allclose(centres[:, 1], [0.81, 1.0])
     z = np.linspace(-2, 2, 4001)[None].repeat(2, 0)
     density = np.gradient(chain.return_cdf(obs, z), z[0], axis=1)
     centre = density[:, 2000]  # at z = 0, between the modes
@@ -48,3 +53,58 @@ def test_cdf_errors_on_exact_and_shifted_samples() -> None:
     shifted = cdf_errors(chain.sample_returns(obs, 20000, rng) + 0.3, cdf, grid)
     assert abs(shifted["w1"] - 0.3) < 0.02  # W1 of a translation is the shift
     assert shifted["crps"] > exact["crps"] + 0.01
+
+
+def test_random_transition_moves_the_draw_from_the_reward_to_the_state() -> None:
+    rw, tr = BimodalChain(), BimodalChain(randomness="transition")
+    a, b = rw.dataset(200, seed=4), tr.dataset(200, seed=4)
+    # the same draws: equal rewards, actions and first two observation entries
+    np.testing.assert_array_equal(a.rewards, b.rewards)
+    np.testing.assert_array_equal(a.actions, b.actions)
+    np.testing.assert_array_equal(a.observations, b.observations[:, :2])
+    last = b.terminals
+    # the last reward is shown by the state it is paid in, and by the transition into it; 0 everywhere before
+    np.testing.assert_array_equal(b.observations[last, 2], b.rewards[last])
+    np.testing.assert_array_equal(b.next_observations[np.roll(last, -1), 2], b.rewards[last])
+    assert (b.observations[~last, 2] == 0).all()
+    # every state before the last has the reward variant's law; the last state's return is the point mass at w
+    c_rw, s_rw = rw.return_modes(a.observations[~last])
+    c_tr, s_tr = tr.return_modes(b.observations[~last])
+    np.testing.assert_array_equal(c_rw, c_tr)
+    np.testing.assert_array_equal(s_rw, s_tr)
+    obs_last = b.observations[last]
+    centres, sd = tr.return_modes(obs_last)
+    np.testing.assert_array_equal(centres, np.repeat(obs_last[:, 2:3], 2, 1))
+    assert (sd == 0).all() and (tr.return_variance(obs_last) == 0).all()
+    z = obs_last[:, 2:3] + np.array([[-1e-9, 0.0]])
+    np.testing.assert_array_equal(tr.return_cdf(obs_last, z), np.broadcast_to([0.0, 1.0], z.shape))
+    np.testing.assert_array_equal(tr.sample_returns(obs_last, 5, np.random.default_rng(0)), np.repeat(z[:, 1:], 5, 1))
+
+
+def test_exact_field_of_the_random_transition_chain_flows_to_its_law() -> None:
+    chain = BimodalChain(randomness="transition")
+    obs = torch.from_numpy(chain.observation(np.array([2, 2, 1]), np.array([0.2, 0.7, 0.5]), np.array([0.6, -1.3, 0])))
+    eps = torch.randn(3, 4000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    field = ExactReturnField(chain)
+    o = obs.repeat_interleave(4000, 0)
+
+    def flow(method: str, steps: int) -> np.ndarray:
+        return solve_ode(lambda z, t: field(z, t, o, None), eps.reshape(-1, 1), steps=steps, method=method).x
+
+    # the point masses are reached exactly by Euler (the field (w - z) / (1 - t) lands on w at the last step)
+    z = flow("euler", 10).reshape(3, -1).numpy()
+    np.testing.assert_allclose(z[:2], np.broadcast_to([[0.6], [-1.3]], (2, 4000)), atol=1e-12)
+    # before the last state the flow is the quantile map F^-1(Phi(eps)) of the reward variant's mixture law
+    grid = np.linspace(-2, 2, 400001)
+    cdf = BimodalChain().return_cdf(obs.numpy()[2:, :2], grid[None])[0]
+    quantile_map = np.interp(0.5 * (1 + torch.erf(eps[2] / 2**0.5)).numpy(), cdf, grid)
+    rk4 = flow("rk4", 20).reshape(3, -1).numpy()
+    assert np.abs(rk4[2] - quantile_map).mean() < 2e-3
+    assert np.isfinite(rk4).all()  # rk4 evaluates the point masses' singular field at t = 1 too
+
+
+def test_unknown_randomness_and_a_too_short_chain_are_refused() -> None:
+    with pytest.raises(ConfigError, match="randomness"):
+        BimodalChain(randomness="action")
+    with pytest.raises(ConfigError, match="length"):
+        BimodalChain(length=1, randomness="transition")

@@ -56,10 +56,10 @@ def run_demo(out: str | os.PathLike, progress: bool = True) -> dict:
     t0 = time.perf_counter()
     out = ensure_dir(out)
     torch.set_num_threads(1)
-    chain = BimodalChain()
+    chain = DEMO_TOY.chain()
     toy_records, critics = [], {}
     for name in ("c51", "iqn", "value-flows"):
-        critic, rec = train_toy_critic(name, DEMO_TOY, chain, progress=progress)
+        critic, rec = train_toy_critic(name, DEMO_TOY, progress=progress)
         critics[name] = critic
         toy_records.append(rec)
     write_json(out / "toy.json", toy_records)

@@ -14,6 +14,8 @@ generator (seeded from ``seed``), so scoring a run along the way (``eval_at``, a
 training untouched. For Value Flows, ``flow_solvers`` also scores the same trained field integrated with other
 solvers (``"euler:50"``, ``"midpoint:10"``) from the same noises, and :func:`score_exact_field` reads the
 *exact* field of the law (:class:`genrl.toy_mdp.ExactReturnField`) the same ways: what the read-out alone costs.
+``ToyCriticConfig.randomness`` picks the chain's variant (a random last reward, or the same draw made by the
+last transition; see :mod:`genrl.toy_mdp`).
 """
 
 from __future__ import annotations
@@ -56,7 +58,11 @@ class ToyCriticConfig:
     flow_solvers: tuple[str, ...] = ()  # Value Flows: also score with these "method:steps" solvers
     dcfm_weight: float = 1.0  # Value Flows: 0 trains with the BCFM term alone (an ablation)
     huber_kappa: float = 0.01  # IQN: returns here are O(1), so kappa = 1 would make the loss expectile-like
+    randomness: str = "reward"  # the toy chain's variant: a random last reward, or a random last transition
     seed: int = 0
+
+    def chain(self) -> BimodalChain:
+        return BimodalChain(randomness=self.randomness)
 
 
 def _batch(ds, idx: np.ndarray) -> dict[str, torch.Tensor]:
@@ -70,9 +76,11 @@ def _batch(ds, idx: np.ndarray) -> dict[str, torch.Tensor]:
 
 
 def eval_states(chain: BimodalChain) -> np.ndarray:
+    """Every position at 8 contexts; with random transitions the last position shows ``w = -m(c), +m(c), ...``."""
     k = np.repeat(np.arange(chain.length), 8)
     c = np.tile(np.linspace(0.0, 1.0, 8), chain.length)
-    return chain.observation(k, c).astype(np.float32)
+    w = np.tile([-1.0, 1.0], 4 * chain.length) * chain.mode_offset(c)
+    return chain.observation(k, c, w).astype(np.float32)
 
 
 def parse_solver(spec: str) -> tuple[str, int]:
@@ -107,9 +115,7 @@ def _critic_config(cfg: ToyCriticConfig) -> CriticConfig:
     )
 
 
-def train_toy_critic(
-    name: str, cfg: ToyCriticConfig, chain: BimodalChain | None = None, progress: bool = False
-) -> tuple[torch.nn.Module, dict[str, Any]]:
+def train_toy_critic(name: str, cfg: ToyCriticConfig, progress: bool = False) -> tuple[torch.nn.Module, dict[str, Any]]:
     """Train one critic on the toy MDP; return it and its scores (see the module docstring).
 
     With ``cfg.eval_at``, the record's ``curve`` holds ``{"step", "w1", "crps", "crps_floor"}`` after each of
@@ -118,11 +124,11 @@ def train_toy_critic(
     check_choice(name, tuple(CRITICS), "critic")
     for spec in cfg.flow_solvers:
         parse_solver(spec)
-    chain = chain or BimodalChain()
+    chain = cfg.chain()
     torch.manual_seed(cfg.seed)
     g = torch.Generator().manual_seed(cfg.seed)
     ds = chain.dataset(cfg.n_episodes, seed=cfg.seed)
-    critic = CRITICS[name](2, 1, _critic_config(cfg))
+    critic = CRITICS[name](chain.obs_dim, 1, _critic_config(cfg))
     target = make_target(critic)
     opt = torch.optim.Adam(critic.parameters(), lr=cfg.lr)
     schedule = TrainConfig(steps=max(cfg.steps, 1), lr=cfg.lr, schedule=cfg.lr_schedule, warmup_steps=0).validate()
@@ -148,7 +154,13 @@ def train_toy_critic(
         sched.step()
         polyak(target, critic, cfg.tau)
     train_s = time.perf_counter() - t0 - eval_s
-    rec: dict[str, Any] = {"critic": name, "steps": cfg.steps, "lr_schedule": cfg.lr_schedule, "train_s": train_s}
+    rec: dict[str, Any] = {
+        "critic": name,
+        "steps": cfg.steps,
+        "lr_schedule": cfg.lr_schedule,
+        "randomness": cfg.randomness,
+        "train_s": train_s,
+    }
     if name == "value-flows":
         rec["dcfm_weight"] = cfg.dcfm_weight
     rec.update(score_critic(critic, chain, cfg))
@@ -215,14 +227,14 @@ def _solver_scores(
 
 
 @torch.no_grad()
-def score_exact_field(cfg: ToyCriticConfig, chain: BimodalChain | None = None) -> dict[str, dict[str, float]]:
+def score_exact_field(cfg: ToyCriticConfig) -> dict[str, dict[str, float]]:
     """Value Flows' ceiling: the *exact* field of the law (:class:`ExactReturnField`) read out like the critic.
 
     Returns ``{"euler:<flow_steps>" (the default read-out), *cfg.flow_solvers: {"nfe", "w1", "crps"}}``: what
     the read-out alone costs, whatever the training.
     """
-    chain = chain or BimodalChain()
-    oracle = FlowReturnCritic(2, 1, _critic_config(cfg))
+    chain = cfg.chain()
+    oracle = FlowReturnCritic(chain.obs_dim, 1, _critic_config(cfg))
     oracle.fields = Ensemble([ExactReturnField(chain)])
     return _solver_scores(oracle, chain, cfg, (f"euler:{oracle.cfg.flow_steps}", *cfg.flow_solvers))
 

@@ -14,6 +14,15 @@ With ``j = length - 1 - k`` steps to go, the discounted return from ``(k, c)`` (
 with mean 0 and variance ``discount^(2j) (m(c)^2 + sigma^2)``: two modes whose separation and the
 variance differ from state to state, which is what distributional critics and variance estimates are
 tested on. :class:`ExactReturnField` is the exact flow-matching field of that law (an oracle for Value Flows).
+
+Where the randomness enters (``randomness``):
+
+* ``"reward"`` (the default): the last reward itself is random, as above.
+* ``"transition"``: the same ``R`` is drawn by the *transition* into the last position and shown there as a
+  third observation entry ``w`` (0 before), and the last reward is ``w``: deterministic given the state. Every
+  state before the last has exactly the law above; the last state's return is the point mass at ``w``. Value
+  Flows' DCFM term is biased by a random reward at a terminal transition (``benchmarks/diag_dcfm_bias.py``)
+  and not by a random next state, so the two variants separate that bias from the rest of the comparison.
 """
 
 from __future__ import annotations
@@ -25,7 +34,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from gencore.checks import check_choice
+from gencore.errors import ConfigError
 from genrl.dataset import OfflineDataset
+
+RANDOMNESS = ("reward", "transition")
 
 
 @dataclass(frozen=True)
@@ -35,51 +48,81 @@ class BimodalChain:
     length: int = 3
     sigma: float = 0.1
     discount: float = 0.9
+    randomness: str = "reward"
+
+    def __post_init__(self) -> None:
+        check_choice(self.randomness, RANDOMNESS, "toy-chain randomness")
+        if self.randomness == "transition" and self.length < 2:
+            raise ConfigError(f"a toy chain with random transitions needs length >= 2, got {self.length}.")
+
+    @property
+    def obs_dim(self) -> int:
+        return 2 if self.randomness == "reward" else 3
 
     def mode_offset(self, c: np.ndarray) -> np.ndarray:
         return 0.5 + np.asarray(c)
 
-    def observation(self, k: np.ndarray, c: np.ndarray) -> np.ndarray:
-        return np.stack([np.asarray(k, np.float64) / max(self.length - 1, 1), np.asarray(c, np.float64)], -1)
+    def observation(self, k: np.ndarray, c: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+        """``[k / (length - 1), c]``, and with random transitions ``w`` (the drawn reward) at the last position."""
+        k = np.asarray(k, np.float64)
+        cols = [k / max(self.length - 1, 1), np.asarray(c, np.float64)]
+        if self.randomness == "transition":
+            w = np.zeros_like(k) if w is None else np.asarray(w, np.float64)
+            cols.append(np.where(k == self.length - 1, w, 0.0))
+        return np.stack(cols, -1)
 
     def steps_to_go(self, obs: np.ndarray) -> np.ndarray:
         k = np.rint(np.asarray(obs)[..., 0] * max(self.length - 1, 1))
         return (self.length - 1 - k).astype(np.int64)
 
-    def return_law(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Mode centre ``mu`` and per-mode std ``s`` of ``Z(obs)`` ~ 1/2 N(-mu, s^2) + 1/2 N(mu, s^2); arrays [B]."""
+    def return_modes(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``Z(obs) ~ 1/2 N(centres[:, 0], sd^2) + 1/2 N(centres[:, 1], sd^2)``: ``centres [B, 2]``, ``sd [B]``.
+
+        ``sd`` is 0 for a point mass (the last state with random transitions).
+        """
         obs = np.asarray(obs, np.float64)
-        scale = self.discount ** self.steps_to_go(obs)
-        return scale * self.mode_offset(obs[..., 1]), scale * self.sigma
+        togo = self.steps_to_go(obs)
+        scale = self.discount**togo
+        mu = scale * self.mode_offset(obs[..., 1])
+        centres, sd = np.stack([-mu, mu], -1), scale * self.sigma
+        if self.randomness == "transition":
+            known = togo == 0
+            centres = np.where(known[:, None], obs[:, 2:3], centres)
+            sd = np.where(known, 0.0, sd)
+        return centres, sd
 
     def return_variance(self, obs: np.ndarray) -> np.ndarray:
-        mu, s = self.return_law(obs)
-        return mu**2 + s**2
+        centres, sd = self.return_modes(obs)
+        return centres.var(-1) + sd**2
 
     def return_cdf(self, obs: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """``P(Z(obs) <= z)``: ``obs [B, 2]``, ``z [B, G]`` -> ``[B, G]``."""
-        mu, s = self.return_law(obs)
-        mu, s = mu[:, None], np.broadcast_to(s, mu.shape)[:, None]
-        phi = lambda x: 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))  # noqa: E731
-        return 0.5 * phi((z + mu) / s) + 0.5 * phi((z - mu) / s)
+        """``P(Z(obs) <= z)``: ``obs [B, D]``, ``z [B, G]`` -> ``[B, G]``."""
+        centres, sd = self.return_modes(obs)
+        sd = sd[:, None]
+        safe = np.where(sd > 0, sd, 1.0)
+        cdf = [
+            np.where(sd > 0, 0.5 * (1.0 + _erf((z - c[:, None]) / (safe * math.sqrt(2.0)))), z >= c[:, None])
+            for c in centres.T
+        ]
+        return 0.5 * (cdf[0] + cdf[1])
 
     def sample_returns(self, obs: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-        mu, s = self.return_law(obs)
-        sign = rng.choice([-1.0, 1.0], size=(len(mu), n))
-        return sign * mu[:, None] + np.broadcast_to(s, mu.shape)[:, None] * rng.standard_normal((len(mu), n))
+        centres, sd = self.return_modes(obs)
+        pick = rng.choice([0, 1], size=(len(centres), n))
+        return np.take_along_axis(centres, pick, 1) + sd[:, None] * rng.standard_normal((len(centres), n))
 
     def dataset(self, n_episodes: int, seed: int = 0) -> OfflineDataset:
         """``n_episodes`` complete episodes under a uniform random 1-D action in [-1, 1]."""
         rng = np.random.default_rng(seed)
         L = self.length
         c = rng.uniform(0.0, 1.0, n_episodes)
-        k = np.tile(np.arange(L), n_episodes)
-        cc = np.repeat(c, L)
-        obs = self.observation(k, cc)
-        nxt = self.observation(np.minimum(k + 1, L - 1), cc)
-        last = k == L - 1
         sign = rng.choice([-1.0, 1.0], size=n_episodes)
         final = sign * self.mode_offset(c) + self.sigma * rng.standard_normal(n_episodes)
+        k = np.tile(np.arange(L), n_episodes)
+        cc, ww = np.repeat(c, L), np.repeat(final, L)
+        obs = self.observation(k, cc, ww)
+        nxt = self.observation(np.minimum(k + 1, L - 1), cc, ww)
+        last = k == L - 1
         rewards = np.zeros(n_episodes * L)
         rewards[last] = final
         return OfflineDataset(
@@ -96,10 +139,11 @@ class BimodalChain:
 class ExactReturnField(nn.Module):
     """The exact linear-path field of the chain's return law: ``v(z, t | s) = E[Z - eps | t Z + (1 - t) eps = z]``.
 
-    Called like Value Flows' learned field, ``(z [B, 1], t [B] or float, obs [B, 2], act) -> [B, 1]``. For the
-    mixture ``1/2 N(-mu, s^2) + 1/2 N(mu, s^2)`` each mode ``k`` contributes, with weight ``w_k`` its posterior
-    given ``z_t = z`` (``z_t | k ~ N(t mu_k, t^2 s^2 + (1 - t)^2)``), ``(mu_k (1 - t) - z (1 - t - t s^2)) /
-    (t^2 s^2 + (1 - t)^2)``: ``(E[Z | z, k] - z) / (1 - t)`` written without the 0/0 at ``t = 1``. Its flow
+    Called like Value Flows' learned field, ``(z [B, 1], t [B] or float, obs [B, D], act) -> [B, 1]``. For the
+    mixture ``1/2 N(c_0, s^2) + 1/2 N(c_1, s^2)`` (:meth:`BimodalChain.return_modes`) each mode ``k`` contributes,
+    with weight ``w_k`` its posterior given ``z_t = z`` (``z_t | k ~ N(t c_k, t^2 s^2 + (1 - t)^2)``),
+    ``(c_k (1 - t) - z (1 - t - t s^2)) / (t^2 s^2 + (1 - t)^2)``: ``(E[Z | z, k] - z) / (1 - t)`` written without
+    the 0/0 at ``t = 1`` (for a point mass, ``s = 0``, it is ``(c - z) / (1 - t)``, taken as 0 at ``t = 1``). Its flow
     from ``N(0, 1)`` is the monotone map ``F^-1(Phi(eps))``, so integrated exactly it samples the law exactly;
     integrated with few steps it shows the read-out's own error.
     """
@@ -109,14 +153,15 @@ class ExactReturnField(nn.Module):
         self.chain = chain
 
     def forward(self, z: torch.Tensor, t: torch.Tensor | float, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        ch = self.chain
+        centres, sd = (
+            torch.as_tensor(a, dtype=z.dtype, device=z.device)
+            for a in self.chain.return_modes(obs.detach().cpu().numpy())
+        )
         t = torch.as_tensor(t, dtype=z.dtype, device=z.device).reshape(-1, 1).expand_as(z)
-        k = torch.round(obs[:, :1].to(z.dtype) * max(ch.length - 1, 1))
-        scale = ch.discount ** (ch.length - 1 - k)
-        mu, s2 = scale * (0.5 + obs[:, 1:2].to(z.dtype)), (scale * ch.sigma) ** 2
-        var = t**2 * s2 + (1 - t) ** 2
-        drift = torch.cat([(c * (1 - t) - z * (1 - t - t * s2)) / var for c in (-mu, mu)], -1)
-        logw = torch.cat([-0.5 * (z - t * c) ** 2 / var for c in (-mu, mu)], -1)
+        s2 = sd[:, None] ** 2
+        var = (t**2 * s2 + (1 - t) ** 2).clamp_min(1e-12)  # 0 only for a point mass at t = 1, on its path
+        drift = torch.cat([(c[:, None] * (1 - t) - z * (1 - t - t * s2)) / var for c in centres.T], -1)
+        logw = torch.cat([-0.5 * (z - t * c[:, None]) ** 2 / var for c in centres.T], -1)
         return (logw.softmax(-1) * drift).sum(-1, keepdim=True)
 
 
