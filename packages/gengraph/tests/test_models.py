@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from gencore.errors import GenError
+from gencore.errors import ConfigError, GenError
 from gengraph.batch import pack, unpack
 from gengraph.cli import main
 from gengraph.datasets import generate
@@ -15,7 +15,7 @@ from gengraph.experiment import load_latent_run
 from gengraph.hyperbolic import BallGeometry, make_geometry
 from gengraph.io import read_graph_set
 from gengraph.models.digress import DigressConfig, DigressDenoiser
-from gengraph.models.ggball import GGBall, GGBallConfig
+from gengraph.models.ggball import GGBall, GGBallConfig, latent_repulsion
 from gengraph.models.latent_flow import SetVelocity, latent_flow_loss, sample_latent_sets
 
 
@@ -227,3 +227,32 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
     assert main(["sample", "--run", str(tmp_path / "d"), "--n", "3", "--out", str(tmp_path / "y.json")]) == 2
     assert "run format version 1" in capsys.readouterr().err
     assert not (tmp_path / "y.json").exists()
+
+
+def test_latent_repulsion_is_exact_and_pushes_close_nodes_of_one_graph_apart() -> None:
+    u = torch.tensor([[[0.0, 0.0], [0.05, 0.0], [1.0, 0.0]]], requires_grad=True)
+    pair = torch.ones(1, 3, 3).triu(1)
+    value = latent_repulsion(u, pair, 0.1)
+    # only the first pair is inside the radius: (1 - 0.05^2 / 0.1^2)^2, averaged over the 3 pairs
+    torch.testing.assert_close(value, torch.tensor(0.75**2 / 3))
+    value.backward()
+    assert u.grad[0, 0, 0] > 0 > u.grad[0, 1, 0]  # a descent step moves node 0 left and node 1 right
+    assert (u.grad[0, 2] == 0).all() and (u.grad[..., 1] == 0).all()
+    # coinciding nodes get the largest value and a finite gradient; pairs outside ``pair`` (padding) count nothing
+    same = torch.zeros(1, 2, 2, requires_grad=True)
+    v = latent_repulsion(same, torch.ones(1, 2, 2).triu(1), 0.1)
+    v.backward()
+    assert v.item() == 1.0 and torch.isfinite(same.grad).all()
+    assert float(latent_repulsion(same, torch.zeros(1, 2, 2), 0.1)) == 0.0
+    for bad in ({"code_repulsion": -1.0}, {"repulsion_radius": 0.0}):
+        with pytest.raises(ConfigError, match="repulsion"):
+            GGBallConfig(**bad).validate()
+
+
+def test_cli_train_passes_the_code_repulsion_to_the_autoencoder(tmp_path) -> None:
+    run = tmp_path / "r"
+    argv = ["train", "--data", "community-small", "--steps", "3", "--prior-steps", "2", "--no-progress"]
+    assert main([*argv, "--code-repulsion", "0.5", "--repulsion-radius", "0.2", "--out", str(run)]) == 0
+    ae, _ = load_latent_run(run)
+    assert (ae.config.code_repulsion, ae.config.repulsion_radius) == (0.5, 0.2)
+    assert main([*argv, "--code-repulsion", "-1", "--out", str(tmp_path / "bad")]) != 0

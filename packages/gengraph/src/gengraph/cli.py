@@ -77,7 +77,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         model=args.model, dataset=args.data, steps=args.steps, prior_steps=args.prior_steps,
         batch_size=args.batch_size, lr=args.lr, seed=args.seed, latent_dim=args.latent_dim,
         codebook_size=args.codebook_size, curvature=args.curvature, progress=not args.no_progress,
-        prior_distance_bias=args.prior_distance_bias,
+        prior_distance_bias=args.prior_distance_bias, code_repulsion=args.code_repulsion,
+        repulsion_radius=args.repulsion_radius,
     )  # fmt: skip
     graphs = _graphs(args.data, "train", args.seed)
     start = time.perf_counter()
@@ -172,6 +173,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         dest="prior_distance_bias",
         help="GGBall prior: attention biased by the nodes' distances (lets nodes share codes; see README)",
+    )
+    t.add_argument(
+        "--code-repulsion",
+        type=float,
+        default=0.0,
+        dest="code_repulsion",
+        help="GGBall autoencoder: weight of the within-graph latent repulsion (0: off; see README)",
+    )
+    t.add_argument(
+        "--repulsion-radius",
+        type=float,
+        default=0.1,
+        dest="repulsion_radius",
+        help="GGBall autoencoder: nodes of one graph closer than this in T_0 are pushed apart",
     )
     t.add_argument("--batch-size", type=int, default=32, dest="batch_size")
     t.add_argument("--lr", type=float, default=2e-3)

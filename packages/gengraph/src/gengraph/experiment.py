@@ -59,6 +59,8 @@ class RunConfig:
     curvature: float = 1.0
     vq_warmup: int | None = None  # default: a third of steps
     prior_distance_bias: bool = False  # distance-biased attention in the flow prior (SetVelocity)
+    code_repulsion: float = 0.0  # GGBallConfig.code_repulsion: within-graph latent repulsion (0: off)
+    repulsion_radius: float = 0.1  # GGBallConfig.repulsion_radius
     progress: bool = True
 
     def validate(self) -> RunConfig:
@@ -151,6 +153,7 @@ def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -
         geometry="euclidean" if cfg.model == "ggball-euclidean" else "ball", curvature=cfg.curvature,
         latent_dim=cfg.latent_dim, hidden=cfg.hidden, codebook_size=cfg.codebook_size,
         vq_warmup=cfg.steps // 3 if cfg.vq_warmup is None else cfg.vq_warmup,
+        code_repulsion=cfg.code_repulsion, repulsion_radius=cfg.repulsion_radius,
     )  # fmt: skip
     ae = GGBall(gcfg)
     result = Trainer(_engine(cfg, out / "autoencoder", cfg.steps, ema_decay=0.0)).fit(_AutoencoderTask(ae), data)

@@ -30,6 +30,12 @@ types are read from ``log_0 h_i`` by an MLP; edges from pairwise geodesic distan
 existence term ``(r - d(h_i, h_j)) / tau`` (Krioukov et al. 2010; as in HGCN's link decoder) plus a symmetric
 MLP on ``(log_0 h_i * log_0 h_j, |log_0 h_i - log_0 h_j|, d_ij)`` for the edge class logits.
 
+Optional within-graph repulsion (``code_repulsion > 0``, off by default; our addition, not in the paper): the
+encoder puts adjacent tree nodes on one code (the decoder joins nodes on one code, so a tree's shared codes
+decode as cliques), while the flow prior spreads nodes over distinct codes. The term
+:func:`latent_repulsion` pushes apart the ``log_0`` latents of two nodes of one graph closer than
+``repulsion_radius``; measured on tree in the README ("The current model (v3)").
+
 With ``geometry = "euclidean"`` every layer and the codebook run in flat space: the Euclidean-latent ablation.
 The generative prior over the latent node sets is :mod:`gengraph.models.latent_flow`.
 """
@@ -49,7 +55,7 @@ from gengraph.batch import laplacian_eigenvectors, random_signs, structural_feat
 from gengraph.hyperbolic import HypGraphConv, HypTransformerBlock, PoincareLinear, make_geometry
 from gengraph.models.codebook import ManifoldCodebook
 
-__all__ = ["GGBall", "GGBallConfig"]
+__all__ = ["GGBall", "GGBallConfig", "latent_repulsion"]
 
 RW_STEPS = 6
 
@@ -74,6 +80,8 @@ class GGBallConfig:
     laplacian_pe: int = 16  # encoder inputs: eigenvectors of the k smallest normalised-Laplacian eigenvalues
     random_features: int = 16  # encoder inputs: i.i.d. standard normal node features (fixed seed in eval mode)
     centre_latents: bool = True  # move each graph's latents so that their gyromidpoint is the origin
+    code_repulsion: float = 0.0  # weight of the within-graph latent repulsion (0: off)
+    repulsion_radius: float = 0.1  # pairs of one graph closer than this in T_0 (log_0) are pushed apart
 
     def validate(self) -> GGBallConfig:
         for name in ("n_node_types", "n_edge_types", "n_max", "latent_dim", "hidden", "heads", "codebook_size"):
@@ -83,7 +91,22 @@ class GGBallConfig:
             raise ConfigError(f"hidden ({self.hidden}) and latent_dim ({self.latent_dim}) must be divisible by heads.")
         if not self.curvature > 0:
             raise ConfigError(f"curvature must be positive, got {self.curvature}.")
+        if not self.code_repulsion >= 0 or not self.repulsion_radius > 0:
+            raise ConfigError(
+                f"code_repulsion must be >= 0 and repulsion_radius > 0, got {self.code_repulsion} and "
+                f"{self.repulsion_radius}."
+            )
         return self
+
+
+def latent_repulsion(u: torch.Tensor, pair: torch.Tensor, radius: float) -> torch.Tensor:
+    """Mean over the node pairs selected by ``pair [B, N, N]`` of ``(1 - |u_i - u_j|^2 / radius^2)_+^2``.
+
+    ``u [B, N, d]`` are tangent vectors (``log_0`` of the latents); the term is smooth, largest for coinciding
+    nodes and zero from ``radius`` on, so it only pushes apart nodes of one graph that would share a code.
+    """
+    sq = ((u[:, :, None] - u[:, None]) ** 2).sum(-1) / radius**2
+    return (F.relu(1 - sq) ** 2 * pair).sum() / pair.sum().clamp_min(1)
 
 
 class GGBall(nn.Module):
@@ -189,6 +212,9 @@ class GGBall(nn.Module):
         node_loss = (node_ce * m).sum() / m.sum()
         commit_loss = (commit * m).sum() / m.sum()
         loss = edge_loss + self.config.node_loss_weight * node_loss + self.config.commitment * commit_loss
+        if self.config.code_repulsion > 0:
+            repulsion = latent_repulsion(self.latent_geo.logmap0(z), pair, self.config.repulsion_radius)
+            loss = loss + self.config.code_repulsion * repulsion
         with torch.no_grad():
             pred = edge_logits.argmax(-1)
             acc = (((pred == edges).float() * pair).sum() / pair.sum().clamp_min(1)).item()
