@@ -4,6 +4,7 @@ discrete diffusion baseline, all trained in the same harness with the same main-
 
     python benchmarks/bench_reproduction.py OUT.json [--datasets community-small,ego-small,tree] [--steps 300]
                                                      [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
+                                                     [--code-repulsion W --repulsion-radius R]
 
 ``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
@@ -14,7 +15,9 @@ this size.
 Each model is trained once (seed ``--seed``, default 0) on the train split; ``FOLDS`` sampling folds (seeds
 0..FOLDS-1) of as many graphs as the test split are scored against it; the table reports mean and standard
 deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencoder, DiGress's denoiser);
-``--prior-steps`` the flow prior's (default ``5 x --steps``).
+``--prior-steps`` the flow prior's (default ``5 x --steps``). ``--code-repulsion`` trains the GGBall autoencoders
+with the within-graph latent repulsion (``GGBallConfig.code_repulsion``); such rows and run folders are kept
+apart from the default ones.
 MMDs use the GraphRNN/GDSS kernels that GGBall's tables use (``*_gaussian_emd`` for degree and clustering,
 ``orbit_mmd_gaussian``) and the GRAN/PolyGraph Gaussian-TV ones.
 """
@@ -55,18 +58,24 @@ def main() -> None:
     p.add_argument("--reuse", action="store_true", help="score existing run folders instead of retraining them")
     p.add_argument("--merge", action="store_true", help="keep OUT's rows for the pairs not run now")
     p.add_argument("--seed", type=int, default=0, help="training seed (the sampling folds stay 0..FOLDS-1)")
+    p.add_argument("--code-repulsion", type=float, default=0.0, help="GGBall autoencoders' latent repulsion")
+    p.add_argument("--repulsion-radius", type=float, default=0.1)
     args = p.parse_args()
     out = Path(args.out)
     rows = read_json(out)["rows"] if args.merge and out.is_file() else []
     for dataset in args.datasets.split(","):
         train, test = load_dataset(dataset, "train"), load_dataset(dataset, "test")
         for model in args.models.split(","):
-            run = Path(args.work) / dataset / (model if args.seed == 0 else f"{model}-{args.seed}")
+            repel = model.startswith("ggball") and args.code_repulsion > 0
+            name = model + (f"-{args.seed}" if args.seed else "")
+            name += f"-rep{args.code_repulsion:g}r{args.repulsion_radius:g}" if repel else ""
+            run = Path(args.work) / dataset / name
             start = time.perf_counter()
             if model != "data" and not (args.reuse and (run / "run.json").is_file()):
                 cfg = RunConfig(
                     model=model, dataset=dataset, steps=args.steps, prior_steps=args.prior_steps, seed=args.seed,
-                    progress=False,
+                    progress=False, code_repulsion=args.code_repulsion if repel else 0.0,
+                    repulsion_radius=args.repulsion_radius,
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -75,6 +84,8 @@ def main() -> None:
             row = {"dataset": dataset, "model": model, "steps": steps, "train_seed": args.seed}
             if model.startswith("ggball"):
                 row["prior_steps"] = args.prior_steps or 5 * args.steps
+            if repel:
+                row |= {"code_repulsion": args.code_repulsion, "repulsion_radius": args.repulsion_radius}
             row["train_s"] = round(train_s, 1)
             for k in KEYS:
                 vals = [f[k] for f in folds]
@@ -100,7 +111,13 @@ def _put(rows: list[dict], row: dict) -> list[dict]:
 
 
 def _key(row: dict) -> tuple:
-    return row["dataset"], row["model"], row.get("train_seed", 0)
+    return (
+        row["dataset"],
+        row["model"],
+        row.get("train_seed", 0),
+        row.get("code_repulsion", 0.0),
+        row.get("repulsion_radius"),
+    )
 
 
 if __name__ == "__main__":
