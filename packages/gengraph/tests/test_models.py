@@ -255,4 +255,6 @@ def test_cli_train_passes_the_code_repulsion_to_the_autoencoder(tmp_path) -> Non
     assert main([*argv, "--code-repulsion", "0.5", "--repulsion-radius", "0.2", "--out", str(run)]) == 0
     ae, _ = load_latent_run(run)
     assert (ae.config.code_repulsion, ae.config.repulsion_radius) == (0.5, 0.2)
+    logged = [json.loads(line) for line in (run / "autoencoder" / "metrics.jsonl").read_text().splitlines()]
+    assert any("repulsion" in rec for rec in logged)
     assert main([*argv, "--code-repulsion", "-1", "--out", str(tmp_path / "bad")]) != 0

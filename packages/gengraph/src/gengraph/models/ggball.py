@@ -212,16 +212,18 @@ class GGBall(nn.Module):
         node_loss = (node_ce * m).sum() / m.sum()
         commit_loss = (commit * m).sum() / m.sum()
         loss = edge_loss + self.config.node_loss_weight * node_loss + self.config.commitment * commit_loss
+        extra = {}
         if self.config.code_repulsion > 0:
             repulsion = latent_repulsion(self.latent_geo.logmap0(z), pair, self.config.repulsion_radius)
             loss = loss + self.config.code_repulsion * repulsion
+            extra["repulsion"] = float(repulsion.detach())
         with torch.no_grad():
             pred = edge_logits.argmax(-1)
             acc = (((pred == edges).float() * pair).sum() / pair.sum().clamp_min(1)).item()
             used = int(torch.unique(idx[mask]).numel())
         return loss, {"edge_ce": float(edge_loss.detach()), "node_ce": float(node_loss.detach()),
                 "commit": float(commit_loss.detach()),
-                      "edge_acc": acc, "codes_used": used}  # fmt: skip
+                      "edge_acc": acc, "codes_used": used, **extra}  # fmt: skip
 
     @torch.no_grad()
     def decode_graphs(self, zq: torch.Tensor, mask: torch.Tensor, generator: torch.Generator | None = None):
