@@ -39,10 +39,9 @@ from gencore.tables import format_table, mean_sd, pivot
 from genmol.chem.io import write_sdf
 from genmol.experiment import load_dataset, load_run, train_run
 from genmol.generation.flow import GenConfig, draw_sizes, sample_conformers, sample_joint
+from genmol.generation.strategies import STRATEGIES, is_quotient
 from genmol.metrics.conformers import coverage_recall
 from genmol.metrics.suite import evaluate_molecules
-
-STRATEGIES = ("com", "kabsch", "quotient")
 
 
 def main() -> None:
@@ -57,7 +56,7 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=200)
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--tasks", default="joint,conformer", help="comma-separated: joint, conformer")
-    p.add_argument("--strategies", default=",".join(STRATEGIES), help="comma-separated: com, kabsch, quotient")
+    p.add_argument("--strategies", default="com,kabsch,quotient", help="comma-separated: " + ", ".join(STRATEGIES))
     p.add_argument("--n-test", type=int, default=40, help="held-out graphs for conformer generation")
     p.add_argument("--samples-dir", default=None, help="keep the unconditional samples here as SDF files")
     args = p.parse_args()
@@ -96,7 +95,7 @@ def main() -> None:
             model, cfg, vocab, sizes = load_run(tmp)
         g = torch.Generator().manual_seed(1 + 1000 * seed)
         if task == "joint":
-            samplers = ("ode", "sde") if strategy == "quotient" else ("ode",)
+            samplers = ("ode", "sde") if is_quotient(strategy) else ("ode",)
             for sampler in samplers:
                 g = torch.Generator().manual_seed(1 + 1000 * seed)
                 sizes_ = draw_sizes(sizes, args.samples, g)

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from genmol.generation.strategies import coordinate_error, sde_step
+from genmol.generation.strategies import STRATEGIES, coordinate_error, pair, sde_step
 from genmol.se3 import (
     center,
     horizontal_projection,
@@ -171,15 +171,41 @@ def test_sde_step_uses_horizontal_noise_and_correction():
     torch.testing.assert_close(out, expected)
 
 
-def test_quotient_loss_ignores_vertical_motion_and_com_loss_does_not():
+@pytest.mark.parametrize("strategy", ["quotient", "quotient-aligned"])
+def test_quotient_loss_ignores_vertical_motion_and_com_loss_does_not(strategy):
     x, v, mask = cloud(4)
     u = torch.randn_like(v) * mask[..., None]
     xc = center(x, mask)
     omega = torch.tensor([[0.3, -1.0, 2.0]] * 3, dtype=D)
     spin = torch.linalg.cross(omega[:, None].expand_as(xc), xc, dim=-1) * mask[..., None]
-    q0, q1 = coordinate_error("quotient", v, u, x, mask), coordinate_error("quotient", v + spin, u, x, mask)
+    q0, q1 = coordinate_error(strategy, v, u, x, mask), coordinate_error(strategy, v + spin, u, x, mask)
     torch.testing.assert_close(q0, q1)
     assert (coordinate_error("com", v + spin, u, x, mask) - coordinate_error("com", v, u, x, mask)).abs().min() > 1e-3
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_aligned_pairs_give_horizontal_straight_paths(seed):
+    """After Kabsch alignment the straight path is the horizontal lift of a quotient geodesic: its velocity
+    is horizontal at every point; without alignment it is not."""
+    x0, x1, mask = cloud(seed, n=9)
+    for strategy in STRATEGIES:
+        a, b = pair(strategy, x0, x1, mask)
+        u = (b - a) * mask[..., None]
+        off = max(
+            float((horizontal_projection(t * b + (1 - t) * a, u, mask) - u).norm() / u.norm())
+            for t in (0.0, 0.3, 0.7, 1.0)
+        )
+        if strategy in ("kabsch", "quotient-aligned"):
+            assert off < 1e-10, strategy
+        else:
+            assert off > 0.05, strategy
+
+
+def test_cli_offers_every_strategy():
+    from genmol.cli import build_parser
+
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    assert tuple(next(a for a in train._actions if a.dest == "strategy").choices) == STRATEGIES
 
 
 def test_inertia_of_a_unit_square():

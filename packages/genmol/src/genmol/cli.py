@@ -259,7 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, type=Path, help="run folder")
     tr.add_argument("--task", choices=("joint", "conformer"), help="joint (default) or conformer")
     tr.add_argument("--backbone", choices=("egnn", "transformer", "e3nn"), help="egnn (default), transformer, e3nn")
-    tr.add_argument("--strategy", choices=("com", "kabsch", "quotient"), help="SE(3) strategy (default quotient)")
+    tr.add_argument(
+        "--strategy",
+        choices=("com", "kabsch", "quotient", "quotient-aligned"),  # genmol.generation.strategies.STRATEGIES
+        help="SE(3) strategy (default quotient)",
+    )
     tr.add_argument("--steps", type=int)
     tr.add_argument("--batch-size", type=int, dest="batch_size")
     tr.add_argument("--hidden", type=int)

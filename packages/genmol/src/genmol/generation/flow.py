@@ -45,7 +45,7 @@ class GenConfig:
 
     task: str = "joint"  # joint | conformer
     backbone: str = "egnn"  # egnn | transformer
-    strategy: str = "quotient"  # com | kabsch | quotient
+    strategy: str = "quotient"  # com | kabsch | quotient | quotient-aligned
     hidden: int = 64
     layers: int = 3
     steps: int = 300

@@ -15,6 +15,13 @@ randomly rotated molecule ``x1``, and differ in what the loss sees and how the s
   SE(3) orbit; the ODE sampler follows ``P_h v`` and the SDE sampler injects horizontal noise plus the
   mean-curvature correction ``-(g^2/2) H(x)`` (see :mod:`genmol.se3`), which keeps it exact on the
   quotient.
+* ``quotient-aligned`` (our variant, not in the paper): the ``quotient`` loss and samplers on the
+  ``kabsch`` pairs. A Kabsch-aligned straight path is horizontal at every point (``sum_i x0_i x x1_i = 0``
+  after alignment, so ``P_h(x_t)(x1 - x0) = x1 - x0``): it is the horizontal lift of the geodesic between
+  the two classes in the quotient. The target is then horizontal and the projected loss frees the network
+  from predicting zero vertical motion. The ODE stays exact (any coupling of noise and data gives a valid
+  flow); the SDE's score-from-velocity identity assumes independent noise, so with this coupling the
+  SDE sampler is approximate, as it is for ``kabsch``.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from gencore.errors import ConfigError
 from genmol.metrics.rmsd import kabsch_align
 from genmol.se3 import center, horizontal_projection, mean_curvature
 
-STRATEGIES = ("com", "kabsch", "quotient")
+STRATEGIES = ("com", "kabsch", "quotient", "quotient-aligned")
 
 
 def check_strategy(name: str) -> str:
@@ -34,10 +41,16 @@ def check_strategy(name: str) -> str:
     return name
 
 
+def is_quotient(strategy: str) -> bool:
+    """Whether the loss and the samplers work on the quotient (horizontal projections)."""
+    return strategy in ("quotient", "quotient-aligned")
+
+
 def pair(strategy: str, x0: torch.Tensor, x1: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The (noise, data) endpoints of the path: both centred; ``kabsch`` rotates the data onto the noise."""
+    """The (noise, data) endpoints of the path: both centred; ``kabsch`` and ``quotient-aligned`` rotate
+    the data onto the noise."""
     x0, x1 = center(x0, mask), center(x1, mask)
-    if strategy == "kabsch":
+    if strategy in ("kabsch", "quotient-aligned"):
         x1 = kabsch_align(x1, x0, mask).detach()
     return x0, x1
 
@@ -47,7 +60,7 @@ def coordinate_error(
 ) -> torch.Tensor:
     """Per-molecule squared error ``[B]``, summed over coordinates and averaged over atoms."""
     diff = (velocity - target) * mask[..., None]
-    if strategy == "quotient":
+    if is_quotient(strategy):
         diff = horizontal_projection(x_t, diff, mask)
     else:
         diff = center(diff, mask)  # the CoM component never moves a centred molecule
@@ -55,8 +68,8 @@ def coordinate_error(
 
 
 def drift(strategy: str, velocity: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The ODE drift: the velocity without its CoM part (``quotient``: its horizontal part)."""
-    if strategy == "quotient":
+    """The ODE drift: the velocity without its CoM part (quotient strategies: its horizontal part)."""
+    if is_quotient(strategy):
         return horizontal_projection(x, velocity, mask)
     return center(velocity, mask)
 
@@ -74,14 +87,14 @@ def sde_step(
     """One Euler-Maruyama step of ``dx = [v + (g^2/2) s] dt + g dW`` with ``g^2 = noise_scale (1 - t)``.
 
     The score of the linear path is ``s = (t v - x) / (1 - t)``, so ``(g^2/2) s = -(noise_scale/2)(x - t v)``.
-    ``quotient`` injects horizontal noise ``g P_h(x) dW`` and adds the correction ``-(g^2/2) H(x)``;
+    The quotient strategies inject horizontal noise ``g P_h(x) dW`` and add the correction ``-(g^2/2) H(x)``;
     the others inject centred Euclidean noise.
     """
     v = drift(strategy, velocity, x, mask)
     g2 = noise_scale * (1.0 - t)
     d = v - 0.5 * noise_scale * (x - t * v)
     eps = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)  # CPU stream: same draws on any device
-    if strategy == "quotient":
+    if is_quotient(strategy):
         d = d - 0.5 * g2 * mean_curvature(x, mask)
         noise = horizontal_projection(x, eps, mask)
     else:
