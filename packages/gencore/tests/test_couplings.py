@@ -17,11 +17,13 @@ from gencore.couplings import (
     IndependentCoupling,
     SemidiscreteCoupling,
     SinkhornCoupling,
+    align_sets,
     exact_ot_permutation,
     make_coupling,
     sinkhorn,
 )
 from gencore.errors import ConfigError, InputError
+from gencore.manifolds import PoincareBall
 
 
 def _pair(seed: int, n: int, d: int = 2, dtype=torch.float64):
@@ -173,3 +175,35 @@ def test_sinkhorn_coupling_relative_epsilon_is_scale_free():
         SinkhornCoupling(0.1, sample="all")
     with pytest.raises(ConfigError):
         SinkhornCoupling(-1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_align_sets_equals_brute_force_within_each_set(seed):
+    g = torch.Generator().manual_seed(seed)
+    x0, x1 = torch.randn(3, 6, 2, generator=g), torch.randn(3, 6, 2, generator=g)
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 4:] = False  # a smaller set, padded at the end
+    mask[2, [0, 3]] = False  # padding in the middle
+    out = align_sets(x0, x1, mask)
+    for b in range(3):
+        idx = mask[b].nonzero().squeeze(1)
+        best = min(
+            float(((x0[b, idx[list(p)]] - x1[b, idx]) ** 2).sum()) for p in itertools.permutations(range(len(idx)))
+        )
+        got = float(((out[b, idx] - x1[b, idx]) ** 2).sum())
+        assert got == pytest.approx(best, rel=1e-6)
+        # the same rows, only reordered, and padding untouched
+        assert sorted(out[b, idx].flatten().tolist()) == sorted(x0[b, idx].flatten().tolist())
+        torch.testing.assert_close(out[b, ~mask[b]], x0[b, ~mask[b]])
+
+
+def test_align_sets_undoes_a_permutation_and_takes_a_manifold_cost():
+    ball = PoincareBall(3)
+    g = torch.Generator().manual_seed(4)
+    x1 = ball.random_base(2 * 8, generator=g).view(2, 8, 3)
+    perm = torch.randperm(8, generator=g)
+    x0 = x1[:, perm]
+    mask = torch.ones(2, 8)
+    torch.testing.assert_close(align_sets(x0, x1, mask, cost=ball.pairwise_sq_dist), x1)
+    with pytest.raises(ConfigError, match="align_sets needs"):
+        align_sets(x0, x1[:, :7], mask)

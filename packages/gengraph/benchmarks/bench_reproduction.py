@@ -5,6 +5,7 @@ discrete diffusion baseline, all trained in the same harness with the same main-
     python benchmarks/bench_reproduction.py OUT.json [--datasets community-small,ego-small,tree] [--steps 300]
                                                      [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
                                                      [--code-repulsion W --repulsion-radius R]
+                                                     [--prior-coupling set-ot]
 
 ``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
@@ -16,7 +17,8 @@ Each model is trained once (seed ``--seed``, default 0) on the train split; ``FO
 0..FOLDS-1) of as many graphs as the test split are scored against it; the table reports mean and standard
 deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencoder, DiGress's denoiser);
 ``--prior-steps`` the flow prior's (default ``5 x --steps``). ``--code-repulsion`` trains the GGBall autoencoders
-with the within-graph latent repulsion (``GGBallConfig.code_repulsion``); such rows and run folders are kept
+with the within-graph latent repulsion (``GGBallConfig.code_repulsion``) and ``--prior-coupling set-ot`` trains the
+flow priors on noise nodes assigned optimally to each graph's latent nodes; such rows and run folders are kept
 apart from the default ones.
 MMDs use the GraphRNN/GDSS kernels that GGBall's tables use (``*_gaussian_emd`` for degree and clustering,
 ``orbit_mmd_gaussian``) and the GRAN/PolyGraph Gaussian-TV ones.
@@ -60,6 +62,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="training seed (the sampling folds stay 0..FOLDS-1)")
     p.add_argument("--code-repulsion", type=float, default=0.0, help="GGBall autoencoders' latent repulsion")
     p.add_argument("--repulsion-radius", type=float, default=0.1)
+    p.add_argument("--prior-coupling", default="independent", help="GGBall priors: independent or set-ot")
     args = p.parse_args()
     out = Path(args.out)
     rows = read_json(out)["rows"] if args.merge and out.is_file() else []
@@ -69,6 +72,8 @@ def main() -> None:
             repel = model.startswith("ggball") and args.code_repulsion > 0
             name = model + (f"-{args.seed}" if args.seed else "")
             name += f"-rep{args.code_repulsion:g}r{args.repulsion_radius:g}" if repel else ""
+            coupled = model.startswith("ggball") and args.prior_coupling != "independent"
+            name += f"-{args.prior_coupling}" if coupled else ""
             run = Path(args.work) / dataset / name
             start = time.perf_counter()
             if model != "data" and not (args.reuse and (run / "run.json").is_file()):
@@ -76,6 +81,7 @@ def main() -> None:
                     model=model, dataset=dataset, steps=args.steps, prior_steps=args.prior_steps, seed=args.seed,
                     progress=False, code_repulsion=args.code_repulsion if repel else 0.0,
                     repulsion_radius=args.repulsion_radius,
+                    prior_coupling=args.prior_coupling if coupled else "independent",
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -86,6 +92,8 @@ def main() -> None:
                 row["prior_steps"] = args.prior_steps or 5 * args.steps
             if repel:
                 row |= {"code_repulsion": args.code_repulsion, "repulsion_radius": args.repulsion_radius}
+            if coupled:
+                row["prior_coupling"] = args.prior_coupling
             row["train_s"] = round(train_s, 1)
             for k in KEYS:
                 vals = [f[k] for f in folds]
@@ -117,6 +125,7 @@ def _key(row: dict) -> tuple:
         row.get("train_seed", 0),
         row.get("code_repulsion", 0.0),
         row.get("repulsion_radius"),
+        row.get("prior_coupling", "independent"),
     )
 
 

@@ -81,6 +81,26 @@ def test_latent_flow_prior_is_equivariant_and_samples_on_the_ball() -> None:
     assert (z.norm(dim=-1) < 1).all()
 
 
+def test_set_ot_coupling_makes_the_prior_loss_blind_to_the_order_of_a_graphs_nodes() -> None:
+    """With index pairing, reordering a graph's latent nodes changes which noise node goes where (and the loss);
+    with the optimal assignment the pairing follows the nodes, and the equivariant network gives the same loss."""
+    torch.manual_seed(0)
+    geo = BallGeometry(4)
+    net = SetVelocity(geo, hidden=16, layers=1).eval()
+    x = geo.expmap0(0.5 * torch.randn(3, 6, 4))
+    mask = torch.ones(3, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    perm = torch.tensor([3, 0, 2, 1, 4, 5])  # keeps graph 1's padding in place
+
+    def loss(z, coupling):
+        return float(latent_flow_loss(net, geo, z, mask, torch.Generator().manual_seed(1), coupling))
+
+    assert loss(x[:, perm], "set-ot") == pytest.approx(loss(x, "set-ot"), rel=1e-5)
+    assert abs(loss(x[:, perm], "independent") - loss(x, "independent")) > 1e-3
+    with pytest.raises(ConfigError, match="prior coupling"):
+        loss(x, "sinkhorn")
+
+
 def test_distance_biased_prior_is_equivariant_ignores_padding_and_attends_locally() -> None:
     """With ``distance_bias`` the field stays permutation-equivariant and blind to padded rows; with every head's
     scale large, a node attends only to its near neighbours, so moving a far cluster changes nothing for it
@@ -258,3 +278,12 @@ def test_cli_train_passes_the_code_repulsion_to_the_autoencoder(tmp_path) -> Non
     logged = [json.loads(line) for line in (run / "autoencoder" / "metrics.jsonl").read_text().splitlines()]
     assert any("repulsion" in rec for rec in logged)
     assert main([*argv, "--code-repulsion", "-1", "--out", str(tmp_path / "bad")]) != 0
+
+
+def test_cli_train_records_the_prior_coupling(tmp_path) -> None:
+    run = tmp_path / "r"
+    argv = ["train", "--data", "community-small", "--steps", "3", "--prior-steps", "2", "--no-progress"]
+    assert main([*argv, "--prior-coupling", "set-ot", "--out", str(run)]) == 0
+    assert json.loads((run / "run.json").read_text())["config"]["prior_coupling"] == "set-ot"
+    with pytest.raises(SystemExit):
+        main([*argv, "--prior-coupling", "nope", "--out", str(tmp_path / "bad")])

@@ -77,8 +77,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         model=args.model, dataset=args.data, steps=args.steps, prior_steps=args.prior_steps,
         batch_size=args.batch_size, lr=args.lr, seed=args.seed, latent_dim=args.latent_dim,
         codebook_size=args.codebook_size, curvature=args.curvature, progress=not args.no_progress,
-        prior_distance_bias=args.prior_distance_bias, code_repulsion=args.code_repulsion,
-        repulsion_radius=args.repulsion_radius,
+        prior_distance_bias=args.prior_distance_bias, prior_coupling=args.prior_coupling,
+        code_repulsion=args.code_repulsion, repulsion_radius=args.repulsion_radius,
     )  # fmt: skip
     graphs = _graphs(args.data, "train", args.seed)
     start = time.perf_counter()
@@ -173,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         dest="prior_distance_bias",
         help="GGBall prior: attention biased by the nodes' distances (lets nodes share codes; see README)",
+    )
+    t.add_argument(
+        "--prior-coupling",
+        default="independent",
+        choices=("independent", "set-ot"),  # gengraph.models.latent_flow.COUPLINGS
+        dest="prior_coupling",
+        help="GGBall prior: pair each graph's noise nodes with its latent nodes by index or by optimal assignment",
     )
     t.add_argument(
         "--code-repulsion",

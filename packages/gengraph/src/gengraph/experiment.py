@@ -37,7 +37,7 @@ from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
 from gengraph.models.digress import DigressConfig, DigressDenoiser, digress_loss, digress_sample
 from gengraph.models.ggball import GGBall, GGBallConfig
-from gengraph.models.latent_flow import SetVelocity, latent_flow_loss, sample_latent_sets
+from gengraph.models.latent_flow import COUPLINGS, SetVelocity, latent_flow_loss, sample_latent_sets
 
 __all__ = ["MODELS", "RunConfig", "read_run", "sample_run", "train_run"]
 
@@ -59,12 +59,14 @@ class RunConfig:
     curvature: float = 1.0
     vq_warmup: int | None = None  # default: a third of steps
     prior_distance_bias: bool = False  # distance-biased attention in the flow prior (SetVelocity)
+    prior_coupling: str = "independent"  # latent_flow.COUPLINGS: noise-to-node pairing of the flow prior
     code_repulsion: float = 0.0  # GGBallConfig.code_repulsion: within-graph latent repulsion (0: off)
     repulsion_radius: float = 0.1  # GGBallConfig.repulsion_radius
     progress: bool = True
 
     def validate(self) -> RunConfig:
         check_choice(self.model, MODELS, "model")
+        check_choice(self.prior_coupling, COUPLINGS, "prior coupling")
         for name in ("steps", "batch_size", "latent_dim", "hidden", "codebook_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
@@ -81,12 +83,12 @@ class _AutoencoderTask:
 
 
 class _PriorTask:
-    def __init__(self, model: SetVelocity, geometry) -> None:
-        self.model, self.geometry = model, geometry
+    def __init__(self, model: SetVelocity, geometry, coupling: str) -> None:
+        self.model, self.geometry, self.coupling = model, geometry, coupling
 
     def loss(self, model, batch, generator):
         x1, mask = batch
-        return latent_flow_loss(model, self.geometry, x1, mask, generator), {}
+        return latent_flow_loss(model, self.geometry, x1, mask, generator, self.coupling), {}
 
 
 class _DigressTask:
@@ -167,7 +169,7 @@ def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -
     prior.fit_centre(zq, mask)
     prior_steps = cfg.prior_steps or 5 * cfg.steps
     result = Trainer(_engine(cfg, out / "prior", prior_steps, lr=1e-3)).fit(
-        _PriorTask(prior, ae.geometry), TensorDataset(zq.detach(), mask)
+        _PriorTask(prior, ae.geometry, cfg.prior_coupling), TensorDataset(zq.detach(), mask)
     )
     _check_finished(result, out / "prior")
     save_pretrained(

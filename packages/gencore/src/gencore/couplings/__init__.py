@@ -11,7 +11,9 @@ name                class                                                       
 ``"semidiscrete"``  :class:`SemidiscreteCoupling` (SD-FM, ICLR 2026)                   O(B N D), after fit
 ==================  ===============================================================  =====================
 
-``make_coupling(name, **kwargs)`` builds one by name.
+``make_coupling(name, **kwargs)`` builds one by name. For samples that are sets (a permutation-equivariant
+field over the rows of ``[B, N, D]``), :func:`align_sets` pairs the noise rows of each set with its data rows by
+the optimal assignment (equivariant flow matching, Klein et al. 2023).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from gencore.couplings.base import Coupling, max_inner_product, sq_euclidean_cos
 from gencore.couplings.exact import ExactOTCoupling, exact_ot_permutation
 from gencore.couplings.independent import IndependentCoupling
 from gencore.couplings.semidiscrete import SemidiscreteCoupling, SemidiscreteDiagnostics, data_fingerprint
+from gencore.couplings.sets import align_sets
 from gencore.couplings.sinkhorn import SinkhornCoupling, SinkhornResult, sinkhorn
 from gencore.errors import ConfigError
 
@@ -57,6 +60,7 @@ __all__ = [
     "SemidiscreteDiagnostics",
     "SinkhornCoupling",
     "SinkhornResult",
+    "align_sets",
     "data_fingerprint",
     "exact_ot_permutation",
     "make_coupling",

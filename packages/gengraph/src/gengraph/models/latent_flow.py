@@ -39,12 +39,16 @@ import math
 import torch
 from torch import nn
 
+from gencore.checks import check_choice
+from gencore.couplings import align_sets
 from gencore.errors import GenError
 from gencore.manifolds import geodesic_interpolant, solve_manifold_ode
 from gencore.nn import BiasedAttentionBlock, SinusoidalTimeEmbedding, broadcast_time
 from gengraph.hyperbolic.geometry import Geometry
 
-__all__ = ["SetVelocity", "latent_flow_loss", "sample_latent_sets"]
+__all__ = ["COUPLINGS", "SetVelocity", "latent_flow_loss", "sample_latent_sets"]
+
+COUPLINGS = ("independent", "set-ot")  # how a graph's noise nodes are paired with its latent nodes
 
 
 class SetVelocity(nn.Module):
@@ -113,13 +117,24 @@ class SetVelocity(nn.Module):
 
 
 def latent_flow_loss(
-    model: nn.Module, geometry: Geometry, x1: torch.Tensor, mask: torch.Tensor, generator: torch.Generator
+    model: nn.Module,
+    geometry: Geometry,
+    x1: torch.Tensor,
+    mask: torch.Tensor,
+    generator: torch.Generator,
+    coupling: str = "independent",
 ) -> torch.Tensor:
-    """Riemannian flow-matching loss of a batch of latent sets ``x1: [B, N, d]`` (padding masked out)."""
+    """Riemannian flow-matching loss of a batch of latent sets ``x1: [B, N, d]`` (padding masked out).
+
+    ``coupling="set-ot"`` pairs each graph's noise nodes with its latent nodes by the optimal assignment under the
+    squared geodesic distance (:func:`gencore.couplings.align_sets`) instead of by index."""
+    check_choice(coupling, COUPLINGS, "prior coupling")
     m = geometry.manifold
     b, n, d = x1.shape
     x1 = model.centred(x1)
     x0 = m.random_base(b * n, generator=generator, dtype=x1.dtype).to(x1.device)
+    if coupling == "set-ot":
+        x0 = align_sets(x0.view(b, n, d), x1, mask, cost=m.pairwise_sq_dist).reshape(-1, d)
     t = torch.rand(b, generator=generator, device=x1.device, dtype=x1.dtype)
     xt, ut = geodesic_interpolant(m, x0, x1.reshape(-1, d), t.repeat_interleave(n))
     v = model(xt.view(b, n, d), t, mask=mask).reshape(-1, d)
