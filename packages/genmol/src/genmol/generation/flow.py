@@ -168,7 +168,7 @@ def sample_joint(
     progress: bool = False,
 ) -> list[Molecule]:
     """Generate molecules of the given sizes: tokens by ancestral unmasking, coordinates by Euler (ODE)
-    or Euler-Maruyama (SDE; the quotient strategy adds its correction term), bonds from distances."""
+    or Euler-Maruyama (SDE; the quotient strategies add their correction term), bonds from distances."""
     check_strategy(strategy)
     if sampler not in SAMPLERS:
         raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
