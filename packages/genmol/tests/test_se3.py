@@ -158,11 +158,12 @@ def test_horizontal_noise_needs_the_correction_to_match_euclidean_noise():
     assert abs(plain - 9.0) < tol
 
 
-def test_sde_step_uses_horizontal_noise_and_correction():
+@pytest.mark.parametrize("strategy", ["quotient", "quotient-aligned"])
+def test_sde_step_uses_horizontal_noise_and_correction(strategy):
     x, v, mask = cloud(3)
     x = center(x, mask)
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    out = sde_step("quotient", v, x, 0.3, 0.01, mask, 0.5, g1)
+    out = sde_step(strategy, v, x, 0.3, 0.01, mask, 0.5, g1)
     eps = torch.randn(x.shape, generator=g2, dtype=D)
     p = horizontal_projection(x, v, mask)
     g2_ = 0.5 * 0.7
