@@ -9,14 +9,14 @@ import torch
 
 from gencore.errors import ConfigError, GenError
 from gengraph.batch import pack, unpack
-from gengraph.cli import main
+from gengraph.cli import build_parser, main
 from gengraph.datasets import generate
 from gengraph.experiment import load_latent_run
 from gengraph.hyperbolic import BallGeometry, make_geometry
 from gengraph.io import read_graph_set
 from gengraph.models.digress import DigressConfig, DigressDenoiser
 from gengraph.models.ggball import GGBall, GGBallConfig, latent_repulsion
-from gengraph.models.latent_flow import SetVelocity, latent_flow_loss, sample_latent_sets
+from gengraph.models.latent_flow import COUPLINGS, SetVelocity, latent_flow_loss, sample_latent_sets
 
 
 def _batch(n: int = 8):
@@ -287,3 +287,5 @@ def test_cli_train_records_the_prior_coupling(tmp_path) -> None:
     assert json.loads((run / "run.json").read_text())["config"]["prior_coupling"] == "set-ot"
     with pytest.raises(SystemExit):
         main([*argv, "--prior-coupling", "nope", "--out", str(tmp_path / "bad")])
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    assert tuple(next(a for a in train._actions if a.dest == "prior_coupling").choices) == COUPLINGS
