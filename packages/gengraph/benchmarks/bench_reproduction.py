@@ -36,6 +36,7 @@ from gencore.io import read_json, write_json
 from gengraph.datasets import generate, load_dataset
 from gengraph.experiment import RunConfig, sample_run, train_run
 from gengraph.metrics import graph_mmd
+from gengraph.models.latent_flow import COUPLINGS
 
 FOLDS = 3
 MODELS = ("ggball", "ggball-euclidean", "digress")
@@ -62,7 +63,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="training seed (the sampling folds stay 0..FOLDS-1)")
     p.add_argument("--code-repulsion", type=float, default=0.0, help="GGBall autoencoders' latent repulsion")
     p.add_argument("--repulsion-radius", type=float, default=0.1)
-    p.add_argument("--prior-coupling", default="independent", help="GGBall priors: independent or set-ot")
+    p.add_argument("--prior-coupling", default="independent", choices=COUPLINGS, help="GGBall priors' pairing")
     args = p.parse_args()
     out = Path(args.out)
     rows = read_json(out)["rows"] if args.merge and out.is_file() else []
