@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -94,6 +95,31 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     assert main(["evaluate", str(out), "--json", str(ev), "--reference", str(run), "--no-fcd", "--no-progress"]) == 0
     s = json.loads(ev.read_text())["summary"]
     assert s["validity"] is not None and s["atom_stability"] is not None
+
+
+def test_heavy_atom_model_trains_samples_and_scores_without_hydrogen_atoms(tmp_path):
+    data = write_sdf(tmp_path / "train.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"] * 2)])
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--steps", "3", "--out", str(run), "--hydrogens", "implicit"]
+    assert main([*args, "--hidden", "16", "--layers", "1", "--batch-size", "4", "--no-progress"]) == 0
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["config"]["hydrogens"] == "implicit" and "H" not in meta["vocabulary_labels"]
+    assert set(map(int, meta["sizes"])) == {3}
+    reference, _ = read_sdf(run / "reference.sdf")
+    assert all((m.atomic_numbers != 1).all() for m in reference)
+    out = tmp_path / "s.sdf"
+    assert main(["sample", "--run", str(run), "--n", "6", "--steps", "3", "--out", str(out), "--no-progress"]) == 0
+    mols, _ = read_sdf(out, sanitize=False)
+    assert len(mols) == 6 and all(m.num_atoms == 3 and (m.atomic_numbers != 1).all() for m in mols)
+    ev = tmp_path / "e.json"
+    assert main(["evaluate", str(out), "--json", str(ev), "--no-fcd", "--no-strain", "--no-progress"]) == 0
+    rows = json.loads(ev.read_text())["records"]
+    # the SDF carries no hydrogen atoms; the reader derives the counts (RDKit's implicit valence) as sampling
+    # did, so an atom can only be unstable by being over-valent, never under-valent
+    reasons = [u for row in rows for u in row["unstable_atoms"]]
+    for reason in reasons:
+        valence, allowed = re.search(r"valence (\S+) not in \(([\d, ]+)\)", reason).groups()
+        assert float(valence) > max(int(a) for a in allowed.split(",") if a.strip()), reason
 
 
 def test_train_refuses_bad_input_with_one_line(tmp_path, capsys):

@@ -41,6 +41,26 @@ def test_explicit_and_implicit_hydrogens_describe_the_same_molecule():
     assert implicit.to_smiles() == explicit.to_smiles()
 
 
+@pytest.mark.parametrize("smi", SMILES)
+def test_without_hydrogens_folds_hydrogen_atoms_into_counts(smi):
+    explicit = Molecule.from_smiles(smi, explicit_hydrogens=True)
+    heavy = explicit.without_hydrogens()
+    implicit = Molecule.from_smiles(smi)
+    assert (heavy.atomic_numbers != 1).all()
+    np.testing.assert_array_equal(heavy.atomic_numbers, implicit.atomic_numbers)
+    np.testing.assert_array_equal(heavy.num_hs, implicit.num_hs)
+    assert heavy.to_smiles() == implicit.to_smiles()
+
+
+def test_without_hydrogens_keeps_heavy_coordinates_and_reindexes_bonds():
+    mol = embedded("OCC#N", 0)
+    heavy = mol.without_hydrogens()
+    keep = mol.atomic_numbers != 1
+    np.testing.assert_array_equal(heavy.coordinates, mol.coordinates[keep])
+    assert heavy.num_atoms == 4 and len(heavy.bonds) == 3 and heavy.bonds.max() == 3
+    assert heavy.num_hs.tolist() == [1, 2, 0, 0]  # O-H, CH2, C, N
+
+
 def test_sdf_round_trip_multi_record(tmp_path, small_3d):
     small_3d[0].properties["energy"] = "-1.5"
     path = write_sdf(tmp_path / "m.sdf", small_3d)

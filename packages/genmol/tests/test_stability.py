@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from genmol.chem.molecule import Molecule
-from genmol.metrics.stability import stability, valences
+from genmol.metrics.stability import stability, valences, with_implicit_hydrogens
 
 
 def h(smiles: str) -> Molecule:
@@ -84,3 +84,42 @@ def test_aromatic_ring_without_kekule_structure_is_unstable():
     rec = stability(ring)
     assert not rec.kekulized and not rec.molecule_stable and rec.n_stable_atoms == 0
     assert "without a Kekule structure" in rec.unstable[0]
+
+
+# (pyrrole is left out: its aromatic ring without the N-H count has no Kekule structure, the ambiguity RDKit
+# reports for "c1cc[n]c1"; generated molecules carry Kekule orders from distances, never aromatic ones)
+@pytest.mark.parametrize("smiles", ["CCO", "c1ccccc1", "c1cc[nH+]cc1", "C[N+](=O)[O-]", "CC#N", "OC(F)F", "C1CC1=O"])
+def test_implicit_hydrogens_restore_the_counts_rdkit_derives(smiles):
+    heavy = Molecule.from_smiles(smiles)
+    bare = Molecule(heavy.atomic_numbers, heavy.formal_charges, heavy.bonds, heavy.bond_orders, [0] * heavy.num_atoms)
+    filled = with_implicit_hydrogens(bare)
+    np.testing.assert_array_equal(filled.num_hs, heavy.num_hs)
+    assert stability(filled).molecule_stable
+
+
+def test_implicit_hydrogens_leave_over_valent_atoms_unstable():
+    # a carbon with five single bonds to carbons gets no hydrogens and stays unstable; its neighbours get three
+    star = Molecule([6] * 6, [0] * 6, [[0, k] for k in range(1, 6)], [1.0] * 5, [0] * 6)
+    filled = with_implicit_hydrogens(star)
+    assert filled.num_hs.tolist() == [0, 3, 3, 3, 3, 3]
+    assert stability(filled).unstable == ("atom 0 C(+0): valence 5 not in (4,)",)
+    # charged atoms fill to their own valence: N+ 4, O- 1
+    ion = with_implicit_hydrogens(Molecule([7, 8], [1, -1], [[0, 1]], [1.0], [0, 0]))
+    assert ion.num_hs.tolist() == [3, 0]
+
+
+def test_implicit_hydrogen_counts_survive_an_sdf_round_trip(tmp_path):
+    from genmol.chem.io import read_sdf, write_sdf
+    from genmol.generation.bonds import molecule_from_geometry
+
+    # acetonitrile's heavy atoms at their usual distances, N-oxide-like over-valent N in the second record
+    line = np.array([[0.0, 0, 0], [1.46, 0, 0], [2.62, 0, 0]])
+    mols = [with_implicit_hydrogens(molecule_from_geometry(np.array([6, 6, 7]), np.zeros(3), line, name="acn"))]
+    star = np.array([[0.0, 0, 0], [1.4, 0, 0], [-1.4, 0, 0], [0, 1.4, 0], [0, -1.4, 0], [0, 0, 1.4]])
+    mols.append(with_implicit_hydrogens(molecule_from_geometry(np.array([7, 6, 6, 6, 6, 6]), np.zeros(6), star)))
+    assert mols[0].num_hs.tolist() == [3, 0, 0] and mols[1].num_hs.tolist() == [0, 3, 3, 3, 3, 3]
+    back, report = read_sdf(write_sdf(tmp_path / "h.sdf", mols), sanitize=False)
+    assert report.n_skipped == 0
+    for m, r in zip(mols, back, strict=True):
+        np.testing.assert_array_equal(r.num_hs, m.num_hs)
+    assert stability(back[0]).molecule_stable and not stability(back[1]).molecule_stable

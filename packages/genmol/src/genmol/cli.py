@@ -114,7 +114,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     from genmol.chem.io import read_sdf, read_smiles, write_sdf
     from genmol.experiment import load_run
-    from genmol.generation.flow import draw_sizes, sample_conformers, sample_joint
+    from genmol.generation.flow import draw_sizes, model_view, sample_conformers, sample_joint
 
     model, cfg, vocab, sizes = load_run(args.run, resolve_device(args.device))
     g = torch.Generator().manual_seed(args.seed)  # noise is drawn on the CPU: the same molecules on any device
@@ -131,6 +131,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
             sampler=args.sampler,
             noise_scale=args.noise,
             generator=g,
+            hydrogens=cfg.hydrogens,
             progress=not args.no_progress,
         )
     else:
@@ -142,9 +143,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
         from genmol.chem.molecule import Molecule
 
-        graphs = [Molecule.from_rdkit(Chem.AddHs(m.to_rdkit()), name=m.name) for m in graphs]
-        for m in graphs:
-            m.num_hs[:] = 0
+        if cfg.hydrogens == "implicit":
+            graphs = model_view(graphs, "implicit")
+        else:
+            graphs = [Molecule.from_rdkit(Chem.AddHs(m.to_rdkit()), name=m.name) for m in graphs]
+            for m in graphs:
+                m.num_hs[:] = 0
         ens = sample_conformers(
             model,
             vocab,
@@ -263,6 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--strategy",
         choices=("com", "kabsch", "quotient", "quotient-aligned"),  # genmol.generation.strategies.STRATEGIES
         help="SE(3) strategy (default quotient)",
+    )
+    tr.add_argument(
+        "--hydrogens",
+        choices=("explicit", "implicit"),  # genmol.generation.flow.HYDROGENS
+        help="explicit (default): hydrogens are atoms of the model; implicit: heavy atoms only, hydrogen counts "
+        "filled in on sampling",
     )
     tr.add_argument("--steps", type=int)
     tr.add_argument("--batch-size", type=int, dest="batch_size")

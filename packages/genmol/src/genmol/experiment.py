@@ -23,7 +23,14 @@ from gencore.io import ensure_dir, read_json, write_json, write_text
 from gencore.train import TrainConfig, Trainer, launch
 from genmol.chem.io import ReadReport, read_sdf, write_sdf
 from genmol.chem.molecule import Molecule
-from genmol.generation.flow import GenConfig, MoleculeFlowTask, config_dict, molecule_tensors, size_histogram
+from genmol.generation.flow import (
+    GenConfig,
+    MoleculeFlowTask,
+    config_dict,
+    model_view,
+    molecule_tensors,
+    size_histogram,
+)
 from genmol.generation.vocab import AtomVocabulary
 from genmol.metrics.chemistry import canonical_smiles
 from genmol.models import Backbone
@@ -68,10 +75,13 @@ def train_run(
     data_name: str = "",
     **engine: Any,
 ) -> dict[str, Any]:
-    """Train one model on ``molecules`` into ``out_dir`` (see module docstring); returns a summary."""
+    """Train one model on ``molecules`` into ``out_dir`` (see module docstring); returns a summary.
+    With ``cfg.hydrogens == "implicit"`` the model, the size histogram and the reference files see the
+    heavy atoms only."""
     cfg.validate()
     if len(molecules) < 2:
         raise InputError(f"training needs at least 2 molecules with coordinates, got {len(molecules)}.")
+    molecules = model_view(molecules, cfg.hydrogens)
     out = ensure_dir(out_dir)
     vocab = AtomVocabulary.from_molecules(molecules)
     tensors = molecule_tensors(molecules, vocab)

@@ -278,6 +278,30 @@ class Molecule:
             parent[find(int(i))] = find(int(j))
         return len({find(i) for i in range(self.num_atoms)})
 
+    def without_hydrogens(self) -> Molecule:
+        """The heavy-atom graph: hydrogen atoms become counts on the atom they are bonded to (``num_hs``).
+
+        A hydrogen bonded to another hydrogen or to nothing is dropped without a count (H2, a stray proton);
+        coordinates, when present, keep the heavy atoms' rows.
+        """
+        heavy = self.atomic_numbers != 1
+        num_hs = self.num_hs.copy()
+        for (i, j), order in zip(self.bonds, self.bond_orders, strict=True):
+            if heavy[i] != heavy[j]:
+                num_hs[i if heavy[i] else j] += int(order)
+        index = np.cumsum(heavy) - 1
+        keep = heavy[self.bonds[:, 0]] & heavy[self.bonds[:, 1]] if len(self.bonds) else np.zeros(0, dtype=bool)
+        return Molecule(
+            self.atomic_numbers[heavy],
+            self.formal_charges[heavy],
+            index[self.bonds[keep]],
+            self.bond_orders[keep],
+            num_hs[heavy],
+            None if self.coordinates is None else self.coordinates[heavy],
+            self.name,
+            dict(self.properties),
+        )
+
     def with_coordinates(self, coordinates: Any) -> Molecule:
         return Molecule(
             self.atomic_numbers.copy(),

@@ -8,6 +8,11 @@ and the clean-token logits (the MiDi / SemlaFlow recipe without bonds). The numb
 from the training set's histogram (EDM). Conditional (``task="conformer"``): the molecular graph is
 given (tokens clean, bond orders as pair features) and only coordinates are generated.
 
+Hydrogens are atoms of the model by default (``hydrogens="explicit"``, as EDM on QM9). With
+``hydrogens="implicit"`` the model sees heavy atoms only (hydrogens as counts, dropped from the geometry,
+the "QM9 without hydrogens" setting) and generated molecules get the hydrogen counts that complete each
+atom's lowest allowed valence (:func:`genmol.metrics.stability.with_implicit_hydrogens`).
+
 Token loss: cross-entropy on the masked positions (the unweighted form of the masked-diffusion
 ELBO; the ELBO weight ``1 / (1 - t)`` makes 300-step runs noisy). The coordinate loss and sampler
 depend on the SE(3) strategy (:mod:`genmol.generation.strategies`).
@@ -32,11 +37,13 @@ from genmol.chem.molecule import Molecule
 from genmol.generation.bonds import molecule_from_geometry
 from genmol.generation.strategies import STRATEGIES, check_strategy, coordinate_error, drift, pair, sde_step
 from genmol.generation.vocab import AtomVocabulary
+from genmol.metrics.stability import with_implicit_hydrogens
 from genmol.models import BACKBONES, Backbone
 from genmol.se3 import center, centered_noise, random_rotations
 
 TASKS = ("joint", "conformer")
 SAMPLERS = ("ode", "sde")
+HYDROGENS = ("explicit", "implicit")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,6 +53,7 @@ class GenConfig:
     task: str = "joint"  # joint | conformer
     backbone: str = "egnn"  # egnn | transformer
     strategy: str = "quotient"  # com | kabsch | quotient | quotient-aligned
+    hydrogens: str = "explicit"  # explicit (atoms of the model) | implicit (heavy atoms only)
     hidden: int = 64
     layers: int = 3
     steps: int = 300
@@ -62,6 +70,8 @@ class GenConfig:
         if self.backbone not in BACKBONES:
             raise ConfigError(f"backbone must be one of {', '.join(BACKBONES)}, got {self.backbone!r}.")
         check_strategy(self.strategy)
+        if self.hydrogens not in HYDROGENS:
+            raise ConfigError(f"hydrogens must be one of {', '.join(HYDROGENS)}, got {self.hydrogens!r}.")
         for name in ("hidden", "layers", "steps", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
@@ -85,6 +95,13 @@ def build_backbone(cfg: GenConfig, vocab_size: int) -> Backbone:
     edge = len(BOND_CLASSES) if cfg.task == "conformer" else 0
     klass = BACKBONES[cfg.backbone]
     return klass(vocab_size + 1, vocab_size, hidden=cfg.hidden, layers=cfg.layers, edge_features=edge)
+
+
+def model_view(molecules: Sequence[Molecule], hydrogens: str) -> list[Molecule]:
+    """The molecules as the model sees them: unchanged (``explicit``) or heavy atoms only (``implicit``)."""
+    if hydrogens == "implicit":
+        return [m.without_hydrogens() for m in molecules]
+    return list(molecules)
 
 
 def molecule_tensors(molecules: Sequence[Molecule], vocab: AtomVocabulary) -> dict[str, torch.Tensor]:
@@ -165,11 +182,15 @@ def sample_joint(
     noise_scale: float = 0.5,
     generator: torch.Generator | None = None,
     batch_size: int = 256,
+    hydrogens: str = "explicit",
     progress: bool = False,
 ) -> list[Molecule]:
     """Generate molecules of the given sizes: tokens by ancestral unmasking, coordinates by Euler (ODE)
-    or Euler-Maruyama (SDE; the quotient strategies add their correction term), bonds from distances."""
+    or Euler-Maruyama (SDE; the quotient strategies add their correction term), bonds from distances;
+    ``hydrogens="implicit"`` (heavy-atom models) fills in hydrogen counts."""
     check_strategy(strategy)
+    if hydrogens not in HYDROGENS:
+        raise ConfigError(f"hydrogens must be one of {', '.join(HYDROGENS)}, got {hydrogens!r}.")
     if sampler not in SAMPLERS:
         raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
     if steps < 1:
@@ -208,7 +229,8 @@ def sample_joint(
             pairs = [vocab.pairs[int(j)] for j in tok[i, :size]]
             z = np.asarray([p[0] for p in pairs])
             q = np.asarray([p[1] for p in pairs])
-            out.append(molecule_from_geometry(z, q, x[i, :size].double().numpy(), name=f"sample_{start + i}"))
+            mol = molecule_from_geometry(z, q, x[i, :size].double().numpy(), name=f"sample_{start + i}")
+            out.append(with_implicit_hydrogens(mol) if hydrogens == "implicit" else mol)
         bar.update(b)
     bar.close()
     return out
@@ -259,12 +281,14 @@ def config_dict(cfg: GenConfig) -> dict[str, Any]:
 
 
 __all__ = [
+    "HYDROGENS",
     "SAMPLERS",
     "STRATEGIES",
     "TASKS",
     "GenConfig",
     "MoleculeFlowTask",
     "draw_sizes",
+    "model_view",
     "molecule_tensors",
     "sample_conformers",
     "sample_joint",

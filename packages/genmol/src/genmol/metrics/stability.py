@@ -17,6 +17,12 @@ details differ; this module fixes them and the tests pin them with golden cases:
 * An (element, charge) pair missing from the table is unstable, with that reason in the record.
 
 Radical electrons are not counted (QM9 has none).
+
+**Heavy-atom molecules** (models trained with ``hydrogens="implicit"``) carry no hydrogen atoms:
+:func:`with_implicit_hydrogens` fills each atom up to the lowest valence its (element, charge) allows, the
+rule RDKit applies to implicit hydrogens. After it, an atom is unstable only when it is over-valent (or
+its pair has no table entry), so stability of heavy-atom molecules is weaker evidence than with explicit
+hydrogens: validity and connectivity are the numbers to compare.
 """
 
 from __future__ import annotations
@@ -118,3 +124,28 @@ def stability(mol: Molecule) -> StabilityRecord:
             unstable.append(f"atom {k} {element_symbol(z)}({int(q):+d}): valence {shown} not in {allowed}")
     n = mol.num_atoms
     return StabilityRecord(n, n - len(unstable), not unstable and n > 0, ok, tuple(unstable))
+
+
+def with_implicit_hydrogens(mol: Molecule) -> Molecule:
+    """``mol`` with each atom's hydrogen count raised to reach the lowest allowed valence at or above its
+    current one (bond orders kekulised; see the module docstring). Over-valent atoms, atoms whose (element,
+    charge) pair has no table entry and atoms of an aromatic system without a Kekule structure keep
+    their count, so :func:`stability` still reports them."""
+    v, _ = valences(mol)
+    num_hs = mol.num_hs.copy()
+    for k, (z, q, val) in enumerate(zip(mol.atomic_numbers, mol.formal_charges, v, strict=True)):
+        if not float(val).is_integer():
+            continue
+        above = [a for a in ALLOWED_VALENCES.get((int(z), int(q)), ()) if a >= val]
+        if above:
+            num_hs[k] += int(min(above) - val)
+    return Molecule(
+        mol.atomic_numbers.copy(),
+        mol.formal_charges.copy(),
+        mol.bonds.copy(),
+        mol.bond_orders.copy(),
+        num_hs,
+        None if mol.coordinates is None else mol.coordinates.copy(),
+        mol.name,
+        dict(mol.properties),
+    )
