@@ -9,7 +9,8 @@ coordinates directly:
 * ``gap_share``: share of the heavy-atom pairs below 2.4 angstrom that lie in the gap between bonded and
   non-bonded contacts, 1.65-1.95 angstrom, where QM9's DFT geometries have almost none (no bond is that
   long; 1-3 contacts start at about 2.1);
-* ``h_w1``: Wasserstein-1 distance of each hydrogen's distance to its nearest heavy atom;
+* ``h_w1``: Wasserstein-1 distance of each hydrogen's distance to its nearest heavy atom (nan for heavy-atom
+  samples);
 * ``fragments``: mean number of connected components of the bonds written in the SDF (1 for the data).
 
 Reference: the seeded QM9 subset the models trained on (``--subset``, needs ``genmol[qm9]``) or an SDF.
@@ -62,7 +63,11 @@ def compare(sample: dict[str, np.ndarray], reference: dict[str, np.ndarray]) -> 
     return {
         "heavy_w1": float(wasserstein_distance(sample["heavy"], reference["heavy"])),
         "gap_share": float(((close >= GAP[0]) & (close < GAP[1])).mean()) if close.size else float("nan"),
-        "h_w1": float(wasserstein_distance(sample["hydrogen"], reference["hydrogen"])),
+        "h_w1": (
+            float(wasserstein_distance(sample["hydrogen"], reference["hydrogen"]))
+            if sample["hydrogen"].size and reference["hydrogen"].size
+            else float("nan")  # heavy-atom samples (--hydrogens implicit)
+        ),
         "fragments": float(sample["fragments"].mean()),
     }
 
