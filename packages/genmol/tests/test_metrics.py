@@ -132,3 +132,12 @@ def test_etkdg_reference_conformers_cover_themselves():
     AllChem.EmbedMultipleConfs(mol, 3, randomSeed=0)
     confs = [Molecule.from_rdkit(mol, conf_id=c) for c in range(3)]
     assert coverage_recall(confs, confs)["cov_r"] == 1.0
+
+
+def test_strain_of_a_heavy_atom_molecule_places_its_hydrogens_first():
+    m = embedded("CCOC", 0)
+    heavy = m.without_hydrogens()
+    # the MMFF minimum's heavy atoms with relaxed hydrogens are (close to) the minimum again; without placing the
+    # hydrogens MMFF would type and score a hydrogen-free molecule (2.6 kcal/mol here)
+    assert mmff_strain(heavy) == pytest.approx(0.0, abs=0.1)
+    assert mmff_strain(heavy.with_coordinates(heavy.coordinates * 1.05)) > 1.0

@@ -5,8 +5,8 @@ connectivity is a single bond-graph fragment; uniqueness is the fraction of dist
 among valid molecules; novelty the fraction of unique valid SMILES absent from a reference set (the
 GuacaMol / MOSES definitions). FCD is the Frechet ChemNet Distance (Preuer et al. 2018) computed by
 ``fcd-torch`` with the ChemNet weights it ships. MMFF strain (kcal/mol) is the MMFF94 energy of the
-given conformer minus that of the nearest local minimum (hydrogens as given; the conformer is
-optimised in place of a copy).
+given conformer minus that of the nearest local minimum (hydrogen atoms as given; hydrogens held as counts
+are placed and relaxed with the heavy atoms fixed first; the conformer is optimised in place of a copy).
 """
 
 from __future__ import annotations
@@ -57,14 +57,25 @@ def fcd(smiles: Sequence[str], reference: Sequence[str], *, device: str = "cpu",
 def mmff_strain(mol: Molecule, *, max_iters: int = 2000) -> float:
     """MMFF94 energy of the given conformer minus its locally relaxed energy (kcal/mol).
 
-    Raises ``ValueError`` when the molecule has no coordinates or MMFF has no parameters for it.
+    Hydrogens held as counts (heavy-atom molecules) are first added as atoms and relaxed with the heavy atoms
+    held fixed, so that the strain is that of the given heavy-atom geometry. Raises ``ValueError`` when the
+    molecule has no coordinates or MMFF has no parameters for it.
     """
     if mol.coordinates is None:
         raise ValueError("no coordinates")
     rd = mol.to_rdkit(sanitize=True)
+    counted_hs = bool(mol.num_hs.any())
+    if counted_hs:
+        rd = Chem.AddHs(rd, addCoords=True)
     props = AllChem.MMFFGetMoleculeProperties(rd)
     if props is None:
         raise ValueError("MMFF94 has no parameters for this molecule")
+    if counted_hs:
+        ff = AllChem.MMFFGetMoleculeForceField(rd, props)
+        for atom in rd.GetAtoms():
+            if atom.GetAtomicNum() != 1 or atom.GetIdx() < mol.num_atoms:
+                ff.AddFixedPoint(atom.GetIdx())
+        ff.Minimize(maxIts=max_iters)
     ff = AllChem.MMFFGetMoleculeForceField(rd, props)
     e0 = ff.CalcEnergy()
     ff.Minimize(maxIts=max_iters)
