@@ -372,8 +372,14 @@ class Lorentz(Manifold):
         return math.sqrt(self.k) * _arcosh1p(self.linner(d, d) / (2 * self.k))
 
     def logmap(self, x, y):
-        w = self.proju(x, y - x)
-        return self.dist(x, y).unsqueeze(-1) / safe_sqrt(self.linner(w, w, True)) * w
+        # with delta = <x - y, x - y>_L / 2k (no cancellation for near points): <x, y>_L = -k (1 + delta), the
+        # direction is y + <x, y>_L x / k and its norm is sqrt(k delta (2 + delta)); the norm computed from the
+        # direction's own components cancels catastrophically far from the origin (1e6 -> 1e3 in float32)
+        d = x - y
+        delta = (self.linner(d, d, True) / (2 * self.k)).clamp_min(0)
+        w = y - (1 + delta) * x
+        dist = math.sqrt(self.k) * _arcosh1p(delta)
+        return dist / safe_sqrt(self.k * delta * (2 + delta)) * w
 
     def transp(self, x, y, v):
         return v + self.linner(y, v, True) / (self.k - self.linner(x, y, True)) * (x + y)
