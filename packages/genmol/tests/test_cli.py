@@ -116,6 +116,7 @@ def test_heavy_atom_model_trains_samples_and_scores_without_hydrogen_atoms(tmp_p
     rows = json.loads(ev.read_text())["records"]
     # the SDF carries no hydrogen atoms; the reader derives the counts (RDKit's implicit valence) as sampling
     # did, so an atom can only be unstable by being over-valent, never under-valent
+    assert sum(int(m.num_hs.sum()) for m in mols) > 0  # hydrogens are there, as counts
     reasons = [u for row in rows for u in row["unstable_atoms"]]
     for reason in reasons:
         valence, allowed = re.search(r"valence (\S+) not in \(([\d, ]+)\)", reason).groups()

@@ -46,6 +46,11 @@ SAMPLERS = ("ode", "sde")
 HYDROGENS = ("explicit", "implicit")
 
 
+def check_hydrogens(hydrogens: str) -> None:
+    if hydrogens not in HYDROGENS:
+        raise ConfigError(f"hydrogens must be one of {', '.join(HYDROGENS)}, got {hydrogens!r}.")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GenConfig:
     """Model and optimisation settings of one generative run."""
@@ -70,8 +75,7 @@ class GenConfig:
         if self.backbone not in BACKBONES:
             raise ConfigError(f"backbone must be one of {', '.join(BACKBONES)}, got {self.backbone!r}.")
         check_strategy(self.strategy)
-        if self.hydrogens not in HYDROGENS:
-            raise ConfigError(f"hydrogens must be one of {', '.join(HYDROGENS)}, got {self.hydrogens!r}.")
+        check_hydrogens(self.hydrogens)
         for name in ("hidden", "layers", "steps", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
@@ -189,8 +193,7 @@ def sample_joint(
     or Euler-Maruyama (SDE; the quotient strategies add their correction term), bonds from distances;
     ``hydrogens="implicit"`` (heavy-atom models) fills in hydrogen counts."""
     check_strategy(strategy)
-    if hydrogens not in HYDROGENS:
-        raise ConfigError(f"hydrogens must be one of {', '.join(HYDROGENS)}, got {hydrogens!r}.")
+    check_hydrogens(hydrogens)
     if sampler not in SAMPLERS:
         raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
     if steps < 1:
