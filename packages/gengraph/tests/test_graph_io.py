@@ -104,3 +104,18 @@ def test_cli_reports_bad_files_in_one_line(tmp_path, capsys) -> None:
     assert "the graph set is empty" in err and "Traceback" not in err
     assert main(["evaluate", "--reference", "no-such-set", "--generated", str(bad)]) == 2
     assert "unknown graph dataset 'no-such-set'" in capsys.readouterr().err
+
+
+def test_cli_output_format_follows_the_suffix(tmp_path, capsys) -> None:
+    """A graph set goes to .json; one graph may go to .graphml; any other name is refused before writing."""
+    one = tmp_path / "karate.graphml"
+    assert main(["data", "--dataset", "karate", "--out", str(one)]) == 0
+    (graph,) = load_graphs(one)
+    assert graph.n_nodes == 34 and graph.n_edges == 78
+    capsys.readouterr()
+    for name, message in (("tree.graphml", "GraphML holds one graph here, not 128"), ("tree.pkl", "JSON graph set")):
+        assert main(["data", "--dataset", "tree", "--out", str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and not (tmp_path / name).exists()
+    assert main(["data", "--dataset", "tree", "--out", str(tmp_path / "tree.json")]) == 0
+    assert len(read_graph_set(tmp_path / "tree.json")) == 128

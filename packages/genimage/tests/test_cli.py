@@ -70,6 +70,18 @@ def test_sample_writes_a_valid_png_grid_and_files(digits_run, tmp_path) -> None:
     assert len(list((tmp_path / "each").glob("*.png"))) == 64
 
 
+def test_sample_grid_format_follows_the_suffix(digits_run, tmp_path, capsys) -> None:
+    for name, fmt in (("g.jpg", "JPEG"), ("g.JPEG", "JPEG"), ("g.webp", "WEBP")):
+        assert main(["sample", "--run", str(digits_run), "--n", "4", "--out", str(tmp_path / name), "--nfe", "2"]) == 0
+        with Image.open(tmp_path / name) as img:
+            assert img.format == fmt
+    bad = tmp_path / "g.jpgx"
+    capsys.readouterr()
+    assert main(["sample", "--run", str(digits_run), "--n", "4", "--out", str(bad), "--nfe", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "g.jpgx" in err[0] and ".png" in err[0] and not bad.exists()
+
+
 def test_evaluate_writes_finite_fd(digits_run, tmp_path) -> None:
     path = tmp_path / "m.json"
     code = main(

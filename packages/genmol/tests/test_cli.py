@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import embedded
 
-from genmol.chem.io import read_sdf, write_sdf
+from genmol.chem.io import read_sdf, read_xyz, write_sdf
 from genmol.chem.molecule import Molecule
 from genmol.cli import main
 
@@ -56,6 +56,55 @@ def test_evaluate_missing_file_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "nope.sdf")]) == 2
     err = capsys.readouterr().err
     assert "nope.sdf" in err and "Traceback" not in err
+    assert main(["evaluate", str(tmp_path / "m.mol2")]) == 2  # a file type genmol does not read
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "m.mol2" in err[0] and ".sdf" in err[0] and ".smi" in err[0]
+
+
+@pytest.mark.parametrize("name", ["gen.smi", "gen.csv.gz"])
+def test_evaluate_smiles_file_scores_every_line(tmp_path, capsys, name):
+    """Invalid molecules are rows (not skipped lines); validity, uniqueness and novelty match RDKit's counts."""
+    import gzip
+
+    lines = [
+        "smiles,name",  # a header line is skipped
+        "CCO,ethanol",
+        "OCC,ethanol_again",  # the same molecule: uniqueness 2/3 of the valid ones
+        "c1cc[nH+]cc1,pyridinium",  # charged aromatic
+        "C(C)(C)(C)(C)C,pentavalent",  # parses, does not sanitise: invalid
+        "c1cccc1,bad_ring",  # an aromatic ring that cannot be kekulized: invalid
+        "CC(C,unclosed",  # does not parse: a failed row naming the line
+        "",
+        "CC.O,two_fragments",  # valid, not connected
+    ]
+    path = tmp_path / name
+    text = "\n".join(lines) + "\n"
+    if name.endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    (tmp_path / "ref.smi").write_text("CCO\nCC.O\n")
+    out = tmp_path / "e.json"
+    args = ["evaluate", str(path), "--json", str(out), "--reference", str(tmp_path / "ref.smi"), "--no-fcd"]
+    assert main([*args, "--no-progress"]) == 0
+    data = json.loads(out.read_text())
+    rows = {r["name"]: r for r in data["records"]}
+    assert [r["index"] for r in data["records"]] == list(range(7))
+    assert rows["ethanol"]["valid"] and rows["ethanol"]["mol_stable"] and rows["ethanol"]["smiles"] == "CCO"
+    assert rows["pyridinium"]["valid"] and rows["pyridinium"]["mol_stable"]
+    assert rows["pyridinium"]["smiles"] == "c1cc[nH+]cc1" and rows["pyridinium"]["n_atoms"] == 6  # heavy atoms
+    assert not rows["pentavalent"]["valid"] and "valence" in rows["pentavalent"]["error"].lower()
+    assert rows["pentavalent"]["unstable_atoms"] == ["atom 0 C(+0): valence 5 not in (4,)"]
+    assert not rows["bad_ring"]["valid"] and "kekulize" in rows["bad_ring"]["error"].lower()
+    assert not rows["unclosed"]["parsed"] and rows["unclosed"]["error"].startswith("line 7: ")
+    assert "parentheses" in rows["unclosed"]["error"]
+    assert rows["two_fragments"]["valid"] and not rows["two_fragments"]["connected"]
+    assert all(r["mmff_strain"] is None for r in data["records"])  # no coordinates, no 3-D metrics
+    s = data["summary"]
+    assert s["n_records"] == 7 and s["n_parsed"] == 6
+    assert s["validity"] == pytest.approx(4 / 7) and s["validity_connected"] == pytest.approx(3 / 7)
+    assert s["uniqueness"] == pytest.approx(3 / 4) and s["novelty"] == pytest.approx(1 / 3)  # c1cc[nH+]cc1 is new
+    assert "bond_length_w1" not in s
 
 
 @pytest.mark.parametrize(
@@ -83,6 +132,19 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     assert all(np.isfinite(m.coordinates).all() for m in mols)
     if task == "conformer":
         assert mols[0].to_smiles() == "CCO"
+    xyz = tmp_path / "s.xyz"  # the same samples as XYZ frames (coordinates only)
+    assert main([str(xyz) if a == str(out) else a for a in sample]) == 0
+    frames = read_xyz(xyz)
+    assert [f.num_atoms for f in frames] == [m.num_atoms for m in mols]
+    np.testing.assert_allclose(frames[0].coordinates, mols[0].coordinates, atol=1e-4)
+    capsys.readouterr()
+    bad = tmp_path / "s.txt"
+    assert main([str(bad) if a == str(out) else a for a in sample]) == 2 and not bad.exists()
+    assert "written as SDF (.sdf) or XYZ (.xyz)" in capsys.readouterr().err
+    if task == "joint":
+        (tmp_path / "g.smi").write_text("CCO\n")
+        assert main([*sample, "--graphs", str(tmp_path / "g.smi")]) == 2
+        assert "--graphs is for conformer runs" in capsys.readouterr().err
     if torch.cuda.is_available():  # noise is drawn on the CPU stream, so the GPU repeats the CPU's conformers
         on_gpu = tmp_path / "gpu.sdf"
         assert main([str(on_gpu) if a == str(out) else a for a in sample] + ["--device", "cuda"]) == 0

@@ -45,6 +45,12 @@ def test_make_train_evaluate(tmp_path, capsys) -> None:
     res = json.loads(out.read_text())
     assert res["episodes"] == 2 and all(math.isfinite(r) for r in res["returns"])
     assert res["agent"] == "value-flows" and res["nfe_per_decision"] == 11
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(args) == 2  # a finished run is not overwritten
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already holds a genrl run" in err[0] and "--resume" in err[0]
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:

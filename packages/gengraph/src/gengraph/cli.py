@@ -34,7 +34,7 @@ def _graphs(source: str, which: str, seed: int):
 def cmd_data(args: argparse.Namespace) -> int:
     from gengraph.connectomes import CONNECTOMES, SERIES
     from gengraph.datasets import DATASETS, DEFAULT_SIZES, REAL_GRAPHS, generate, split
-    from gengraph.io import write_graph_set
+    from gengraph.io import check_graphs_output, write_graphs
 
     if args.list or not args.dataset:
         rows = [{"dataset": d, "graphs": DEFAULT_SIZES[d], "kind": "procedural (seeded)"} for d in DATASETS]
@@ -48,6 +48,8 @@ def cmd_data(args: argparse.Namespace) -> int:
     graphs = _graphs(args.dataset, args.split, args.seed)
     if args.dataset in DATASETS and args.n is not None:
         graphs = split(generate(args.dataset, args.n, seed=args.seed), args.split)
+    if args.out:
+        check_graphs_output(args.out, len(graphs))
     nodes = [g.n_nodes for g in graphs]
     print(
         format_table(
@@ -65,7 +67,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         )
     )
     if args.out:
-        write_graph_set(args.out, graphs, dataset=args.dataset, split=args.split, seed=args.seed)
+        write_graphs(args.out, graphs, dataset=args.dataset, split=args.split, seed=args.seed)
         print(f"wrote {args.out}")
     return 0
 
@@ -91,10 +93,11 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_sample(args: argparse.Namespace) -> int:
     from gengraph.experiment import sample_run
-    from gengraph.io import write_graph_set
+    from gengraph.io import check_graphs_output, write_graphs
 
+    check_graphs_output(args.out, args.n)  # before any sampling
     graphs = sample_run(args.run, args.n, seed=args.seed, steps=args.steps)
-    write_graph_set(args.out, graphs, run=str(args.run), seed=args.seed)
+    write_graphs(args.out, graphs, run=str(args.run), seed=args.seed)
     print(f"wrote {len(graphs)} graphs to {args.out}")
     return 0
 
@@ -157,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--split", default="train", choices=("train", "val", "test", "all"))
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--n", type=int, default=None, help="graphs to generate before splitting (default: the set's size)")
-    d.add_argument("--out", help="write the graphs here (.json graph set)")
+    d.add_argument("--out", help="write the graphs here (.json graph set, or .graphml for one graph)")
     d.add_argument("--list", action="store_true", help="list the available data sets")
     d.set_defaults(func=cmd_data)
 
@@ -210,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n", type=int, default=64)
     s.add_argument("--steps", type=int, default=50, help="ODE / diffusion steps")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", required=True, help="output .json graph set")
+    s.add_argument("--out", required=True, help="output .json graph set (.graphml for --n 1)")
     s.set_defaults(func=cmd_sample)
 
     e = commands.add_parser("evaluate", help="MMDs (kernel-named), V.U.N. and bootstrap intervals")

@@ -34,6 +34,7 @@ __all__ = [
     "write_edgelist",
     "write_graph_set",
     "write_graphml",
+    "write_graphs",
 ]
 
 FORMAT = "gengraph.graph-set"
@@ -42,6 +43,26 @@ FORMAT = "gengraph.graph-set"
 def write_graph_set(path: str | os.PathLike, graphs: list[Graph], **meta) -> Path:
     """Write ``graphs`` (and optional metadata) as a JSON graph set, atomically."""
     return write_json(path, {"format": FORMAT, "version": 1, **meta, "graphs": [g.to_dict() for g in graphs]})
+
+
+def check_graphs_output(path: str | os.PathLike, n_graphs: int) -> str:
+    """The suffix ``n_graphs`` graphs can be written under: ``.json`` (a graph set), or ``.graphml`` for one graph.
+
+    Anything else (an edge list cannot hold isolated nodes or several graphs) is one :class:`InputError` sentence.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix == ".json" or (suffix == ".graphml" and n_graphs == 1):
+        return suffix
+    if suffix == ".graphml":
+        raise InputError(f"{path}: GraphML holds one graph here, not {n_graphs}; write a graph set (.json).")
+    raise InputError(f"{path}: graphs are written as a JSON graph set (.json), or one graph as GraphML (.graphml).")
+
+
+def write_graphs(path: str | os.PathLike, graphs: list[Graph], **meta) -> Path:
+    """:func:`write_graph_set` (``.json``, with ``meta``) or :func:`write_graphml` (``.graphml``, one graph)."""
+    if check_graphs_output(path, len(graphs)) == ".graphml":
+        return write_graphml(path, graphs[0])
+    return write_graph_set(path, graphs, **meta)
 
 
 def read_graph_set(path: str | os.PathLike) -> list[Graph]:

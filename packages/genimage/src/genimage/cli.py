@@ -171,12 +171,13 @@ def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
 def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
-    from genimage.imageio import save_images, write_grid
+    from genimage.imageio import grid_format, save_images, write_grid
     from genimage.runs import load_run
     from genimage.sampling import generate, sample_noise
 
     if args.n < 1:
         raise ConfigError(f"--n must be a positive integer, got {args.n}.")
+    grid_format(args.out)  # a grid file name without a known suffix is refused before sampling
     run_ = load_run(args.run, device=resolve_device(args.device))
     labels = None
     if run_.num_classes:
@@ -256,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = commands.add_parser("sample", help="sample a trained run into a PNG grid (and files / WAVs)")
     _add_sampling_flags(sp)
     sp.add_argument("--n", type=int, default=64, help="number of images (default 64)")
-    sp.add_argument("--out", required=True, type=Path, help="PNG grid to write")
+    sp.add_argument("--out", required=True, type=Path, help="picture grid to write (.png, .jpg or .webp)")
     sp.add_argument("--label", type=int, help="one class for every image (default: cycle through the classes)")
     sp.add_argument("--individual", type=Path, help="also write one PNG per image into this folder")
     sp.add_argument("--wav", type=Path, help="mel runs: also write Griffin-Lim audio into this folder")

@@ -3,8 +3,8 @@
 One convention everywhere in genimage: images are float tensors ``[N, C, H, W]`` with values in
 ``[-1, 1]`` (``C`` is 1 for grayscale, 3 for RGB). :func:`to_uint8` and :func:`from_uint8` convert
 to and from 8-bit pixels (``u = round((x + 1) * 127.5)``, clipped to 0..255), :func:`save_png` writes
-one image, :func:`write_grid` writes a grid of images as one PNG and :func:`save_images` writes one
-PNG per image. Every file is written atomically (temporary name, then renamed).
+one image, :func:`write_grid` writes a grid of images as one PNG (or JPEG / WebP, by the file's suffix) and
+:func:`save_images` writes one PNG per image. Every file is written atomically (temporary name, then renamed).
 """
 
 from __future__ import annotations
@@ -20,7 +20,19 @@ import torch
 from gencore.errors import InputError
 from gencore.io import atomic_path, ensure_dir
 
-__all__ = ["check_images", "from_uint8", "image_grid_array", "save_images", "save_png", "to_uint8", "write_grid"]
+__all__ = [
+    "GRID_FORMATS",
+    "check_images",
+    "from_uint8",
+    "grid_format",
+    "image_grid_array",
+    "save_images",
+    "save_png",
+    "to_uint8",
+    "write_grid",
+]
+
+GRID_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".webp": "WEBP"}
 
 
 def check_images(x: torch.Tensor, name: str = "images") -> torch.Tensor:
@@ -90,16 +102,30 @@ def image_grid_array(images: torch.Tensor, nrow: int | None = None, padding: int
     return grid
 
 
+def grid_format(path: str | os.PathLike) -> str:
+    """The image format a grid file's suffix names (``GRID_FORMATS``); one :class:`InputError` sentence otherwise."""
+    fmt = GRID_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise InputError(
+            f"{str(path)!r}: a picture grid is written as {', '.join(sorted(set(GRID_FORMATS.values())))}; "
+            f"name the file with one of the suffixes {', '.join(GRID_FORMATS)}."
+        )
+    return fmt
+
+
 def write_grid(
     path: str | os.PathLike, images: torch.Tensor, *, nrow: int | None = None, scale: int | None = None
 ) -> Path:
-    """Write ``[N, C, H, W]`` images in ``[-1, 1]`` as one PNG grid (``nrow`` per row; about square by default).
+    """Write ``[N, C, H, W]`` images in ``[-1, 1]`` as one grid (``nrow`` per row; about square by default).
+
+    The format follows the suffix (:func:`grid_format`): PNG, JPEG (quality 95) or lossless WebP.
 
     Small images are enlarged with nearest-neighbour pixels (``scale``; by default so that a tile is at
     least 64 pixels wide) so that 8x8 digits stay visible.
     """
     from PIL import Image
 
+    fmt = grid_format(path)
     check_images(images)
     if images.shape[0] == 0:
         raise InputError("write_grid needs at least one image.")
@@ -108,8 +134,9 @@ def write_grid(
     img = _pil_image(grid)
     if s > 1:
         img = img.resize((img.width * s, img.height * s), Image.NEAREST)
+    options = {"JPEG": {"quality": 95}, "WEBP": {"lossless": True}}.get(fmt, {})
     with atomic_path(path) as tmp:
-        img.save(tmp, format="PNG")
+        img.save(tmp, format=fmt, **options)
     return Path(path)
 
 

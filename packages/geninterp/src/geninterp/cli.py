@@ -36,8 +36,10 @@ def _print_record(record: dict[str, Any]) -> None:
 def cmd_capture(args: argparse.Namespace) -> int:
     from geninterp.capture import capture_to_store
     from geninterp.models import load_model, run_model
+    from geninterp.store import check_new_store
     from geninterp.text import stdlib_texts, token_chunks
 
+    check_new_store(args.out)  # before the model is loaded
     lm = load_model(args.model, resolve_device(args.device))
     module = lm.module_name(args.layer)
     prefix, suffix, sep = lm.special

@@ -51,6 +51,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def check_new_store(out_dir: str | os.PathLike) -> None:
+    """Refuse (one :class:`StorageError` sentence) a folder that already holds an activation store."""
+    if (Path(out_dir) / INDEX_NAME).exists():
+        raise StorageError(f"{str(out_dir)!r} already holds an activation store; choose a new --out folder.")
+
+
 class ActivationWriter:
     """Append ``[B, L, D]`` activation batches; flushes a shard every ``shard_sequences`` sequences.
 
@@ -75,9 +81,8 @@ class ActivationWriter:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}.")
         if min(d_model, seq_len, shard_sequences) < 1:
             raise ConfigError("d_model, seq_len and shard_sequences must be positive integers.")
+        check_new_store(out_dir)
         self.dir = ensure_dir(out_dir)
-        if (self.dir / INDEX_NAME).exists():
-            raise StorageError(f"{str(self.dir)!r} already holds an activation store; choose a new --out folder.")
         self.d_model, self.seq_len, self.shard_sequences = d_model, seq_len, shard_sequences
         self.storage, self.dtype = storage, dtype
         self.metadata = dict(metadata or {})

@@ -42,9 +42,11 @@ SUMMARY_KEYS = (
 
 # prepare ----------------------------------------------------------------------------------------
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from genmol.chem.io import read_smiles, write_sdf
+    from genmol.chem.io import check_output_suffix, read_smiles, write_molecules
     from genmol.data.conformers import generate_conformers
 
+    if args.out:
+        check_output_suffix(args.out)  # before the data are read
     if args.data == "qm9":
         from genmol.data.qm9 import qm9_subset
 
@@ -72,7 +74,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                 out_mols.append(m)
         mols = out_mols
     if args.out:
-        write_sdf(args.out, mols)
+        write_molecules(args.out, mols)
         print(f"wrote {len(mols)} records to {args.out}")
     return 0
 
@@ -112,16 +114,21 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
-    from genmol.chem.io import read_sdf, read_smiles, write_sdf
+    from genmol.chem.io import check_output_suffix, molecule_file_kind, read_sdf, read_smiles, write_molecules
     from genmol.experiment import load_run
     from genmol.generation.flow import draw_sizes, model_view, sample_conformers, sample_joint
 
+    check_output_suffix(args.out)  # before any sampling
     model, cfg, vocab, sizes = load_run(args.run, resolve_device(args.device))
     g = torch.Generator().manual_seed(args.seed)  # noise is drawn on the CPU: the same molecules on any device
     start = time.perf_counter()
     if cfg.task == "joint":
         if args.n < 1:
             raise ConfigError(f"--n must be positive, got {args.n}.")
+        if args.graphs:
+            raise ConfigError(
+                f"the run in {str(args.run)!r} generates whole molecules; --graphs is for conformer runs."
+            )
         mols = sample_joint(
             model,
             vocab,
@@ -138,7 +145,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
         if not args.graphs:
             raise ConfigError("this run generates conformers: give the molecular graphs with --graphs FILE.sdf|.smi.")
         path = Path(args.graphs)
-        graphs, _ = read_sdf(path) if path.suffix.lower() == ".sdf" else read_smiles(path)
+        graphs, _ = read_sdf(path) if molecule_file_kind(path) == "sdf" else read_smiles(path)
         from rdkit import Chem
 
         from genmol.chem.molecule import Molecule
@@ -162,14 +169,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
         )
         mols = [m for e in ens for m in e]
-    write_sdf(args.out, mols)
+    write_molecules(args.out, mols)
     print(f"wrote {len(mols)} molecules to {args.out} ({time.perf_counter() - start:.1f} s)")
     return 0
 
 
 # evaluate ---------------------------------------------------------------------------------------
 def _reference(path: str | None):
-    from genmol.chem.io import read_sdf, read_smiles
+    from genmol.chem.io import molecule_file_kind, read_sdf, read_smiles
     from genmol.experiment import train_smiles
     from genmol.metrics.chemistry import canonical_smiles
     from genmol.metrics.suite import Reference
@@ -180,7 +187,7 @@ def _reference(path: str | None):
     if p.is_dir():
         mols = read_sdf(p / "reference.sdf")[0] if (p / "reference.sdf").is_file() else []
         return Reference(smiles=train_smiles(p), molecules=mols)
-    if p.suffix.lower() == ".sdf":
+    if molecule_file_kind(p) == "sdf":
         mols, _ = read_sdf(p)
         return Reference(smiles=[s for s in map(canonical_smiles, mols) if s], molecules=mols)
     mols, _ = read_smiles(p)
@@ -198,10 +205,12 @@ def _clean(value: Any) -> Any:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from genmol.metrics.suite import evaluate_sdf
+    from genmol.chem.io import molecule_file_kind
+    from genmol.metrics.suite import evaluate_file
 
+    molecule_file_kind(args.file)  # an unknown file type is refused before the reference is read
     reference = _reference(args.reference)
-    result = evaluate_sdf(
+    result = evaluate_file(
         args.file, reference, strain=not args.no_strain, with_fcd=not args.no_fcd, progress=not args.no_progress
     )
     rows = result.rows
@@ -253,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--on-error", choices=("skip", "raise"), default="skip", dest="on_error")
     pr.add_argument("--seed", type=int, default=0)
     pr.add_argument("--cache", help="cache folder (default $GENMOL_CACHE or ~/.cache/genmol)")
-    pr.add_argument("--out", type=Path, help="write the prepared molecules as SDF")
+    pr.add_argument("--out", type=Path, help="write the prepared molecules as SDF (.sdf) or XYZ (.xyz)")
     pr.add_argument("--no-progress", action="store_true")
     pr.set_defaults(func=cmd_prepare)
 
@@ -287,10 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=cmd_train)
 
-    sa = commands.add_parser("sample", help="generate molecules (or conformers) from a run; writes SDF")
+    sa = commands.add_parser("sample", help="generate molecules (or conformers) from a run; writes SDF or XYZ")
     sa.add_argument("--run", required=True, type=Path)
     sa.add_argument("--n", type=int, default=100, help="molecules (joint) or conformers per graph (conformer)")
-    sa.add_argument("--out", required=True, type=Path, help="output SDF")
+    sa.add_argument("--out", required=True, type=Path, help="output file: .sdf, or .xyz (coordinates only)")
     sa.add_argument("--steps", type=int, default=100, help="integration steps")
     sa.add_argument("--sampler", choices=("ode", "sde"), default="ode")
     sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
@@ -300,8 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--no-progress", action="store_true")
     sa.set_defaults(func=cmd_sample)
 
-    ev = commands.add_parser("evaluate", help="per-molecule and set metrics of an SDF; prints a table")
-    ev.add_argument("file", type=Path, help="SDF file")
+    ev = commands.add_parser("evaluate", help="per-molecule and set metrics of an SDF or SMILES file; prints a table")
+    ev.add_argument("file", type=Path, help="SDF file, or SMILES file (.smi, .smiles, .txt, .csv: no 3-D metrics)")
     ev.add_argument("--json", type=Path, help="write records and summary as JSON")
     ev.add_argument("--reference", help="run folder, SDF or SMILES file for novelty, FCD and bond geometry")
     ev.add_argument("--rows", type=int, default=30, help="rows printed (all rows go to the JSON)")

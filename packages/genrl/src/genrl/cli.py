@@ -156,6 +156,11 @@ def _train(args: argparse.Namespace) -> int:
     if agent.config.batch_size % args.nproc:
         raise ConfigError(f"batch size {agent.config.batch_size} must be divisible by --nproc {args.nproc}.")
     device = resolve_device(args.device, args.nproc)  # a missing GPU is reported before any process starts
+    if (Path(args.out) / "run.json").is_file() and not args.resume:
+        raise ConfigError(
+            f"{str(args.out)!r} already holds a genrl run (run.json); pass --resume to continue it from its "
+            "checkpoints or choose a new --out folder."
+        )
     out = ensure_dir(args.out)
     run_info = {
         "agent": args.agent,

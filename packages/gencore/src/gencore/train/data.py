@@ -92,7 +92,7 @@ class RankBatches:
         if not self.iterable and self.per_epoch < 1:
             raise ConfigError(
                 f"the dataset has {n} samples, fewer than one micro-batch on every rank "
-                f"({world_size} x {micro_batch_size}); use a smaller global_batch_size."
+                f"({world_size} x {micro_batch_size}); use a smaller global batch size (--batch-size)."
             )
         self._it: Iterator[Any] | None = None
 

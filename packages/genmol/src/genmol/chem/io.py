@@ -24,6 +24,7 @@ from gencore.io import atomic_path
 from genmol.chem.molecule import Molecule
 
 POLICIES = ("skip", "raise")
+SMILES_SUFFIXES = (".smi", ".smiles", ".txt", ".csv")  # each also read gzipped (".smi.gz")
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,20 @@ def _reason(messages: list[str], fallback: str) -> str:
     useful = [m.split("] ", 1)[-1].strip() for m in messages if m.strip()]
     useful = [m for m in useful if m and not set(m) <= {"*"} and not m.startswith("****")]
     return "; ".join(useful[-2:]) if useful else fallback
+
+
+def molecule_file_kind(path: str | os.PathLike) -> str:
+    """``"sdf"`` or ``"smiles"`` from a file's suffix; one :class:`InputError` sentence for any other name."""
+    suffixes = [x.lower() for x in Path(path).suffixes]
+    if suffixes[-1:] == [".sdf"]:
+        return "sdf"
+    if suffixes[-1:] == [".gz"]:
+        suffixes = suffixes[:-1]
+    if suffixes[-1:] and suffixes[-1] in SMILES_SUFFIXES:
+        return "smiles"
+    raise InputError(
+        f"{str(path)!r}: expected an SDF file (.sdf) or a SMILES file ({', '.join(SMILES_SUFFIXES)}, optionally .gz)."
+    )
 
 
 def _check_readable(path: Path) -> None:
@@ -205,18 +220,14 @@ def write_sdf(path: str | os.PathLike, molecules: Iterable[Molecule]) -> Path:
     return Path(path)
 
 
-def read_smiles(
-    path: str | os.PathLike, *, on_error: str = "skip", column: int = 0, delimiter: str | None = None
-) -> tuple[list[Molecule], ReadReport]:
-    """Read a SMILES file (one molecule per line; ``column`` picks the field; ``#`` lines and a
-    ``smiles`` header are skipped; ``.gz`` files are read transparently)."""
+def smiles_records(
+    path: str | os.PathLike, *, column: int = 0, delimiter: str | None = None
+) -> Iterator[tuple[int, int, str, str]]:
+    """Yield ``(index, line, smiles, name)`` for each record of a SMILES file (see :func:`read_smiles`)."""
     import gzip
 
-    check_policy(on_error)
     p = Path(path)
     _check_readable(p)
-    report = ReadReport(str(p))
-    out: list[Molecule] = []
     opener = gzip.open if p.suffix == ".gz" else open
     with opener(p, "rt", encoding="utf-8", errors="replace") as fh:
         index = 0
@@ -232,17 +243,43 @@ def read_smiles(
                 name = fields[column + 1] if column + 1 < len(fields) else ""
             if index == 0 and smi.lower() in ("smiles", "smi"):
                 continue
-            with rdkit_messages() as messages:
-                mol = Chem.MolFromSmiles(smi) if smi else None
-            if mol is None:
-                bad = BadRecord(index, lineno, _reason(messages, f"cannot parse SMILES {smi!r}"), str(p))
-                if on_error == "raise":
-                    raise InputError(f"{bad}.")
-                report.bad.append(bad)
-            else:
-                out.append(Molecule.from_rdkit(mol, name=name))
-                report.n_read += 1
+            yield index, lineno, smi, name
             index += 1
+
+
+def parse_smiles(smi: str, *, sanitize: bool = True) -> tuple[Chem.Mol | None, str]:
+    """``(mol, "")`` or ``(None, reason)`` for one SMILES string, RDKit's messages kept out of the console."""
+    with rdkit_messages() as messages:
+        mol = Chem.MolFromSmiles(smi, sanitize=sanitize) if smi else None
+    if mol is not None:
+        return mol, ""
+    # RDKit's parser says what and where over several lines (message, position, the input, a caret line)
+    texts = [m.split("] ", 1)[-1].removeprefix("SMILES Parse Error: ").strip() for m in messages]
+    where = next((t.rstrip(":") for t in texts if t.startswith("check for mistakes around")), "")
+    what = next((t for t in texts if t and t != where + ":" and not t.startswith("Failed parsing")), "")
+    if not what:
+        return None, _reason(messages, f"cannot parse SMILES {smi!r}")
+    return None, f"{what} ({where})" if where else what
+
+
+def read_smiles(
+    path: str | os.PathLike, *, on_error: str = "skip", column: int = 0, delimiter: str | None = None
+) -> tuple[list[Molecule], ReadReport]:
+    """Read a SMILES file (one molecule per line; ``column`` picks the field; ``#`` lines and a
+    ``smiles`` header are skipped; ``.gz`` files are read transparently)."""
+    check_policy(on_error)
+    report = ReadReport(str(path))
+    out: list[Molecule] = []
+    for index, lineno, smi, name in smiles_records(path, column=column, delimiter=delimiter):
+        mol, reason = parse_smiles(smi)
+        if mol is None:
+            bad = BadRecord(index, lineno, reason, str(path))
+            if on_error == "raise":
+                raise InputError(f"{bad}.")
+            report.bad.append(bad)
+        else:
+            out.append(Molecule.from_rdkit(mol, name=name))
+            report.n_read += 1
     return out, report
 
 
@@ -252,10 +289,9 @@ def smiles_to_molecules(smiles: Iterable[str], *, on_error: str = "skip") -> tup
     report = ReadReport("<smiles>")
     out: list[Molecule] = []
     for index, smi in enumerate(smiles):
-        with rdkit_messages() as messages:
-            mol = Chem.MolFromSmiles(smi)
+        mol, reason = parse_smiles(smi)
         if mol is None:
-            bad = BadRecord(index, index + 1, _reason(messages, f"cannot parse SMILES {smi!r}"), "<smiles>")
+            bad = BadRecord(index, index + 1, reason, "<smiles>")
             if on_error == "raise":
                 raise InputError(f"{bad}.")
             report.bad.append(bad)
@@ -263,6 +299,20 @@ def smiles_to_molecules(smiles: Iterable[str], *, on_error: str = "skip") -> tup
         out.append(Molecule.from_rdkit(mol))
         report.n_read += 1
     return out, report
+
+
+def write_molecules(path: str | os.PathLike, molecules: Iterable[Molecule]) -> Path:
+    """Write an SDF (``.sdf``) or a multi-frame XYZ file (``.xyz``: coordinates only, no bonds or H counts)."""
+    writer = {".sdf": write_sdf, ".xyz": write_xyz}.get(check_output_suffix(path))
+    return writer(path, molecules)
+
+
+def check_output_suffix(path: str | os.PathLike) -> str:
+    """The suffix of a molecule output file, ``.sdf`` or ``.xyz``; one :class:`InputError` sentence otherwise."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".sdf", ".xyz"):
+        raise InputError(f"{str(path)!r}: molecules are written as SDF (.sdf) or XYZ (.xyz); name the file so.")
+    return suffix
 
 
 def read_xyz(path: str | os.PathLike, *, bonds: str = "none") -> list[Molecule]:

@@ -5,18 +5,32 @@ unparsable SDF record is a row with ``parsed=False`` and RDKit's reason; an inva
 with ``valid=False`` and the sanitisation message. Summary fractions are over *all* records
 (unparsed records count as invalid and unstable), except ``atom_stability`` (over the atoms of parsed
 records) and ``uniqueness`` (over valid molecules).
+
+A SMILES file is evaluated the same way (:func:`evaluate_smiles_file`): each line is parsed without
+sanitisation, so a molecule RDKit rejects (a pentavalent carbon, an aromatic ring that does not kekulize) is
+an invalid row, not a skipped one; its atoms carry the SMILES's hydrogen counts and there are no coordinates,
+so the 3-D metrics (MMFF strain, bond-length and bond-angle distances) are absent.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from genmol.chem.io import BadRecord, ReadReport, parse_molblock, rdkit_messages, sdf_blocks
+from genmol.chem.io import (
+    BadRecord,
+    ReadReport,
+    molecule_file_kind,
+    parse_molblock,
+    parse_smiles,
+    rdkit_messages,
+    sdf_blocks,
+    smiles_records,
+)
 from genmol.chem.molecule import Molecule
 from genmol.metrics.chemistry import canonical_smiles, fcd, is_valid, mmff_strain, novelty, uniqueness
 from genmol.metrics.geometry import bond_angles, bond_lengths, distribution_distance
@@ -155,6 +169,37 @@ def evaluate_molecules(
     return Evaluation(rows, summarise(rows, molecules, reference, with_fcd=with_fcd))
 
 
+def _evaluate_records(
+    records: Iterable[tuple[int, int, str, Any, str]],
+    path: str | os.PathLike,
+    reference: Reference | None,
+    *,
+    strain: bool,
+    with_fcd: bool,
+    progress: bool,
+) -> Evaluation:
+    """Rows and summary of ``(index, line, name, rdkit_mol or None, reason)`` records read from ``path``."""
+    from tqdm.auto import tqdm
+
+    report = ReadReport(str(path))
+    rows: list[dict[str, Any]] = []
+    molecules: list[Molecule] = []
+    for index, line, name, mol, reason in tqdm(records, desc="evaluate", unit="mol", disable=not progress):
+        if mol is not None:
+            try:
+                m = Molecule.from_rdkit(mol, name=name)
+            except Exception as exc:
+                mol, reason = None, str(exc)
+        if mol is None:
+            rows.append(failed_row(index, f"line {line}: {reason}", name))
+            report.bad.append(BadRecord(index, line, reason, str(path)))
+            continue
+        report.n_read += 1
+        molecules.append(m)
+        rows.append(molecule_row(index, m, strain=strain))
+    return Evaluation(rows, summarise(rows, molecules, reference, with_fcd=with_fcd), report)
+
+
 def evaluate_sdf(
     path: str | os.PathLike,
     reference: Reference | None = None,
@@ -164,28 +209,35 @@ def evaluate_sdf(
     progress: bool = False,
 ) -> Evaluation:
     """Evaluate every record of an SDF; unparsable records become rows, not exceptions."""
-    from tqdm.auto import tqdm
+    records = (
+        (index, line, block.splitlines()[0].strip() if block.strip() else "", *parse_molblock(block, sanitize=False))
+        for index, line, block in sdf_blocks(path)
+    )
+    return _evaluate_records(records, path, reference, strain=strain, with_fcd=with_fcd, progress=progress)
 
-    report = ReadReport(str(path))
-    rows: list[dict[str, Any]] = []
-    molecules: list[Molecule] = []
-    for index, line, block in tqdm(sdf_blocks(path), desc="evaluate", unit="mol", disable=not progress):
-        mol, reason = parse_molblock(block, sanitize=False)
-        name = block.splitlines()[0].strip() if block.strip() else ""
-        if mol is None:
-            rows.append(failed_row(index, f"line {line}: {reason}", name))
-            report.bad.append(BadRecord(index, line, reason, str(path)))
-            continue
-        try:
-            m = Molecule.from_rdkit(mol)
-        except Exception as exc:
-            rows.append(failed_row(index, f"line {line}: {exc}", name))
-            continue
-        report.n_read += 1
-        molecules.append(m)
-        rows.append(molecule_row(index, m, strain=strain))
-    summary = summarise(rows, molecules, reference, with_fcd=with_fcd)
-    return Evaluation(rows, summary, report)
+
+def evaluate_smiles_file(
+    path: str | os.PathLike, reference: Reference | None = None, *, with_fcd: bool = True, progress: bool = False
+) -> Evaluation:
+    """Evaluate every line of a SMILES file (see the module docstring); unparsable lines become rows."""
+    records = (
+        (index, line, name, *parse_smiles(smi, sanitize=False)) for index, line, smi, name in smiles_records(path)
+    )
+    return _evaluate_records(records, path, reference, strain=False, with_fcd=with_fcd, progress=progress)
+
+
+def evaluate_file(
+    path: str | os.PathLike,
+    reference: Reference | None = None,
+    *,
+    strain: bool = True,
+    with_fcd: bool = True,
+    progress: bool = False,
+) -> Evaluation:
+    """:func:`evaluate_sdf` or :func:`evaluate_smiles_file`, by the file's suffix (:func:`molecule_file_kind`)."""
+    if molecule_file_kind(path) == "sdf":
+        return evaluate_sdf(path, reference, strain=strain, with_fcd=with_fcd, progress=progress)
+    return evaluate_smiles_file(path, reference, with_fcd=with_fcd, progress=progress)
 
 
 def evaluate_smiles(smiles: Sequence[str], reference: Sequence[str], *, with_fcd: bool = True) -> dict[str, Any]:
