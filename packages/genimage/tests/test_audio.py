@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from gencore.errors import InputError
 from genimage.data.audio import MelConfig, audio_to_mel, load_mel_set, mel_to_audio, read_wav, synth_clips, write_wav
 
 
@@ -55,6 +56,12 @@ def test_wav_folder(tmp_path) -> None:
     assert abs(len(wave) - cfg.clip_samples) <= 2
     data = load_mel_set(tmp_path, cfg=cfg)
     assert data.shape == (1, 32, 32) and data.labels.tolist() == [0, 1, 2, 3] and data.num_classes == 4
+    bad = tmp_path / "class2" / "bad.wav"
+    bad.write_bytes(b"RIFFjunk")
+    with pytest.raises(InputError, match=r"bad\.wav: not a readable audio file"):
+        load_mel_set(tmp_path, cfg=cfg)
+    data = load_mel_set(tmp_path, cfg=cfg, skip_bad=True)
+    assert data.labels.tolist() == [0, 1, 2, 3] and data.skipped == [str(bad)]
 
 
 def test_synthetic_set_is_seeded() -> None:

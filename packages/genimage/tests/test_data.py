@@ -132,5 +132,32 @@ def test_corrupt_shard_member(tmp_path) -> None:
         tar.addfile(info, io.BytesIO(payload))
     with pytest.raises(InputError, match=r"00000099"):
         list(ShardedImages(tmp_path / "s", image_size=8))
+    with pytest.raises(InputError) as exc:
+        list(ShardedImages(tmp_path / "s", image_size=8))
+    assert "0x" not in str(exc.value)  # no Python object repr in the sentence
     stream = ShardedImages(tmp_path / "s", image_size=8, skip_bad=True)
     assert len(list(stream)) == 3 and len(stream.skipped) == 1
+
+
+def test_unreadable_shard_and_bad_label_are_one_sentence_or_skipped(tmp_path) -> None:
+    import io
+
+    data = load_image_set("digits").subset(torch.arange(6))
+    (good,) = write_shards(data, tmp_path / "s", shard_size=10)
+    from PIL import Image
+
+    png = io.BytesIO()
+    Image.new("L", (8, 8)).save(png, format="PNG")
+    with tarfile.open(good, "a") as tar:  # a readable image whose class label is not an integer
+        for name, payload in (("00000098.png", png.getvalue()), ("00000098.cls", b"seven")):
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    (tmp_path / "s" / "broken.tar").write_bytes(b"not a tar at all")
+    with pytest.raises(InputError) as exc:
+        list(ShardedImages(tmp_path / "s", image_size=8, channels=1))
+    assert len(str(exc.value).splitlines()) == 1
+    assert "broken.tar: not a readable tar shard" in str(exc.value) or "must be an integer" in str(exc.value)
+    stream = ShardedImages(tmp_path / "s", image_size=8, channels=1, skip_bad=True)
+    assert len(list(stream)) == 6
+    assert sorted(stream.skipped) == sorted([f"{tmp_path / 's' / 'broken.tar'} (unreadable tar)", f"{good}:00000098"])

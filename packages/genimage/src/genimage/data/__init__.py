@@ -51,7 +51,7 @@ def load_image_set(
     if name == "photos":
         return load_photo_patches(patch=size, photo_side=5 * size)
     if name == "mel":
-        return load_mel_set(path, image_size=size)
+        return load_mel_set(path, image_size=size, skip_bad=skip_bad)
     if path is None:
         raise ConfigError("--data folder needs --data-path pointing at an image folder.")
     return load_image_folder(path, image_size=size, channels=channels, skip_bad=skip_bad)

@@ -150,8 +150,14 @@ def espeak_clips(cfg: MelConfig, voices: int = 8) -> tuple[list[np.ndarray], lis
     return clips, labels
 
 
-def load_wav_folder(root: str | os.PathLike, cfg: MelConfig) -> tuple[list[np.ndarray], list[int] | None, list[str]]:
-    """Clips (first ``clip_samples`` of every file) from ``root/<class>/*.wav`` or ``root/*.wav``."""
+def load_wav_folder(
+    root: str | os.PathLike, cfg: MelConfig, *, skip_bad: bool = False
+) -> tuple[list[np.ndarray], list[int] | None, list[str], list[str]]:
+    """Clips (first ``clip_samples`` of every file) from ``root/<class>/*.wav`` or ``root/*.wav``.
+
+    Returns ``(clips, labels or None, class names, skipped files)``: an unreadable file raises
+    :class:`InputError` naming it, or with ``skip_bad=True`` is skipped and listed.
+    """
     base = Path(root)
     if not base.is_dir():
         raise InputError(f"audio folder {str(base)!r} does not exist.")
@@ -163,20 +169,38 @@ def load_wav_folder(root: str | os.PathLike, cfg: MelConfig) -> tuple[list[np.nd
         pairs = [(p, 0) for p in sorted(base.glob("*")) if p.suffix.lower() in suffixes]
     if not pairs:
         raise InputError(f"{str(base)!r} contains no audio files ({', '.join(suffixes)}).")
-    clips = []
-    for p, _ in pairs:
-        wave = read_wav(p, cfg.sr)[: cfg.clip_samples]
+    clips, kept, skipped = [], [], []
+    for p, k in pairs:
+        try:
+            wave = read_wav(p, cfg.sr)[: cfg.clip_samples]
+        except InputError:
+            if not skip_bad:
+                raise
+            skipped.append(str(p))
+            continue
         clips.append(np.pad(wave, (0, cfg.clip_samples - len(wave))))
-    return clips, ([k for _, k in pairs] if labelled else None), classes
+        kept.append(k)
+    if not clips:
+        raise InputError(f"no readable audio file in {str(base)!r} ({len(skipped)} unreadable skipped).")
+    return clips, (kept if labelled else None), classes, skipped
 
 
 def load_mel_set(
-    path: str | os.PathLike | None = None, *, cfg: MelConfig | None = None, n: int = 1024, image_size: int | None = None
+    path: str | os.PathLike | None = None,
+    *,
+    cfg: MelConfig | None = None,
+    n: int = 1024,
+    image_size: int | None = None,
+    skip_bad: bool = False,
 ) -> ImageSet:
-    """Log-mel images of a WAV folder (``path``), or of espeak-ng speech / synthetic clips (``path=None``)."""
+    """Log-mel images of a WAV folder (``path``), or of espeak-ng speech / synthetic clips (``path=None``).
+
+    ``skip_bad``: unreadable audio files are skipped and listed in ``ImageSet.skipped`` instead of raising.
+    """
     cfg = cfg or MelConfig()
+    skipped: list[str] = []
     if path is not None:
-        clips, labels, names = load_wav_folder(path, cfg)
+        clips, labels, names, skipped = load_wav_folder(path, cfg, skip_bad=skip_bad)
         name = Path(path).name
     elif espeak_available():
         clips, labels = espeak_clips(cfg)
@@ -188,4 +212,4 @@ def load_mel_set(
     if image_size is not None:
         x = resize_images(x, image_size)
     y = None if labels is None else torch.tensor(labels, dtype=torch.long)
-    return ImageSet(x, y, names if labels is not None else None, name=name)
+    return ImageSet(x, y, names if labels is not None else None, name=name, skipped=skipped)

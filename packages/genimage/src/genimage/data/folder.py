@@ -52,7 +52,9 @@ def decode_image(path_or_file, name: str):
     try:
         img = Image.open(path_or_file)
         img.load()
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+    except UnidentifiedImageError as exc:  # its message names a file object for in-memory members
+        raise InputError(f"{name}: not a readable image (no image format recognised).") from exc
+    except (OSError, ValueError, SyntaxError) as exc:
         raise InputError(f"{name}: not a readable image ({type(exc).__name__}: {exc}).") from exc
     return img
 

@@ -98,7 +98,8 @@ class ShardedImages(IterableDataset):
                     current = key
                     group[ext.lower()] = tar.extractfile(member).read()
         except tarfile.TarError as exc:
-            raise InputError(f"{shard}: not a readable tar shard ({exc}).") from exc
+            reason = " ".join(str(exc).split())  # tarfile lists one line per compression method it tried
+            raise InputError(f"{shard}: not a readable tar shard ({reason}).") from exc
         if group:
             yield current, group
 
@@ -110,22 +111,43 @@ class ShardedImages(IterableDataset):
         mine = shards if split_samples else shards[index::count]
         n = 0
         for shard in mine:
-            for key, group in self._samples(shard):
+            samples = self._samples(shard)
+            while True:
+                try:
+                    key, group = next(samples)
+                except StopIteration:
+                    break
+                except InputError:  # the tar itself is unreadable from here on
+                    if not self.skip_bad:
+                        raise
+                    self._skip(f"{shard} (unreadable tar)")
+                    break
                 n += 1
                 if split_samples and (n - 1) % count != index:
                     continue
-                image_ext = next((e for e in ("png", "jpg", "jpeg", "webp") if e in group), None)
-                name = f"{shard}:{key}.{image_ext or '?'}"
                 try:
-                    if image_ext is None:
-                        raise InputError(f"{shard}: sample {key!r} has no image member.")
-                    x = convert(decode_image(io.BytesIO(group[image_ext]), name), self.channels, self.image_size)
+                    yield self._decode(shard, key, group)
                 except InputError:
                     if not self.skip_bad:
                         raise
-                    self.skipped.append(name)
-                    continue
-                if "cls" in group:
-                    yield x, torch.tensor(int(group["cls"].decode().strip()), dtype=torch.long)
-                else:
-                    yield (x,)
+                    self._skip(f"{shard}:{key}")
+
+    def _skip(self, name: str) -> None:
+        if name not in self.skipped:  # once, however many epochs meet it
+            self.skipped.append(name)
+
+    def _decode(self, shard: Path, key: str, group: dict[str, bytes]) -> tuple[torch.Tensor, ...]:
+        """``(image,)`` or ``(image, label)`` of one sample; :class:`InputError` naming shard and member."""
+        image_ext = next((e for e in ("png", "jpg", "jpeg", "webp") if e in group), None)
+        if image_ext is None:
+            raise InputError(f"{shard}: sample {key!r} has no image member.")
+        img = decode_image(io.BytesIO(group[image_ext]), f"{shard}:{key}.{image_ext}")
+        x = convert(img, self.channels, self.image_size)
+        if "cls" not in group:
+            return (x,)
+        text = group["cls"].decode("utf-8", errors="replace").strip()
+        try:
+            label = int(text)
+        except ValueError:
+            raise InputError(f"{shard}:{key}.cls: the class label must be an integer, got {text[:20]!r}.") from None
+        return x, torch.tensor(label, dtype=torch.long)
