@@ -12,7 +12,7 @@ once (its fit time and chi^2 are reported), then for ``B = 256 ... 4096`` the wa
 repeats) for
 
 - ``semidiscrete``: :class:`SemidiscreteCoupling` (eps = 0, the fitted potential);
-- ``exact``: :class:`ExactOTCoupling` (scipy ``linear_sum_assignment`` on the ``B x B`` cost);
+- ``exact``: :class:`ExactOTCoupling` (the exact assignment on the ``B x B`` cost, ``optimal_assignment``);
 - ``sinkhorn``: :class:`SinkhornCoupling` (eps = 0.05 x mean cost, tol 1e-4, plan sampled row-wise).
 
 A least-squares fit of ``log time`` against ``log B`` gives each method's empirical exponent (1 for

@@ -20,8 +20,10 @@ from gencore.couplings import (
     align_sets,
     exact_ot_permutation,
     make_coupling,
+    optimal_assignment,
     sinkhorn,
 )
+from gencore.couplings import assignment as assignment_module
 from gencore.errors import ConfigError, InputError
 from gencore.manifolds import PoincareBall
 
@@ -105,6 +107,59 @@ def test_exact_ot_never_costs_more_than_independent_or_any_plan(n, seed):
     res = sinkhorn(cost=c, epsilon=0.05 * float(c.mean()), tol=1e-12, return_plan=True)
     slack = float(res.marginal_error) * float(c.max())  # an infeasibility of e moves <= e * max C
     assert _total_cost(x0, ot_x1) / n <= float((res.plan * c).sum()) + slack + 1e-9
+
+
+@pytest.mark.parametrize("method", ["augmenting-path", "network-simplex"])
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 10_000), ties=st.booleans())
+def test_both_assignment_solvers_equal_brute_force(method, n, seed, ties):
+    rng = np.random.default_rng(seed)
+    c = rng.integers(0, 3, (n, n)).astype(float) if ties else rng.standard_normal((n, n))  # ties: many optima
+    best = min(sum(c[i, p[i]] for i in range(n)) for p in itertools.permutations(range(n)))
+    sigma = optimal_assignment(c, method=method)
+    assert sorted(sigma.tolist()) == list(range(n))
+    assert c[np.arange(n), sigma].sum() == pytest.approx(best, abs=1e-9)
+
+
+def test_solvers_agree_on_large_clustered_problems_and_auto_uses_the_network_simplex(monkeypatch):
+    """Clustered data (many near-ties, where the two solvers differ in speed) at the size `auto` switches at."""
+    rng = np.random.default_rng(0)
+    n = assignment_module.NETWORK_SIMPLEX_MIN_SIZE + 56
+    x = rng.standard_normal((n, 2))
+    y = rng.choice(np.array([[4.0, 0.0], [-4.0, 0.0], [0.0, 4.0], [0.0, -4.0]]), n) + 0.1 * rng.standard_normal((n, 2))
+    c = ((x[:, None] - y[None]) ** 2).sum(-1)
+    costs = {m: c[np.arange(n), optimal_assignment(c, method=m)].sum() for m in ("augmenting-path", "network-simplex")}
+    assert costs["network-simplex"] == pytest.approx(costs["augmenting-path"], rel=1e-12)
+    calls = []
+    real = assignment_module._network_simplex
+    monkeypatch.setattr(assignment_module, "_network_simplex", lambda cost: calls.append(1) or real(cost))
+    optimal_assignment(c)
+    optimal_assignment(c[:10, :10])
+    assert calls == [1]  # only the large problem went to the network simplex
+
+
+def test_assignment_falls_back_when_the_network_simplex_stops_early(monkeypatch):
+    import ot
+
+    rng = np.random.default_rng(1)
+    c = rng.standard_normal((8, 8))
+    expected = optimal_assignment(c, method="augmenting-path")
+
+    def stopped(a, b, cost, numItermax, log):  # what POT returns at its iteration limit
+        log = {"warning": "numItermax reached before optimality", "result_code": 2}
+        return np.full_like(cost, 1.0 / cost.size), log
+
+    monkeypatch.setattr(ot, "emd", stopped)
+    np.testing.assert_array_equal(optimal_assignment(c, method="network-simplex"), expected)
+
+
+def test_assignment_rejects_bad_cost_matrices():
+    with pytest.raises(InputError, match="square"):
+        optimal_assignment(np.zeros((2, 3)))
+    with pytest.raises(InputError, match="NaN or infinite"):
+        optimal_assignment(np.array([[0.0, np.nan], [1.0, 0.0]]))
+    with pytest.raises(InputError, match="unknown assignment method"):
+        optimal_assignment(np.zeros((2, 2)), method="greedy")
 
 
 def test_exact_ot_handles_image_shaped_batches():

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from gencore.checks import check_choice
+from gencore.couplings.assignment import optimal_assignment
 from gencore.couplings.base import Coupling, max_inner_product, sq_euclidean_cost
 from gencore.couplings.exact import ExactOTCoupling, exact_ot_permutation
 from gencore.couplings.independent import IndependentCoupling
@@ -65,6 +66,7 @@ __all__ = [
     "exact_ot_permutation",
     "make_coupling",
     "max_inner_product",
+    "optimal_assignment",
     "sinkhorn",
     "sq_euclidean_cost",
 ]

@@ -6,15 +6,14 @@ Matching" (ICML). Within a batch of ``B`` noise and ``B`` data samples the
 uniform-weight OT problem with squared-Euclidean cost has a permutation as
 solution (Birkhoff-von Neumann), found by the Hungarian/Jonker-Volgenant
 assignment ``sigma = argmin_sigma sum_i |x0_i - x1_sigma(i)|^2``
-(:func:`scipy.optimize.linear_sum_assignment`, O(B^3) worst case, float64 on CPU).
+(:func:`~gencore.couplings.assignment.optimal_assignment`, exact, float64 on the CPU).
 """
 
 from __future__ import annotations
 
-import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 
+from gencore.couplings.assignment import optimal_assignment
 from gencore.couplings.base import check_batch_pair, sq_euclidean_cost
 
 
@@ -27,11 +26,7 @@ def exact_ot_permutation(x0: torch.Tensor, x1: torch.Tensor) -> torch.Tensor:
     check_batch_pair(x0, x1)
     a = x0.detach().reshape(x0.shape[0], -1).to("cpu", torch.float64)
     b = x1.detach().reshape(x1.shape[0], -1).to("cpu", torch.float64)
-    cost = sq_euclidean_cost(a, b).numpy()
-    rows, cols = linear_sum_assignment(cost)
-    perm = np.empty(len(rows), dtype=np.int64)
-    perm[rows] = cols
-    return torch.from_numpy(perm).to(x1.device)
+    return torch.from_numpy(optimal_assignment(sq_euclidean_cost(a, b).numpy())).to(x1.device)
 
 
 class ExactOTCoupling:

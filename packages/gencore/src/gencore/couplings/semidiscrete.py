@@ -41,11 +41,12 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 from torch import nn
 
 from gencore.checks import check_choice, check_finite, check_points
+from gencore.couplings.assignment import optimal_assignment
 from gencore.couplings.base import check_positive, generator_device, max_inner_product, sq_euclidean_cost
 from gencore.errors import ConfigError, InputError
 from gencore.io import load_pretrained, save_pretrained
@@ -89,8 +90,8 @@ def data_fingerprint(data: torch.Tensor) -> str:
 def _w2(a: torch.Tensor, b: torch.Tensor) -> float:
     """Exact W2 between two equal-size uniform point sets ``[m, D]`` (assignment, float64, CPU)."""
     c = sq_euclidean_cost(a.to("cpu", torch.float64), b.to("cpu", torch.float64)).numpy()
-    rows, cols = linear_sum_assignment(c)
-    return math.sqrt(float(c[rows, cols].mean()))
+    sigma = optimal_assignment(c)
+    return math.sqrt(float(c[np.arange(len(sigma)), sigma].mean()))
 
 
 class SemidiscreteCoupling(nn.Module):

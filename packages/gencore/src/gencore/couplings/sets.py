@@ -9,8 +9,8 @@ pairs them instead by the assignment that minimises the summed cost within each 
 
     sigma_b = argmin_sigma sum_j c(x0[b, sigma(j)], x1[b, j]),
 
-solved exactly by the Hungarian/Jonker-Volgenant algorithm (:func:`scipy.optimize.linear_sum_assignment`, float64
-on the CPU, ``O(n^3)`` per set). Only the noise is permuted, and the rows of a set of i.i.d. noise points are
+solved exactly (:func:`~gencore.couplings.assignment.optimal_assignment`, float64 on the CPU, ``O(n^3)`` per
+set). Only the noise is permuted, and the rows of a set of i.i.d. noise points are
 exchangeable, so each noise set keeps its law as a set; the data are untouched. The cost defaults to the squared
 Euclidean distance; on a manifold pass its squared geodesic distance (``manifold.pairwise_sq_dist``).
 """
@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from scipy.optimize import linear_sum_assignment
 
+from gencore.couplings.assignment import optimal_assignment
 from gencore.couplings.base import sq_euclidean_cost
 from gencore.errors import ConfigError
 
@@ -53,8 +53,8 @@ def align_sets(
             if idx.numel() < 2:
                 continue
             c = cost(x0[b, idx], x1[b, idx]).detach().to("cpu", torch.float64).numpy()
-            rows, cols = linear_sum_assignment(c)  # noise row rows[k] goes to data row cols[k]
+            sigma = torch.as_tensor(optimal_assignment(c), device=idx.device)  # noise row k goes to data row sigma[k]
             src = torch.empty_like(idx)
-            src[torch.as_tensor(cols, device=idx.device)] = idx[torch.as_tensor(rows, device=idx.device)]
+            src[sigma] = idx
             out[b, idx] = x0[b, src]
     return out

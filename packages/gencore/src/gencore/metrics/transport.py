@@ -7,7 +7,7 @@ For empirical measures with uniform weights, ``mu = 1/N sum_i delta(x_i)`` and
 
 When ``N == M`` the optimum is attained at a permutation (Birkhoff-von Neumann), so
 ``W2^2 = min_sigma 1/N sum_i |x_i - y_sigma(i)|^2``, solved exactly here as a linear
-assignment problem (Jonker-Volgenant, ``scipy.optimize.linear_sum_assignment``).
+assignment problem (:func:`gencore.couplings.assignment.optimal_assignment`).
 
 The sliced 2-Wasserstein distance (Rabin, Peyre, Delon & Bernot, "Wasserstein
 barycenter and its application to texture mixing", SSVM 2011; Bonneel, Rabin,
@@ -28,8 +28,8 @@ import math
 
 import numpy as np
 import torch
-from scipy.optimize import linear_sum_assignment
 
+from gencore.couplings.assignment import optimal_assignment
 from gencore.errors import InputError
 from gencore.metrics._pairwise import _BLOCK_ELEMENTS, as_point_pair, distances
 
@@ -63,8 +63,8 @@ def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, max_points: int = 8192) ->
             "O(N^3) time); subsample, raise max_points, or use sliced_wasserstein."
         )
     cost = distances(xd, yd).square_().cpu().numpy()
-    rows, cols = linear_sum_assignment(cost)
-    return math.sqrt(max(float(np.mean(cost[rows, cols])), 0.0))
+    sigma = optimal_assignment(cost)
+    return math.sqrt(max(float(np.mean(cost[np.arange(len(sigma)), sigma])), 0.0))
 
 
 def _random_directions(n: int, dim: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
