@@ -66,6 +66,7 @@ position's clean token; and the time passed to the network is the step index map
 
 from __future__ import annotations
 
+import itertools
 from abc import abstractmethod
 from typing import Any
 
@@ -303,6 +304,42 @@ class FewStepForward(nn.Module, DiscreteProcess):
         if length != self.length:
             raise ConfigError(f"this process was built for length {self.length}, got {length}.")
 
+    @torch.no_grad()
+    def sample(
+        self,
+        model: nn.Module,
+        n: int,
+        length: int,
+        *,
+        steps: int | None = None,
+        generator: torch.Generator | None = None,
+        **cond: Any,
+    ) -> DiscreteSample:
+        """Ancestral sampling ``z_T = mask -> ... -> z_0`` with the factorised reverse model (NFE = T)."""
+        self._check_sample(steps, length)
+        tensors = itertools.chain(model.parameters(), model.buffers(), self.parameters(), self.buffers())
+        device = next(tensors, torch.empty(0)).device  # the model's, else the process's (a model may hold none)
+        z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
+        for s in range(self.steps, 0, -1):
+            p = self.reverse_probs(model, z, s, **cond).reshape(-1, self.input_dim).clamp_min(0)
+            z = torch.multinomial(p, 1, generator=generator).view(n, length)
+        return DiscreteSample(tokens=z, nfe=self.steps, extras={"process": self.name, **self._sample_extras()})
+
+    def _sample_extras(self) -> dict[str, Any]:
+        """What a subclass adds to :attr:`DiscreteSample.extras` (e.g. calls of a forward network)."""
+        return {}
+
+    def extra_repr(self) -> str:
+        return (
+            f"vocab_size={self.vocab_size}, length={self.length}, steps={self.steps}, learnable={self.learnable}, "
+            f"warmup_fraction={self.warmup_fraction}, gumbel_fraction={self.gumbel_fraction}, "
+            f"tau={self.tau_start}->{self.tau_end}"
+        )
+
+    @abstractmethod
+    def reverse_probs(self, model: nn.Module, z: torch.Tensor, step: int | torch.Tensor, **cond: Any) -> torch.Tensor:
+        """Per-position reverse transition ``p_theta(z_{s-1}^i | z_s)`` ``[N, L, K + 1]`` at states ``z`` ``[N, L]``."""
+
     @property
     @abstractmethod
     def _learns(self) -> bool:
@@ -500,33 +537,3 @@ class LearnableForwardProcess(FewStepForward):
         rcond = repeat_cond(cond, repeats * n)
         kl = self._kl(model, xr, zfeat, sr, logm, post, rcond)
         return kl.view(b, repeats, n), logprob.view(b, repeats, n)
-
-    @torch.no_grad()
-    def sample(
-        self,
-        model: nn.Module,
-        n: int,
-        length: int,
-        *,
-        steps: int | None = None,
-        generator: torch.Generator | None = None,
-        **cond: Any,
-    ) -> DiscreteSample:
-        """Ancestral sampling ``z_T = mask -> ... -> z_0`` with the factorised reverse model (NFE = T)."""
-        self._check_sample(steps, length)
-        device = self.fixed_marginals.device
-        _, logm, post = self.tables()
-        z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
-        for s in range(self.steps, 0, -1):
-            step_t = torch.full((n,), s, dtype=torch.long, device=device)
-            p, _ = self._reverse(model, self._states(z), step_t, logm, post, cond)
-            flat = p.reshape(-1, self.input_dim).clamp_min(0)
-            z = torch.multinomial(flat, 1, generator=generator).view(n, length)
-        return DiscreteSample(tokens=z, nfe=self.steps, extras={"process": self.name})
-
-    def extra_repr(self) -> str:
-        return (
-            f"vocab_size={self.vocab_size}, length={self.length}, steps={self.steps}, learnable={self.learnable}, "
-            f"warmup_fraction={self.warmup_fraction}, gumbel_fraction={self.gumbel_fraction}, "
-            f"tau={self.tau_start}->{self.tau_end}"
-        )

@@ -53,7 +53,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gencore.discrete.base import DiscreteSample, check_tokens
+from gencore.discrete.base import check_tokens
 from gencore.discrete.learnable_forward import (
     LOG_FLOOR,
     FewStepForward,
@@ -269,34 +269,10 @@ class SequenceForwardProcess(FewStepForward):
         kl = self._kl(model, zfeat, rep(steps.reshape(-1)), rep(post), rcond)
         return kl.view(b, repeats, n), logprob.view(b, repeats, n)
 
-    # ------------------------------------------------------------------ sampler
-    @torch.no_grad()
-    def sample(
-        self,
-        model: nn.Module,
-        n: int,
-        length: int,
-        *,
-        steps: int | None = None,
-        generator: torch.Generator | None = None,
-        **cond: Any,
-    ) -> DiscreteSample:
-        """Ancestral sampling ``z_T = mask -> ... -> z_0`` from ``p_theta(z_{s-1} | z_s)`` (NFE = T)."""
-        self._check_sample(steps, length)
-        device = next(model.parameters()).device
-        z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
-        for s in range(self.steps, 0, -1):
-            step = torch.full((n,), s, dtype=torch.long, device=device)
-            logp = self._reverse_log_probs(model, F.one_hot(z, self.input_dim).float(), step, cond)
-            z = torch.multinomial(logp.exp().reshape(-1, self.input_dim), 1, generator=generator).view(n, length)
-        extras: dict[str, Any] = {"process": self.name}
+    def _sample_extras(self) -> dict[str, Any]:
         if self.reverse == "posterior" and self.forward_net is not None:
-            extras["forward_calls"] = self.steps  # one batched forward-network call (steps s - 1 and s) per step
-        return DiscreteSample(tokens=z, nfe=self.steps, extras=extras)
+            return {"forward_calls": self.steps}  # one batched forward-network call (steps s - 1 and s) per step
+        return {}
 
     def extra_repr(self) -> str:
-        return (
-            f"vocab_size={self.vocab_size}, length={self.length}, steps={self.steps}, learnable={self.learnable}, "
-            f"warmup_fraction={self.warmup_fraction}, gumbel_fraction={self.gumbel_fraction}, "
-            f"tau={self.tau_start}->{self.tau_end}, reverse={self.reverse!r}"
-        )
+        return f"{super().extra_repr()}, reverse={self.reverse!r}"
