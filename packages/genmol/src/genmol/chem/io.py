@@ -303,7 +303,7 @@ def smiles_to_molecules(smiles: Iterable[str], *, on_error: str = "skip") -> tup
 
 def write_molecules(path: str | os.PathLike, molecules: Iterable[Molecule]) -> Path:
     """Write an SDF (``.sdf``) or a multi-frame XYZ file (``.xyz``: coordinates only, no bonds or H counts)."""
-    writer = {".sdf": write_sdf, ".xyz": write_xyz}.get(check_output_suffix(path))
+    writer = {".sdf": write_sdf, ".xyz": write_xyz}[check_output_suffix(path)]
     return writer(path, molecules)
 
 
