@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import itertools
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -320,8 +321,9 @@ class FewStepForward(nn.Module, DiscreteProcess):
         tensors = itertools.chain(model.parameters(), model.buffers(), self.parameters(), self.buffers())
         device = next(tensors, torch.empty(0)).device  # the model's, else the process's (a model may hold none)
         z = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
+        reverse = self._reverse_sampler(model, cond)
         for s in range(self.steps, 0, -1):
-            p = self.reverse_probs(model, z, s, **cond).reshape(-1, self.input_dim).clamp_min(0)
+            p = reverse(z, s).reshape(-1, self.input_dim).clamp_min(0)
             z = torch.multinomial(p, 1, generator=generator).view(n, length)
         return DiscreteSample(tokens=z, nfe=self.steps, extras={"process": self.name, **self._sample_extras()})
 
@@ -336,9 +338,15 @@ class FewStepForward(nn.Module, DiscreteProcess):
             f"tau={self.tau_start}->{self.tau_end}"
         )
 
-    @abstractmethod
     def reverse_probs(self, model: nn.Module, z: torch.Tensor, step: int | torch.Tensor, **cond: Any) -> torch.Tensor:
         """Per-position reverse transition ``p_theta(z_{s-1}^i | z_s)`` ``[N, L, K + 1]`` at states ``z`` ``[N, L]``."""
+        return self._reverse_sampler(model, cond)(z, step)
+
+    @abstractmethod
+    def _reverse_sampler(
+        self, model: nn.Module, cond: dict[str, Any]
+    ) -> Callable[[torch.Tensor, int | torch.Tensor], torch.Tensor]:
+        """``(z, step) -> reverse_probs``; what every step shares (e.g. the forward tables) is computed once here."""
 
     @property
     @abstractmethod
@@ -509,11 +517,16 @@ class LearnableForwardProcess(FewStepForward):
         _, logm, post = self.tables()
         return self._kl(model, x0, self._states(z), step_t, logm, post, cond)
 
-    def reverse_probs(self, model: nn.Module, z: torch.Tensor, step: int | torch.Tensor, **cond: Any) -> torch.Tensor:
-        """Per-position reverse transition ``p_theta(z_{s-1}^i | z_s)`` ``[N, L, K + 1]`` at states ``z`` ``[N, L]``."""
-        step_t = torch.as_tensor(step, device=z.device).long().expand(z.shape[0])
-        _, logm, post = self.tables()
-        return self._reverse(model, self._states(z), step_t, logm, post, cond)[0]
+    def _reverse_sampler(
+        self, model: nn.Module, cond: dict[str, Any]
+    ) -> Callable[[torch.Tensor, int | torch.Tensor], torch.Tensor]:
+        _, logm, post = self.tables()  # once for all the steps of a sampling run
+
+        def probs(z: torch.Tensor, step: int | torch.Tensor) -> torch.Tensor:
+            step_t = torch.as_tensor(step, device=z.device).long().expand(z.shape[0])
+            return self._reverse(model, self._states(z), step_t, logm, post, cond)[0]
+
+        return probs
 
     def _terms(
         self,

@@ -47,6 +47,7 @@ coupling per candidate clean token), so it suits small vocabularies.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -239,10 +240,14 @@ class SequenceForwardProcess(FewStepForward):
         _, post = self._posterior(x0, step_t)
         return self._kl(model, F.one_hot(z, self.input_dim).float(), step_t, post, cond)
 
-    def reverse_probs(self, model: nn.Module, z: torch.Tensor, step: int | torch.Tensor, **cond: Any) -> torch.Tensor:
-        """``p_theta(z_{s-1}^i | z_s)`` ``[N, L, K + 1]`` at states ``z`` ``[N, L]``."""
-        step_t = torch.as_tensor(step, device=z.device).long().expand(z.shape[0])
-        return self._reverse_log_probs(model, F.one_hot(z, self.input_dim).float(), step_t, cond).exp()
+    def _reverse_sampler(
+        self, model: nn.Module, cond: dict[str, Any]
+    ) -> Callable[[torch.Tensor, int | torch.Tensor], torch.Tensor]:
+        def probs(z: torch.Tensor, step: int | torch.Tensor) -> torch.Tensor:
+            step_t = torch.as_tensor(step, device=z.device).long().expand(z.shape[0])
+            return self._reverse_log_probs(model, F.one_hot(z, self.input_dim).float(), step_t, cond).exp()
+
+        return probs
 
     def _terms(
         self,
