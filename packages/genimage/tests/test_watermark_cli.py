@@ -83,6 +83,11 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
             "unknown attack",
         ),
         (["watermark", "keygen", "--scheme", "spherical", "--out", "k.json"], "give --shape"),
+        (["watermark", "keygen", "--scheme", "spherical", "--out", "k.json", "--shape", "a,b"], "three positive sizes"),
+        (
+            ["watermark", "keygen", "--scheme", "tree-ring", "--out", "k.json", "--shape", "1,8,8", "--param", "rad=2"],
+            "tree-ring keys take the parameters channel, radius; got unknown rad",
+        ),
         (
             ["watermark", "detect", "--key", "missing.json", "--run", "gaussian:1,8,8", "--images", "."],
             "does not exist",

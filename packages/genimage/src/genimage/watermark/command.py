@@ -94,7 +94,12 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     from genimage.watermark.schemes import noise_scheme
 
     if args.shape:
-        shape = tuple(int(v) for v in args.shape.split(","))
+        try:
+            shape = tuple(int(v) for v in args.shape.split(","))
+        except ValueError:
+            raise ConfigError(f"--shape {args.shape!r}: expected three positive sizes C,H,W such as 1,32,32.") from None
+        if len(shape) != 3 or min(shape) < 1:
+            raise ConfigError(f"--shape {args.shape!r}: expected three positive sizes C,H,W such as 1,32,32.")
     elif args.run:
         shape = _generator(args.run, 1, "euler").noise_shape
     else:

@@ -34,6 +34,8 @@ __all__ = ["GaussianShadingWatermark"]
 class GaussianShadingWatermark:
     """Gaussian Shading with key params ``ch_factor`` (default 1) and ``hw_factor`` (default 4)."""
 
+    PARAMS = ("ch_factor", "hw_factor")  # key parameters this scheme reads
+
     name = "gaussian-shading"
     multibit = True
 

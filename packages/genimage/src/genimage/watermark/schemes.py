@@ -23,4 +23,10 @@ def noise_scheme(key: WatermarkKey):
         raise ConfigError(
             f"scheme {key.scheme!r} does not mark the initial noise; expected one of: {', '.join(NOISE_SCHEMES)}."
         )
-    return NOISE_SCHEMES[key.scheme](key)
+    cls = NOISE_SCHEMES[key.scheme]
+    unknown = sorted(set(key.params) - set(cls.PARAMS))
+    if unknown:
+        raise ConfigError(
+            f"{key.scheme} keys take the parameters {', '.join(cls.PARAMS)}; got unknown {', '.join(unknown)}."
+        )
+    return cls(key)

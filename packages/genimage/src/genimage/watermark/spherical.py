@@ -130,6 +130,8 @@ class SphericalWatermark:
         True
     """
 
+    PARAMS = ("parity_weight", "rotation_layers", "soft_beta")  # key parameters this scheme reads
+
     name = "spherical"
     multibit = True
 

@@ -60,6 +60,8 @@ class TreeRingWatermark:
     64 x 64 latent), ``channel``.
     """
 
+    PARAMS = ("channel", "radius")  # key parameters this scheme reads
+
     name = "tree-ring"
     multibit = False
 
