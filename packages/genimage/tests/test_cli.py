@@ -82,8 +82,10 @@ def test_sample_grid_format_follows_the_suffix(digits_run, tmp_path, capsys) -> 
     assert len(err) == 1 and "g.jpgx" in err[0] and ".png" in err[0] and not bad.exists()
 
 
-def test_evaluate_writes_finite_fd(digits_run, tmp_path) -> None:
+def test_evaluate_writes_finite_fd(digits_run, tmp_path, capsys) -> None:
     path = tmp_path / "m.json"
+    assert main(["evaluate", "--run", str(digits_run), "--json", str(path), "--n", "3"]) == 2
+    assert "needs n >= 4 images" in capsys.readouterr().err and not path.exists()
     code = main(
         [
             "evaluate",

@@ -85,6 +85,10 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
         (["watermark", "keygen", "--scheme", "spherical", "--out", "k.json"], "give --shape"),
         (["watermark", "keygen", "--scheme", "spherical", "--out", "k.json", "--shape", "a,b"], "three positive sizes"),
         (
+            ["watermark", "evaluate", "--run", "gaussian:1,8,8", "--schemes", "spherical", "--n", "0", "--json", "x"],
+            "needs n >= 1, got 0",
+        ),
+        (
             ["watermark", "keygen", "--scheme", "tree-ring", "--out", "k.json", "--shape", "1,8,8", "--param", "rad=2"],
             "tree-ring keys take the parameters channel, radius; got unknown rad",
         ),

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from gencore.errors import ConfigError
 from gencore.io import ensure_dir, load_tensors, save_tensors
 from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, load_image_set
 from genimage.metrics import (
@@ -112,6 +113,8 @@ def evaluate_run(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Score ``run`` (see the module docstring); returns a JSON-ready dict of metrics and settings."""
+    if n < 4:
+        raise ConfigError(f"evaluation needs n >= 4 images (k-NN precision/recall uses k = 3), got {n}.")
     start = time.perf_counter()
     data = reference if reference is not None else reference_set(run)
     ref = _choose(data, n, seed)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from gencore.errors import ConfigError
 from genimage.watermark.attacks import AttackContext, apply_attack, parse_attack
 from genimage.watermark.keys import WatermarkKey, derive_seed, new_key
 from genimage.watermark.metrics import (
@@ -64,6 +65,11 @@ class EvaluationConfig:
     batch_size: int = 64
     progress: bool = True
     key_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("n", "message_bits", "noise_samples", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"watermark evaluation needs {name} >= 1, got {getattr(self, name)}.")
 
 
 class ImageScheme:
