@@ -96,6 +96,8 @@ def graph_mmd(
 ) -> dict[str, float]:
     """``{key: mmd2}`` for each metric; with ``n_boot > 0`` also ``key + "_low"`` / ``"_high"`` (the
     ``coverage`` percentile bootstrap interval)."""
+    if n_boot < 0:
+        raise InputError(f"the number of bootstrap draws must be 0 (none) or positive, got {n_boot}.")
     _check(metrics, reference, generated)
     feats = {}
     for d in {METRICS[m].descriptor for m in metrics}:
