@@ -26,6 +26,12 @@ def test_gaussian_iem_is_mahalanobis(dim):
     assert rec["passed"] and rec["max_rel_error"] < 1e-3
 
 
+@pytest.mark.parametrize(("dim", "pairs"), [(0, 4), (3, 0)])
+def test_gaussian_check_refuses_empty_problems(dim, pairs):
+    with pytest.raises(ConfigError, match="dim >= 1 and n_pairs >= 1"):
+        gaussian_identity_check(dim=dim, n_pairs=pairs)
+
+
 def test_gaussian_truncated_integral_matches_closed_form():
     """Without the end corrections' range, int_{a}^{b} of (1 + g l)^{-2} is (b - a) / ((1 + a l)(1 + b l))."""
     mean, cov = random_gaussian(4, seed=3)

@@ -182,6 +182,8 @@ def gaussian_identity_check(
     dim: int = 8, n_pairs: int = 32, seed: int = 0, n_levels: int = 512, tolerance: float = 1e-3
 ) -> dict[str, float | bool]:
     """IEM with the analytic Gaussian denoiser against the Mahalanobis distance: max relative error."""
+    if dim < 1 or n_pairs < 1:
+        raise ConfigError(f"the Gaussian check needs dim >= 1 and n_pairs >= 1, got {dim} and {n_pairs}.")
     mean, cov = random_gaussian(dim, seed)
     den = GaussianDenoiser(mean, cov)
     g = torch.Generator().manual_seed(seed + 1)

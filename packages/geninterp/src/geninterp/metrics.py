@@ -126,6 +126,8 @@ def downstream_effect(
     """
     from geninterp.models import next_token_loss, run_model
 
+    if max_sequences < 1:
+        raise ConfigError(f"the downstream effect needs max_sequences >= 1, got {max_sequences}.")
     n = min(max_sequences, len(store))
     tokens = torch.stack([store.tokens(i) for i in range(n)])
     clean = run_model(lm, tokens)
