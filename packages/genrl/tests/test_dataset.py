@@ -137,6 +137,8 @@ def test_medium_replay_is_the_sac_replay_buffer_with_its_episode_ends() -> None:
     assert last.episode_starts.tolist() == [0] and last.truncations[-1]
     with pytest.raises(ConfigError, match="cannot exceed its training budget"):
         make_dataset("Pendulum-v1", "medium-replay", 500, seed=2, train_steps=400, progress=False)
+    with pytest.raises(ConfigError, match="train_steps must be positive, got 0"):  # an untrained SAC is not "medium"
+        make_dataset("Pendulum-v1", "medium", 100, seed=2, train_steps=0, progress=False)
 
 
 def test_medium_expert_is_medium_then_expert_data_from_one_sac_run() -> None:

@@ -222,6 +222,8 @@ def make_dataset(
         ds, env = collect(env_id, None, steps, seed, progress)
     else:
         budget = train_steps if train_steps is not None else DEFAULT_TRAIN_STEPS[policy]
+        if budget < 1:
+            raise ConfigError(f"a {policy} policy is a SAC trained first; train_steps must be positive, got {budget}.")
         if policy == "medium-replay" and steps > budget:
             raise ConfigError(
                 f"medium-replay data is the SAC's replay buffer: steps ({steps}) cannot exceed its training budget "
