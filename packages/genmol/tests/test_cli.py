@@ -138,6 +138,8 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     assert [f.num_atoms for f in frames] == [m.num_atoms for m in mols]
     np.testing.assert_allclose(frames[0].coordinates, mols[0].coordinates, atol=1e-4)
     capsys.readouterr()
+    assert main([*sample, "--noise", "-1"]) == 2  # a negative SDE noise scale would take a complex square root
+    assert "noise scale must be non-negative" in capsys.readouterr().err
     bad = tmp_path / "s.txt"
     assert main([str(bad) if a == str(out) else a for a in sample]) == 2 and not bad.exists()
     assert "written as SDF (.sdf) or XYZ (.xyz)" in capsys.readouterr().err
@@ -206,6 +208,12 @@ def test_prepare_conformers_from_a_smiles_file(tmp_path, capsys):
     mols, _ = read_sdf(out)
     assert [m.name for m in mols] == ["ethanol_conf0", "ethanol_conf1", "phenol_conf0", "phenol_conf1"]
     assert all(m.coordinates is not None and (m.atomic_numbers == 1).any() for m in mols)
+    capsys.readouterr()
+    bad = tmp_path / "neg.sdf"
+    assert main(["prepare", "--data", str(smi), "--conformers", "-1", "--out", str(bad), "--no-progress"]) == 2
+    assert "conformers per molecule must be positive, got -1" in capsys.readouterr().err and not bad.exists()
+    assert main(["evaluate", str(out), "--rows", "-1", "--no-progress"]) == 2
+    assert "--rows must be 0 or more" in capsys.readouterr().err
 
 
 def test_depictions_are_written_for_valid_and_invalid_molecules(tmp_path):

@@ -209,6 +209,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from genmol.metrics.suite import evaluate_file
 
     molecule_file_kind(args.file)  # an unknown file type is refused before the reference is read
+    if args.rows is not None and args.rows < 0:
+        raise ConfigError(f"--rows must be 0 or more, got {args.rows}.")
     reference = _reference(args.reference)
     result = evaluate_file(
         args.file, reference, strain=not args.no_strain, with_fcd=not args.no_fcd, progress=not args.no_progress

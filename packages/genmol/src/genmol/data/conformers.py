@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from rdkit import Chem
 from rdkit.Chem import AllChem
 
+from gencore.errors import ConfigError
 from genmol.chem.io import BadRecord, ReadReport
 from genmol.chem.molecule import Molecule
 
@@ -45,6 +46,9 @@ def generate_conformers(
 ) -> tuple[list[list[Molecule]], ReadReport]:
     """``n_confs`` ETKDG(+MMFF) conformers per molecule, with hydrogens; ``workers`` processes."""
     from tqdm.auto import tqdm
+
+    if n_confs < 1:
+        raise ConfigError(f"the number of conformers per molecule must be positive, got {n_confs}.")
 
     jobs = []
     for k, m in enumerate(molecules):

@@ -174,6 +174,16 @@ def draw_sizes(histogram: dict[int, int], n: int, generator: torch.Generator) ->
     return sizes[torch.multinomial(probs / probs.sum(), n, replacement=True, generator=generator)].tolist()
 
 
+def check_sampler(sampler: str, steps: int, noise_scale: float) -> None:
+    """One :class:`ConfigError` sentence unless ``sampler`` is known, ``steps >= 1`` and ``noise_scale >= 0``."""
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
+    if steps < 1:
+        raise ConfigError(f"steps must be positive, got {steps}.")
+    if not noise_scale >= 0:
+        raise ConfigError(f"the SDE noise scale must be non-negative, got {noise_scale}.")
+
+
 @torch.no_grad()
 def sample_joint(
     model: Backbone,
@@ -194,10 +204,7 @@ def sample_joint(
     ``hydrogens="implicit"`` (heavy-atom models) fills in hydrogen counts."""
     check_strategy(strategy)
     check_hydrogens(hydrogens)
-    if sampler not in SAMPLERS:
-        raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
-    if steps < 1:
-        raise ConfigError(f"steps must be positive, got {steps}.")
+    check_sampler(sampler, steps, noise_scale)
     from tqdm.auto import tqdm
 
     process = MaskedDiffusion(len(vocab))
@@ -257,6 +264,9 @@ def sample_conformers(
     from tqdm.auto import tqdm
 
     check_strategy(strategy)
+    check_sampler(sampler, steps, noise_scale)
+    if n_per_molecule < 1:
+        raise ConfigError(f"the number of conformers per molecule must be positive, got {n_per_molecule}.")
     model.eval()
     dev = next(model.parameters()).device
     out = []
