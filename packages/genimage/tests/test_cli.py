@@ -152,9 +152,11 @@ def test_user_errors_are_one_line(tmp_path, capsys) -> None:
     assert main(["sample", "--run", str(tmp_path / "missing"), "--out", str(tmp_path / "g.png")]) == 2
     assert main(["train", "--data", "digits", "--objective", "sde", "--out", str(tmp_path / "x")]) == 2
     assert main(["train", "--data", "digits", "--layersync-pairs", "blocks.9", "--out", str(tmp_path / "y")]) == 2
+    assert main(["train", "--data", "digits", "--channels", "3", "--out", str(tmp_path / "z")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 3 and all("Traceback" not in line for line in err)
+    assert len(err) == 4 and all("Traceback" not in line for line in err)
     assert "not a genimage run folder" in err[0] and "objective" in err[1] and "weak:strong" in err[2]
+    assert "channels applies to folder and shards data" in err[3] and not (tmp_path / "z").exists()
 
 
 @pytest.mark.slow

@@ -78,6 +78,10 @@ class ImageTrainConfig:
             raise ConfigError(f"image_size must be at least 4, got {self.image_size}.")
         if not 0.0 <= self.label_dropout < 1.0:
             raise ConfigError(f"label_dropout must be in [0, 1), got {self.label_dropout}.")
+        if self.channels is not None and self.data not in ("folder", "shards"):
+            raise ConfigError(f"channels applies to folder and shards data; {self.data!r} sets its own channels.")
+        if self.channels not in (None, 1, 3):
+            raise ConfigError(f"channels must be 1 (grayscale) or 3 (RGB), got {self.channels}.")
         if not 0.0 <= self.lwd_floor <= 1.0:
             raise ConfigError(f"lwd_floor must be in [0, 1], got {self.lwd_floor}.")
         if self.vae_scale_weight < 0 or self.vae_beta < 0 or self.layersync_weight < 0:
