@@ -72,6 +72,25 @@ def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
     assert code == 2 and "Discrete actions" in capsys.readouterr().err
 
 
+def test_out_of_range_settings_are_one_line_exit_2(tmp_path, capsys) -> None:
+    d = tmp_path / "d"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    (tmp_path / "c.yaml").write_text("discount: 1.5\n")
+    base = ["train", "--agent", "value-flows", "--data", str(d), "--steps", "2", "--no-progress"]
+    cases = [
+        (["--batch-size", "0"], "agent config field 'batch_size' must be a positive integer, got 0"),
+        (["--config", str(tmp_path / "c.yaml")], "agent config field 'discount' must be in [0, 1], got 1.5"),
+        (["--log-every", "0"], "--log-every must be a positive integer"),
+        (["--online-steps", "-3"], "--online-steps must be 0 (none) or positive"),
+    ]
+    capsys.readouterr()
+    for k, (extra, message) in enumerate(cases):
+        run = tmp_path / f"r{k}"
+        assert main([*base, "--out", str(run), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and not run.exists()
+
+
 def test_device_cuda_without_cuda_is_one_line_exit_2(tmp_path, capsys, monkeypatch) -> None:
     import torch
 

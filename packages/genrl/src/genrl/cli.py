@@ -147,9 +147,12 @@ def _train(args: argparse.Namespace) -> int:
     if args.agent not in AGENTS or args.agent == "sac":
         offline = ", ".join(a for a in AGENTS if a != "sac")
         raise ConfigError(f"unknown offline agent {args.agent!r}; expected one of: {offline}.")
-    for flag in ("steps", "nproc"):
+    for flag in ("steps", "nproc", "log_every"):
         if getattr(args, flag) < 1:
-            raise ConfigError(f"--{flag} must be a positive integer, got {getattr(args, flag)}.")
+            raise ConfigError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}.")
+    for flag in ("online_steps", "checkpoint_every"):
+        if getattr(args, flag) < 0:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be 0 (none) or positive, got {getattr(args, flag)}.")
     agent, ds, card = _build_agent(args)  # checks the data set and config before any process starts
     if args.online_steps and card.get("env_id") in (None, "toy-bimodal"):
         raise ConfigError(f"dataset {args.data!r} has no gymnasium environment for --online-steps.")

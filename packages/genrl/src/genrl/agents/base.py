@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gencore.errors import InputError
+from gencore.errors import ConfigError, InputError
 from gencore.io import save_pretrained
 from gencore.train import average_gradients
 
@@ -101,9 +101,20 @@ def make_target(module: nn.Module) -> nn.Module:
     return target
 
 
+def require(config: Any, name: str, ok: bool, expected: str) -> None:
+    """One :class:`ConfigError` sentence naming an agent config field whose value is out of range."""
+    if not ok:
+        raise ConfigError(f"agent config field {name!r} must be {expected}, got {getattr(config, name)!r}.")
+
+
+def require_positive_ints(config: Any, *names: str) -> None:
+    for name in names:
+        require(config, name, getattr(config, name) >= 1, "a positive integer")
+
+
 @dataclass(frozen=True, kw_only=True)
 class AgentConfig:
-    """Settings every agent shares."""
+    """Settings every agent shares (checked on construction: a bad value is one sentence naming its field)."""
 
     discount: float = 0.99
     lr: float = 3e-4
@@ -112,6 +123,12 @@ class AgentConfig:
     depth: int = 3
     tau: float = 0.005  # target-network update rate
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        require(self, "discount", 0.0 <= self.discount <= 1.0, "in [0, 1]")
+        require(self, "lr", self.lr > 0, "positive")
+        require(self, "tau", 0.0 < self.tau <= 1.0, "in (0, 1]")
+        require_positive_ints(self, "batch_size", "hidden", "depth")
 
 
 class Agent(nn.Module, abc.ABC):

@@ -14,13 +14,17 @@ from dataclasses import dataclass
 import torch
 
 from gencore.solvers import solve_ode
-from genrl.agents.base import Agent, AgentConfig, EnvSpec
+from genrl.agents.base import Agent, AgentConfig, EnvSpec, require_positive_ints
 from genrl.networks import ActionVelocity
 
 
 @dataclass(frozen=True, kw_only=True)
 class FlowBCConfig(AgentConfig):
     flow_steps: int = 10  # Euler steps of the action flow
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive_ints(self, "flow_steps")
 
 
 class FlowActorMixin:

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from gencore.checks import check_choice
-from genrl.agents.base import Agent, EnvSpec, frozen, make_target, polyak
+from genrl.agents.base import Agent, EnvSpec, frozen, make_target, polyak, require, require_positive_ints
 from genrl.agents.flow_bc import FlowActorMixin, FlowBCConfig
 from genrl.critics import C51Critic, CriticConfig, IQNCritic, ScalarCritic
 from genrl.networks import ActionVelocity, OneStepPolicy
@@ -43,6 +43,12 @@ class FQLConfig(FlowBCConfig):
     n_quantiles: int = 32  # IQN only
     extraction: str = "one-step"  # one-step | best-of-n (act with the best of n_candidates BC-flow actions)
     n_candidates: int = 16  # actions drawn from the BC flow for best-of-n when acting
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self, "alpha", self.alpha >= 0, "non-negative")
+        require(self, "n_atoms", self.n_atoms >= 2, "at least 2")
+        require_positive_ints(self, "ensemble", "n_quantiles", "n_candidates")
 
 
 EXTRACTIONS = ("best-of-n", "one-step")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from genrl.agents.base import Agent, AgentConfig, EnvSpec, frozen, make_target, polyak
+from genrl.agents.base import Agent, AgentConfig, EnvSpec, frozen, make_target, polyak, require
 from genrl.critics import CriticConfig, ScalarCritic, bellman_mask
 from genrl.networks import MLP
 
@@ -23,6 +23,11 @@ class SACConfig(AgentConfig):
     init_temperature: float = 0.1
     log_std_min: float = -5.0
     log_std_max: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self, "init_temperature", self.init_temperature > 0, "positive")
+        require(self, "log_std_max", self.log_std_max > self.log_std_min, "above log_std_min")
 
 
 class SACAgent(Agent):

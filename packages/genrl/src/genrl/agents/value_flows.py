@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from genrl.agents.base import require, require_positive_ints
 from genrl.agents.fql import FQLAgent, FQLConfig
 from genrl.critics import CriticConfig
 from genrl.value_flow_critic import FlowReturnCritic
@@ -35,6 +36,13 @@ class ValueFlowsConfig(FQLConfig):
     confidence_temp: float = 0.3  # temperature of the confidence weights
     bcfm_weight: float = 1.0
     dcfm_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_positive_ints(self, "target_candidates", "critic_flow_steps", "q_noises")
+        require(self, "confidence_temp", self.confidence_temp > 0, "positive")
+        for name in ("bcfm_weight", "dcfm_weight"):
+            require(self, name, getattr(self, name) >= 0, "non-negative")
 
 
 class ValueFlowsAgent(FQLAgent):
