@@ -121,3 +121,10 @@ def test_cli_output_format_follows_the_suffix(tmp_path, capsys) -> None:
         assert len(err) == 1 and message in err[0] and not (tmp_path / name).exists()
     assert main(["data", "--dataset", "tree", "--out", str(tmp_path / "tree.json")]) == 0
     assert len(read_graph_set(tmp_path / "tree.json")) == 128
+    capsys.readouterr()
+    for argv, message in (
+        (["--dataset", "tree", "--n", "1"], "leave the train split empty"),
+        (["--dataset", "karate", "--n", "5"], "--n applies to the procedural data sets"),
+    ):
+        assert main(["data", *argv]) == 2
+        assert message in capsys.readouterr().err

@@ -101,6 +101,14 @@ def test_set_ot_coupling_makes_the_prior_loss_blind_to_the_order_of_a_graphs_nod
         loss(x, "sinkhorn")
 
 
+def test_run_config_refuses_a_zero_prior_budget() -> None:
+    from gengraph.experiment import RunConfig
+
+    assert RunConfig(prior_steps=None).validate().prior_steps is None  # unset: 5 x steps
+    with pytest.raises(ConfigError, match="prior_steps must be a positive integer"):
+        RunConfig(prior_steps=0).validate()
+
+
 def test_distance_biased_prior_is_equivariant_ignores_padding_and_attends_locally() -> None:
     """With ``distance_bias`` the field stays permutation-equivariant and blind to padded rows; with every head's
     scale large, a node attends only to its near neighbours, so moving a far cluster changes nothing for it

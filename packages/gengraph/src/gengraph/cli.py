@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gencore.command import name_list, package_parser, run
+from gencore.errors import ConfigError
 from gencore.io import write_json
 from gencore.tables import format_table
 from gengraph import __version__
@@ -45,9 +46,13 @@ def cmd_data(args: argparse.Namespace) -> int:
         ]
         print(format_table(rows))
         return 0
+    if args.n is not None and args.dataset not in DATASETS:
+        raise ConfigError(f"--n applies to the procedural data sets ({', '.join(DATASETS)}), not {args.dataset!r}.")
     graphs = _graphs(args.dataset, args.split, args.seed)
-    if args.dataset in DATASETS and args.n is not None:
+    if args.n is not None:
         graphs = split(generate(args.dataset, args.n, seed=args.seed), args.split)
+        if not graphs:
+            raise ConfigError(f"{args.n} {args.dataset} graphs leave the {args.split} split empty; raise --n.")
     if args.out:
         check_graphs_output(args.out, len(graphs))
     nodes = [g.n_nodes for g in graphs]

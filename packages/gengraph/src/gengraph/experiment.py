@@ -70,6 +70,8 @@ class RunConfig:
         for name in ("steps", "batch_size", "latent_dim", "hidden", "codebook_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if self.prior_steps is not None and self.prior_steps < 1:
+            raise ConfigError(f"prior_steps must be a positive integer (or unset: 5 x steps), got {self.prior_steps}.")
         return self
 
 
