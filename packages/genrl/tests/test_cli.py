@@ -45,6 +45,10 @@ def test_make_train_evaluate(tmp_path, capsys) -> None:
     res = json.loads(out.read_text())
     assert res["episodes"] == 2 and all(math.isfinite(r) for r in res["returns"])
     assert res["agent"] == "value-flows" and res["nfe_per_decision"] == 11
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(run), "--episodes", "1", "--env", "MountainCarContinuous-v0"]) == 2
+    err = capsys.readouterr().err
+    assert "observations of size 2 and actions of size 1, but the agent was trained for 3 and 1" in err
     before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     capsys.readouterr()
     assert main(args) == 2  # a finished run is not overwritten

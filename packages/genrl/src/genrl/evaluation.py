@@ -52,7 +52,15 @@ def evaluate(
     if episodes < 1:
         raise ConfigError(f"episodes must be a positive integer, got {episodes}.")
     n_envs = min(episodes, max_envs)
-    make_env(env_id).close()
+    probe = make_env(env_id)
+    obs_size = int(np.prod(probe.observation_space.shape or (0,)))
+    act_size = int(np.prod(getattr(probe.action_space, "shape", None) or (0,)))
+    probe.close()
+    if (obs_size, act_size) != (agent.spec.obs_dim, agent.spec.action_dim):
+        raise ConfigError(
+            f"{env_id} has observations of size {obs_size} and actions of size {act_size}, but the agent was trained "
+            f"for {agent.spec.obs_dim} and {agent.spec.action_dim}."
+        )
     venv = gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(n_envs)])
     returns: list[float] = []
     lengths: list[int] = []
