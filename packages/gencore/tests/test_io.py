@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 from gencore.errors import StorageError
-from gencore.io import atomic_path, load_pretrained, load_tensors, read_json, save_pretrained, write_json
+from gencore.io import (
+    Pretrained,
+    atomic_path,
+    load_pretrained,
+    load_tensors,
+    read_json,
+    save_pretrained,
+    write_json,
+)
 from gencore.nn import MLPVelocity
 
 
@@ -36,6 +45,41 @@ def test_mlp_from_pretrained_gives_same_outputs(tmp_path) -> None:
     again = MLPVelocity.from_pretrained(tmp_path)
     x, t = torch.randn(5, 3), torch.rand(5)
     assert torch.equal(model(x, t), again(x, t))
+
+
+@dataclass(frozen=True)
+class _Widths:
+    inner: int = 3
+
+
+class _WithDataclassConfig(Pretrained, torch.nn.Module):
+    config_class = _Widths
+
+    def __init__(self, config: _Widths) -> None:
+        super().__init__()
+        self.config = config
+        self.lin = torch.nn.Linear(2, config.inner)
+
+
+def test_pretrained_round_trips_dict_and_dataclass_configs_and_names_bad_folders(tmp_path) -> None:
+    import json
+
+    model = _WithDataclassConfig(_Widths(inner=5))
+    model.save_pretrained(tmp_path / "dc")
+    back = _WithDataclassConfig.from_pretrained(tmp_path / "dc")
+    assert back.config == _Widths(inner=5) and torch.equal(back.lin.weight, model.lin.weight)
+    assert json.loads((tmp_path / "dc" / "config.json").read_text()) == {"class": "_WithDataclassConfig", "inner": 5}
+    # a config the class cannot be built from, and weights that do not fit what the config builds
+    (tmp_path / "dc" / "config.json").write_text(json.dumps({"inner": 5, "depth": 2}))
+    with pytest.raises(StorageError, match="does not describe a _WithDataclassConfig"):
+        _WithDataclassConfig.from_pretrained(tmp_path / "dc")
+    (tmp_path / "dc" / "config.json").write_text(json.dumps({"inner": 4}))
+    with pytest.raises(StorageError, match=r"do not fit the _WithDataclassConfig its config\.json describes"):
+        _WithDataclassConfig.from_pretrained(tmp_path / "dc")
+    MLPVelocity(2, hidden=8, depth=1).save_pretrained(tmp_path / "mlp")
+    (tmp_path / "mlp" / "config.json").write_text("[1, 2]")
+    with pytest.raises(StorageError, match="must hold a JSON object of MLPVelocity settings"):
+        MLPVelocity.from_pretrained(tmp_path / "mlp")
 
 
 def test_corrupt_weights_raise_storage_error(tmp_path) -> None:

@@ -117,3 +117,40 @@ def load_pretrained(
     if not d.is_dir():
         raise StorageError(f"model folder {str(d)!r} does not exist.")
     return load_tensors(d / WEIGHTS_NAME, device), read_json(d / CONFIG_NAME)
+
+
+class Pretrained:
+    """``save_pretrained`` / ``from_pretrained`` for a ``torch.nn.Module`` rebuilt from its own config.
+
+    The module keeps what its constructor needs in ``self.config``: a dict of keyword arguments, or a dataclass
+    instance passed as the single argument when the class sets ``config_class``. ``config.json`` holds that
+    config plus ``"class"`` (the class name, for the reader); a config that does not build the class, or weights
+    that do not fit what it builds, are one :class:`StorageError` sentence naming the folder.
+    """
+
+    config_class: type | None = None  # a dataclass given to the constructor as its one argument; None: kwargs
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        from dataclasses import asdict, is_dataclass
+
+        config = asdict(self.config) if is_dataclass(self.config) else dict(self.config)
+        return save_pretrained(directory, self.state_dict(), {"class": type(self).__name__, **config})
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike, device: str | torch.device = "cpu") -> Any:
+        state, config = load_pretrained(directory, device)
+        where = str(Path(directory) / CONFIG_NAME)
+        if not isinstance(config, dict):
+            raise StorageError(f"{where!r} must hold a JSON object of {cls.__name__} settings.")
+        kwargs = {k: v for k, v in config.items() if k != "class"}
+        try:
+            model = cls(cls.config_class(**kwargs)) if cls.config_class is not None else cls(**kwargs)
+        except TypeError as exc:
+            raise StorageError(f"{where!r} does not describe a {cls.__name__} ({exc}).") from None
+        try:
+            model.load_state_dict(state)
+        except RuntimeError:
+            raise StorageError(
+                f"the weights in {str(directory)!r} do not fit the {cls.__name__} its config.json describes."
+            ) from None
+        return model.to(device)

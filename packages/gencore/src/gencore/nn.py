@@ -5,7 +5,6 @@ block whose attention takes an additive bias (pair features, distances, padding)
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 import torch
@@ -13,7 +12,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.errors import ConfigError, InputError
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import Pretrained
 
 
 def broadcast_time(t: torch.Tensor | float, x: torch.Tensor) -> torch.Tensor:
@@ -52,7 +51,7 @@ class SinusoidalTimeEmbedding(nn.Module):
         return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
 
 
-class MLPVelocity(nn.Module):
+class MLPVelocity(Pretrained, nn.Module):
     """An MLP ``model(x_t, t) -> [B, dim]`` for flat vector data.
 
     The time embedding is concatenated to the input; SiLU activations.
@@ -77,17 +76,6 @@ class MLPVelocity(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
         t = broadcast_time(t, x)
         return self.net(torch.cat([x, self.time_embed(t).to(x.dtype)], dim=-1))
-
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": type(self).__name__, **self.config})
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, device: str | torch.device = "cpu") -> MLPVelocity:
-        state, config = load_pretrained(directory, device)
-        config = {k: v for k, v in config.items() if k != "class"}
-        model = cls(**config)
-        model.load_state_dict(state)
-        return model.to(device)
 
 
 class BiasedAttentionBlock(nn.Module):

@@ -12,18 +12,17 @@ had not yet got past the context-free 1.217.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 from torch import nn
 
 from gencore.errors import ConfigError, InputError
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
 
 
-class TokenDenoiser(nn.Module):
+class TokenDenoiser(Pretrained, nn.Module):
     """Transformer encoder over positions, time- and (optionally) class-conditioned by an added embedding."""
 
     def __init__(
@@ -94,13 +93,3 @@ class TokenDenoiser(nn.Module):
         if self.local is not None:
             h = h + self.local(h.transpose(1, 2)).transpose(1, 2)
         return self.out(self.norm(self.encoder(h)))
-
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": type(self).__name__, **self.config})
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, device: str | torch.device = "cpu") -> TokenDenoiser:
-        state, config = load_pretrained(directory, device)
-        model = cls(**{k: v for k, v in config.items() if k != "class"})
-        model.load_state_dict(state)
-        return model.to(device)

@@ -8,14 +8,13 @@ difference inaccurate. Here the sinusoidal frequencies span ``1 .. time_scale`` 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 from torch import nn
 
 from gencore.errors import ConfigError
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
 
 
@@ -39,7 +38,7 @@ def smooth_time_embedding(time_dim: int, time_scale: float) -> SinusoidalTimeEmb
     return SinusoidalTimeEmbedding(time_dim, scale=time_scale, max_period=time_scale)
 
 
-class TwoTimeMLP(nn.Module):
+class TwoTimeMLP(Pretrained, nn.Module):
     """Average-velocity MLP ``u(x, s, t) -> [B, dim]`` conditioned on the start time ``s`` and the gap ``t - s``.
 
     Embedding ``(s, t - s)`` rather than ``(s, t)`` follows MeanFlow's ablation (Geng et al. 2025,
@@ -67,13 +66,3 @@ class TwoTimeMLP(nn.Module):
         """The embedding's features in ``t``'s own dtype (float64 stays float64 for derivative checks)."""
         args = self.time_embed.scale * t[:, None] * self.time_embed.freqs.to(t.dtype)[None, :]
         return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
-
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": type(self).__name__, **self.config})
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, device: str | torch.device = "cpu") -> TwoTimeMLP:
-        state, config = load_pretrained(directory, device)
-        model = cls(**{k: v for k, v in config.items() if k != "class"})
-        model.load_state_dict(state)
-        return model.to(device)

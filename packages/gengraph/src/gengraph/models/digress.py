@@ -17,15 +17,14 @@ symmetric MLP of ``(e_ij, h_i + h_j, h_i * h_j)``. Everything is permutation-equ
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from gencore.discrete.marginal import MarginalTransitionDiffusion
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
 from gengraph.batch import structural_features
 
@@ -68,9 +67,11 @@ class _Layer(nn.Module):
         return h * mask[..., None], e
 
 
-class DigressDenoiser(nn.Module):
+class DigressDenoiser(Pretrained, nn.Module):
     """``model(x_t, t, edges_t=..., mask=...) -> (node logits [B, N, Kx], edge logits [B, N, N, Ke])`` where
     ``x_t`` holds the noisy node types ``[B, N]`` and ``edges_t`` the noisy edge classes ``[B, N, N]``."""
+
+    config_class = DigressConfig
 
     def __init__(self, config: DigressConfig) -> None:
         super().__init__()
@@ -93,17 +94,6 @@ class DigressDenoiser(nn.Module):
             h, e = layer(h, e, mask)
         e_logits = self.edge_out(e)
         return self.node_out(h), (e_logits + e_logits.transpose(1, 2)) / 2
-
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": "DigressDenoiser", **asdict(self.config)})
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> DigressDenoiser:
-        state, config = load_pretrained(directory)
-        config.pop("class", None)
-        model = cls(DigressConfig(**config))
-        model.load_state_dict(state)
-        return model
 
 
 def _symmetric(upper: torch.Tensor) -> torch.Tensor:

@@ -42,15 +42,14 @@ The generative prior over the latent node sets is :mod:`gengraph.models.latent_f
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from gencore.errors import ConfigError
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import Pretrained
 from gengraph.batch import laplacian_eigenvectors, random_signs, structural_features
 from gengraph.hyperbolic import HypGraphConv, HypTransformerBlock, PoincareLinear, make_geometry
 from gengraph.models.codebook import ManifoldCodebook
@@ -109,8 +108,10 @@ def latent_repulsion(u: torch.Tensor, pair: torch.Tensor, radius: float) -> torc
     return (F.relu(1 - sq) ** 2 * pair).sum() / pair.sum().clamp_min(1)
 
 
-class GGBall(nn.Module):
+class GGBall(Pretrained, nn.Module):
     """``forward(edges, nodes, mask, generator) -> (loss, metrics)``; ``encode``/``quantise``/``decode`` apart."""
+
+    config_class = GGBallConfig
 
     def __init__(self, config: GGBallConfig) -> None:
         super().__init__()
@@ -238,13 +239,3 @@ class GGBall(nn.Module):
         return e * keep, nodes * mask
 
     # ------------------------------------------------------------------ persistence
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": "GGBall", **asdict(self.config)})
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> GGBall:
-        state, config = load_pretrained(directory)
-        config.pop("class", None)
-        model = cls(GGBallConfig(**config))
-        model.load_state_dict(state)
-        return model

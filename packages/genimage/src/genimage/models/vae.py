@@ -26,14 +26,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from gencore.errors import ConfigError
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import Pretrained
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(min(8, cout), cout), nn.SiLU())
 
 
-class KLVAE(nn.Module):
+class KLVAE(Pretrained, nn.Module):
     """Convolutional KL-VAE (see the module docstring); ``latent_scale`` is stored with the weights."""
 
     def __init__(self, *, channels: int, latent_channels: int = 4, width: int = 64, downsamples: int = 1) -> None:
@@ -85,17 +85,6 @@ class KLVAE(nn.Module):
     def latent_shape(self, x: torch.Tensor) -> tuple[int, ...]:
         """Shape of the latent of ``x: [B, C, H, W]``: ``[B, z, H/f, W/f]``."""
         return (x.shape[0], self.config["latent_channels"], x.shape[2] // self.factor, x.shape[3] // self.factor)
-
-    def save_pretrained(self, directory: Any) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": "klvae", **self.config})
-
-    @classmethod
-    def from_pretrained(cls, directory: Any, device: str | torch.device = "cpu") -> KLVAE:
-        state, config = load_pretrained(directory, device)
-        config = {k: v for k, v in config.items() if k != "class"}
-        vae = cls(**config)
-        vae.load_state_dict(state)
-        return vae.to(device)
 
 
 def klvae_loss(

@@ -14,15 +14,14 @@ steers sampling with; encoder + decoder also form a post-hoc scheme (PSNR qualit
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import Pretrained
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
 
 __all__ = ["HiddenConfig", "HiddenDecoder", "HiddenEncoder", "HiddenModel", "noise_layer", "train_hidden"]
@@ -94,24 +93,15 @@ class HiddenDecoder(nn.Module):
         return self.net(x)
 
 
-class HiddenModel(nn.Module):
+class HiddenModel(Pretrained, nn.Module):
     """Encoder + decoder with ``save_pretrained`` / ``from_pretrained`` (safetensors + JSON)."""
+
+    config_class = HiddenConfig
 
     def __init__(self, cfg: HiddenConfig) -> None:
         super().__init__()
-        self.cfg = cfg
+        self.config = cfg
         self.encoder, self.decoder = HiddenEncoder(cfg), HiddenDecoder(cfg)
-
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": "hidden", **asdict(self.cfg)})
-
-    @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike) -> HiddenModel:
-        state, config = load_pretrained(directory)
-        config.pop("class", None)
-        model = cls(HiddenConfig(**config))
-        model.load_state_dict(state)
-        return model
 
 
 def noise_layer(x: torch.Tensor, kind: int, g: torch.Generator) -> torch.Tensor:
