@@ -5,6 +5,7 @@ Usage::
     python bench_toy_critics.py OUT.json [--steps 6000] [--seeds 0,1,2] [--eval-at 500,1500,3000,6000]
         [--hidden 128] [--depth 3] [--lr-schedule constant|cosine] [--randomness reward|transition]
         [--eval-samples 10000] [--flow-solvers euler:20,euler:50,midpoint:10] [--bcfm-only-seeds 0]
+        [--episodes 2000]
     python bench_toy_critics.py OUT.json --tables   # print the tables of a saved (or partial) run
     python bench_toy_critics.py OUT.json --exact-field-only [same options]   # add the exact-field rows
 
@@ -141,6 +142,7 @@ def main() -> None:
     p.add_argument("--critics", default=",".join(CRITICS))
     p.add_argument("--eval-at", default="500,1500,3000,6000", help="learning-curve checkpoints (updates)")
     p.add_argument("--eval-samples", type=int, default=10000, help="return samples per evaluation state")
+    p.add_argument("--episodes", type=int, default=2000, help="episodes in the training data set")
     p.add_argument("--flow-solvers", default="euler:20,euler:50,midpoint:10")
     p.add_argument("--bcfm-only-seeds", default="", help="seeds for Value Flows without the DCFM term")
     p.add_argument("--tables", action="store_true", help="only print the tables of an existing OUT.json")
@@ -184,6 +186,7 @@ def _config(args: argparse.Namespace, seed: int) -> ToyCriticConfig:
         lr_schedule=args.lr_schedule,
         randomness=args.randomness,
         n_eval_samples=args.eval_samples,
+        n_episodes=args.episodes,
         eval_at=tuple(k for k in _ints(args.eval_at) if k <= args.steps),
         flow_solvers=tuple(s for s in args.flow_solvers.split(",") if s),
     )
