@@ -2,10 +2,11 @@
 
     python bench_watermark.py OUT.json
 
-1. Spherical Watermark at ``D = 1024, 4096, 16384`` (16384 = 4 x 64 x 64, the Stable Diffusion latent the
-   paper and its reference code use): key construction, embedding and extraction throughput of this
-   suite's sparse GF(2) transform + structured rotation, against the dense construction of the
-   reference code (a ``D x D`` binary matrix and a dense Haar rotation from a QR decomposition).
+1. Spherical Watermark at ``D = 1024, 3072, 4096, 16384`` (1 x 32 x 32 and 3 x 32 x 32: genimage's MNIST
+   and photo runs; 16384 = 4 x 64 x 64, the Stable Diffusion latent the paper and its reference code use):
+   key construction, embedding and extraction throughput of this suite's sparse GF(2) transform +
+   structured rotation (float64), against the dense construction of the reference code (a ``D x D``
+   binary matrix and a dense Haar rotation from a QR decomposition, float32).
    The dense version is timed where it fits (``D <= 4096``); at ``D = 16384`` its memory (two
    ``D x D`` float32 matrices, 2 GiB) and QR time (``~D^3``) are reported as extrapolations, marked so.
 2. Detection cost per scheme on a 32 x 32 DiT-Mi (random weights: the cost does not depend on training):
@@ -68,9 +69,18 @@ class DenseSpherical:
         return (2 * votes.sum(1) > e.repeats).long()
 
 
+def _key_bytes(wm: SphericalWatermark) -> int:
+    """Bytes held by the sparse key after one embed and one extract (tables, angles, cached cos/sin)."""
+    rot = wm.rotation
+    tensors = [wm.embedding.groups, wm.embedding.bit_index, rot._to_natural, rot._from_natural]
+    tensors += rot.perms + rot.angles + rot._gathers + rot._scatters
+    tensors += [t for pairs in rot._cos_sin.values() for pair in pairs for t in pair]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
 def bench_construction(batch: int = 64) -> list[dict]:
     rows = []
-    for c, h in ((1, 32), (4, 32), (4, 64)):
+    for c, h in ((1, 32), (3, 32), (4, 32), (4, 64)):
         shape = (c, h, h)
         d = c * h * h
         key = new_key("spherical", shape, seed=1, message_bits=256 if d >= 16384 else 32)
@@ -83,10 +93,11 @@ def bench_construction(batch: int = 64) -> list[dict]:
             {
                 "D": d,
                 "construction": "sparse (ours)",
+                "dtype": "float64",
                 "key_build_s": t_build,
                 "embed_img_per_s": batch / t_embed,
                 "extract_img_per_s": batch / t_extract,
-                "key_memory_mb": (wm.embedding.groups.numel() * 8 + wm.rotation.layers * d * 16) / 2**20,
+                "key_memory_mb": _key_bytes(wm) / 2**20,
                 "measured": True,
             }
         )
@@ -99,6 +110,7 @@ def bench_construction(batch: int = 64) -> list[dict]:
                 {
                     "D": d,
                     "construction": "dense reference",
+                    "dtype": "float32",
                     "key_build_s": t_dense,
                     "embed_img_per_s": batch / td_embed,
                     "extract_img_per_s": batch / td_extract,
@@ -113,6 +125,7 @@ def bench_construction(batch: int = 64) -> list[dict]:
                 {
                     "D": d,
                     "construction": "dense reference (extrapolated)",
+                    "dtype": "float32",
                     "key_build_s": tb * (d / d0) ** 3,
                     "embed_img_per_s": batch / (te * (d / d0) ** 2),
                     "extract_img_per_s": batch / (tx * (d / d0) ** 2),

@@ -88,6 +88,24 @@ def test_rotation_is_orthogonal_and_inverts():
     assert torch.allclose(mo @ mo.T, torch.eye(33, dtype=torch.float64), atol=1e-12)
 
 
+@pytest.mark.parametrize("dim", [2, 33, 100, 1024])
+def test_rotation_is_the_product_of_its_layers(dim):
+    # R = G_L P_L ... G_1 P_1 written out layer by layer, in natural order: key files made before the
+    # split-layout implementation must keep giving the same R
+    rot = KeyRotation(dim, seed=6)
+    x = torch.randn(4, dim, dtype=torch.float64)
+    y = x.clone()
+    m = dim // 2
+    for perm, angle in zip(rot.perms, rot.angles):
+        y = y[:, perm]
+        a, b = y[:, 0 : 2 * m : 2].clone(), y[:, 1 : 2 * m : 2].clone()
+        y[:, 0 : 2 * m : 2] = torch.cos(angle) * a - torch.sin(angle) * b
+        y[:, 1 : 2 * m : 2] = torch.sin(angle) * a + torch.cos(angle) * b
+    assert torch.allclose(rot.apply(x), y, atol=1e-12)
+    assert torch.allclose(rot.inverse(y), x, atol=1e-12)
+    assert torch.allclose(rot.apply(x.float()), y.float(), atol=1e-5)
+
+
 def test_marked_noise_matches_standard_normal_to_third_order():
     wm = _wm(seed=9)
     n = 2000

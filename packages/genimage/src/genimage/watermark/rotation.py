@@ -7,6 +7,11 @@ Givens angles ``G_i`` (an odd last coordinate is left as is). Every factor is or
 with negated angles. After ``L = 3 ceil(log2 D)`` layers every output coordinate depends on
 every input coordinate. Cost ``O(L D)`` time and ``L D`` stored integers/angles; a dense Haar
 matrix at ``D = 16384`` would be ``16384^2`` float32 = 1 GiB and ``O(D^2)`` per vector.
+
+Between layers the vector is kept in a *split layout* (the first members of all pairs, then
+the second members, then the odd coordinate), and each permutation is composed with that
+layout once, at construction: a layer is then one gather and two fused multiply-adds, with
+no interleaving. The layout changes the arithmetic's order, not ``R``.
 """
 
 from __future__ import annotations
@@ -35,30 +40,49 @@ class KeyRotation:
         self.layers = int(layers) if layers is not None else 3 * max(1, math.ceil(math.log2(max(self.dim, 2))))
         g = derive_generator(seed, purpose)
         self.perms = [torch.randperm(self.dim, generator=g) for _ in range(self.layers)]
-        self.inv_perms = [torch.argsort(p) for p in self.perms]
         half = self.dim // 2
         self.angles = [2 * math.pi * torch.rand(half, generator=g, dtype=torch.float64) for _ in range(self.layers)]
+        # natural index -> split-layout position: 2j -> j, 2j + 1 -> half + j, an odd last index stays last
+        natural = torch.arange(self.dim)
+        to_split = torch.where(natural % 2 == 0, natural // 2, half + natural // 2)
+        if self.dim % 2:
+            to_split[-1] = self.dim - 1
+        split_order = torch.cat((natural[0 : 2 * half : 2], natural[1 : 2 * half : 2], natural[2 * half :]))
+        # layer i gathers, from the previous layer's split layout, its permuted input in split layout
+        previous = [natural] + [to_split] * (self.layers - 1)
+        self._gathers = [prev[perm[split_order]] for prev, perm in zip(previous, self.perms)]
+        self._scatters = [torch.argsort(idx) for idx in self._gathers]
+        self._to_natural = to_split  # the last layer's split layout -> natural order
+        self._from_natural = split_order
+        self._cos_sin: dict[tuple[torch.dtype, torch.device], list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
-    def _givens(self, x: torch.Tensor, angle: torch.Tensor, sign: float) -> torch.Tensor:
-        m = self.dim // 2
-        pairs = x[:, : 2 * m].reshape(x.shape[0], m, 2)
-        c = torch.cos(angle).to(x.dtype)
-        s = sign * torch.sin(angle).to(x.dtype)
-        a, b = pairs[..., 0], pairs[..., 1]
-        rotated = torch.stack((c * a - s * b, s * a + c * b), dim=-1).reshape(x.shape[0], 2 * m)
-        return torch.cat((rotated, x[:, 2 * m :]), dim=1) if self.dim % 2 else rotated
+    def _trig(self, like: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        key = (like.dtype, like.device)
+        if key not in self._cos_sin:
+            self._cos_sin[key] = [
+                (torch.cos(a).to(like.device, like.dtype)[:, None], torch.sin(a).to(like.device, like.dtype)[:, None])
+                for a in self.angles
+            ]
+        return self._cos_sin[key]
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         """``R x`` for ``x: [N, D]``."""
-        for perm, angle in zip(self.perms, self.angles):
-            x = self._givens(x[:, perm.to(x.device)], angle.to(x.device), 1.0)
-        return x
+        m = self.dim // 2
+        v = x.T  # [D, N]: gathers move whole rows
+        for gather, (c, s) in zip(self._gathers, self._trig(x)):
+            v = v.index_select(0, gather.to(x.device))
+            a, b = v[:m], v[m : 2 * m]
+            v = torch.cat((c * a - s * b, s * a + c * b, v[2 * m :]))
+        return v.index_select(0, self._to_natural.to(x.device)).T.contiguous()
 
     def inverse(self, y: torch.Tensor) -> torch.Tensor:
         """``R^T y`` for ``y: [N, D]``."""
-        for inv, angle in zip(reversed(self.inv_perms), reversed(self.angles)):
-            y = self._givens(y, angle.to(y.device), -1.0)[:, inv.to(y.device)]
-        return y
+        m = self.dim // 2
+        v = y.T.index_select(0, self._from_natural.to(y.device))
+        for scatter, (c, s) in zip(reversed(self._scatters), reversed(self._trig(y))):
+            a, b = v[:m], v[m : 2 * m]
+            v = torch.cat((c * a + s * b, c * b - s * a, v[2 * m :])).index_select(0, scatter.to(y.device))
+        return v.T.contiguous()
 
     def matrix(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """The dense ``[D, D]`` matrix (for tests and the dense benchmark only; ``O(D^2)`` memory)."""
