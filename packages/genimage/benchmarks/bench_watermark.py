@@ -74,7 +74,7 @@ def _key_bytes(wm: SphericalWatermark) -> int:
     rot = wm.rotation
     tensors = [wm.embedding.groups, wm.embedding.bit_index, rot._to_natural, rot._from_natural]
     tensors += rot.perms + rot.angles + rot._gathers + rot._scatters
-    tensors += [t for pairs in rot._cos_sin.values() for pair in pairs for t in pair]
+    tensors += [t for tables in rot._cache.values() for pair in tables.trig for t in pair]  # CPU: no index copies
     return sum(t.numel() * t.element_size() for t in tensors)
 
 

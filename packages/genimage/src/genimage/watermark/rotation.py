@@ -17,12 +17,22 @@ no interleaving. The layout changes the arithmetic's order, not ``R``.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
 from genimage.watermark.keys import derive_generator
 
 __all__ = ["KeyRotation"]
+
+
+@dataclass
+class _Tables:
+    gathers: list[torch.Tensor]
+    scatters: list[torch.Tensor]
+    trig: list[tuple[torch.Tensor, torch.Tensor]]
+    to_natural: torch.Tensor
+    from_natural: torch.Tensor
 
 
 class KeyRotation:
@@ -54,34 +64,43 @@ class KeyRotation:
         self._scatters = [torch.argsort(idx) for idx in self._gathers]
         self._to_natural = to_split  # the last layer's split layout -> natural order
         self._from_natural = split_order
-        self._cos_sin: dict[tuple[torch.dtype, torch.device], list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        self._cache: dict[tuple[torch.dtype, torch.device], _Tables] = {}
 
-    def _trig(self, like: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _tables(self, like: torch.Tensor) -> _Tables:
+        """Index tables and ``[D/2, 1]`` cos/sin columns on ``like``'s device and dtype (built once each)."""
         key = (like.dtype, like.device)
-        if key not in self._cos_sin:
-            self._cos_sin[key] = [
-                (torch.cos(a).to(like.device, like.dtype)[:, None], torch.sin(a).to(like.device, like.dtype)[:, None])
+        if key not in self._cache:
+            dev = like.device
+            trig = [
+                (torch.cos(a).to(dev, like.dtype)[:, None], torch.sin(a).to(dev, like.dtype)[:, None])
                 for a in self.angles
             ]
-        return self._cos_sin[key]
+            self._cache[key] = _Tables(
+                gathers=[g.to(dev) for g in self._gathers],
+                scatters=[s.to(dev) for s in self._scatters],
+                trig=trig,
+                to_natural=self._to_natural.to(dev),
+                from_natural=self._from_natural.to(dev),
+            )
+        return self._cache[key]
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         """``R x`` for ``x: [N, D]``."""
-        m = self.dim // 2
+        t, m = self._tables(x), self.dim // 2
         v = x.T  # [D, N]: gathers move whole rows
-        for gather, (c, s) in zip(self._gathers, self._trig(x)):
-            v = v.index_select(0, gather.to(x.device))
+        for gather, (c, s) in zip(t.gathers, t.trig):
+            v = v.index_select(0, gather)
             a, b = v[:m], v[m : 2 * m]
             v = torch.cat((c * a - s * b, s * a + c * b, v[2 * m :]))
-        return v.index_select(0, self._to_natural.to(x.device)).T.contiguous()
+        return v.index_select(0, t.to_natural).T.contiguous()
 
     def inverse(self, y: torch.Tensor) -> torch.Tensor:
         """``R^T y`` for ``y: [N, D]``."""
-        m = self.dim // 2
-        v = y.T.index_select(0, self._from_natural.to(y.device))
-        for scatter, (c, s) in zip(reversed(self._scatters), reversed(self._trig(y))):
+        t, m = self._tables(y), self.dim // 2
+        v = y.T.index_select(0, t.from_natural)
+        for scatter, (c, s) in zip(reversed(t.scatters), reversed(t.trig)):
             a, b = v[:m], v[m : 2 * m]
-            v = torch.cat((c * a + s * b, c * b - s * a, v[2 * m :])).index_select(0, scatter.to(y.device))
+            v = torch.cat((c * a + s * b, c * b - s * a, v[2 * m :])).index_select(0, scatter)
         return v.T.contiguous()
 
     def matrix(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
