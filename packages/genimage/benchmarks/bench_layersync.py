@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -30,6 +31,7 @@ from genimage.config import ImageTrainConfig
 from genimage.data import load_digits_set, load_mel_set, load_mnist_set
 from genimage.evaluate import sample_images
 from genimage.metrics import classifier_features, frechet_distance, train_classifier
+from genimage.runs import LoadedRun
 
 N_EVAL = 150
 DOMAINS = {
@@ -40,6 +42,20 @@ DOMAINS = {
 LOADERS = {"digits": load_digits_set, "mel": lambda: load_mel_set(n=1024), "mnist": load_mnist_set}
 
 
+def classifier_fd_scorer(data, n_eval: int) -> tuple[Callable[[LoadedRun], dict[str, float]], float]:
+    """``(score, classifier accuracy)``: ``score(run)`` draws ``n_eval`` class-conditional EMA samples (Euler,
+    8 NFE) with the labels of ``n_eval`` fixed training images and returns their ``fd_classifier`` against them."""
+    net, acc = train_classifier(data, seed=0)
+    ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_eval])
+    ref_feats = classifier_features(net, ref.images)
+
+    def score(run: LoadedRun) -> dict[str, float]:
+        x = sample_images(run, len(ref), ref.labels, nfe=8, cfg_scale=1.0, solver="euler", seed=1, progress=False)
+        return {"fd_classifier": frechet_distance(ref_feats, classifier_features(net, x))}
+
+    return score, acc
+
+
 def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n_eval: int) -> None:
     torch.set_num_threads(1)
     records, curves = [], {}
@@ -48,13 +64,7 @@ def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n
         settings = DOMAINS[domain] | overrides
         used[domain] = settings
         data = LOADERS[domain]()
-        net, acc = train_classifier(data, seed=0)
-        ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_eval])
-        ref_feats = classifier_features(net, ref.images)
-
-        def score(run, ref=ref, net=net, ref_feats=ref_feats):
-            x = sample_images(run, len(ref), ref.labels, nfe=8, cfg_scale=1.0, solver="euler", seed=1, progress=False)
-            return {"fd_classifier": frechet_distance(ref_feats, classifier_features(net, x))}
+        score, acc = classifier_fd_scorer(data, n_eval)
 
         per_seed = {}
         for seed in seeds:

@@ -21,13 +21,11 @@ import json
 
 import torch
 from _repro import steps_to_reach, train_with_curve
-from bench_layersync import DOMAINS, LOADERS
+from bench_layersync import DOMAINS, LOADERS, classifier_fd_scorer
 
 from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.config import ImageTrainConfig
-from genimage.evaluate import sample_images
-from genimage.metrics import classifier_features, frechet_distance, train_classifier
 
 
 def parse_arm(text: str) -> tuple[tuple[str, ...], float]:
@@ -46,13 +44,7 @@ def main(out_json: str, domain: str, arms: list[tuple[tuple[str, ...], float]], 
     torch.set_num_threads(1)
     settings = DOMAINS[domain] | {k: v for k, v in (("steps", args.steps), ("eval_every", args.eval_every)) if v}
     data = LOADERS[domain]()
-    net, acc = train_classifier(data, seed=0)
-    ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[: args.n_eval])
-    ref_feats = classifier_features(net, ref.images)
-
-    def score(run):
-        x = sample_images(run, len(ref), ref.labels, nfe=8, cfg_scale=1.0, solver="euler", seed=1, progress=False)
-        return {"fd_classifier": frechet_distance(ref_feats, classifier_features(net, x))}
+    score, acc = classifier_fd_scorer(data, args.n_eval)
 
     def train(pairs: tuple[str, ...], weight: float) -> tuple[list[dict], float]:
         cfg = ImageTrainConfig(
