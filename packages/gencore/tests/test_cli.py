@@ -90,6 +90,8 @@ def test_toy_compare_records(tmp_path) -> None:
         ),
         (["toy", "train", "--out", "{tmp}/file/sub"], "cannot create output folder"),
         (["toy", "train", "--steps", "0", "--out", "{tmp}/x"], "steps must be a positive integer"),
+        (["toy", "compare", "--couplings", "independent", "--json", "{tmp}/file/o.json"], "is a file, not a folder"),
+        (["toy", "compare", "--couplings", "independent", "--json", "{tmp}"], "is a folder; name a file"),
     ],
 )
 def test_bad_input_is_one_sentence(tmp_path, args: list[str], needle: str) -> None:

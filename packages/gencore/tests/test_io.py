@@ -12,6 +12,7 @@ from gencore.errors import StorageError
 from gencore.io import (
     Pretrained,
     atomic_path,
+    check_writable,
     load_pretrained,
     load_tensors,
     read_json,
@@ -95,6 +96,34 @@ def test_unwritable_folder_is_a_storage_error(tmp_path) -> None:
     blocker.write_text("x")
     with pytest.raises(StorageError, match=r"cannot create output folder"):
         write_json(blocker / "sub" / "out.json", {})
+
+
+def test_check_writable_refuses_before_any_work_and_creates_nothing(tmp_path, monkeypatch) -> None:
+    assert check_writable(tmp_path / "new" / "deeper" / "out.json") == tmp_path / "new" / "deeper" / "out.json"
+    assert os.listdir(tmp_path) == []  # the probe creates no folder and leaves no file
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StorageError, match=r"'.*file' is a file, not a folder"):
+        check_writable(tmp_path / "file" / "out.json")
+    with pytest.raises(StorageError, match=r"is a folder; name a file"):
+        check_writable(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("gencore.io.tempfile.TemporaryFile", refuse)
+    with pytest.raises(StorageError, match=r"cannot write '.*out.json': Permission denied"):
+        check_writable(tmp_path / "out.json")
+
+
+def test_a_file_that_cannot_be_created_is_a_storage_error(tmp_path, monkeypatch) -> None:
+    # the writer fails to create the temporary file (e.g. a read-only or special file system)
+    def refuse(self, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr("pathlib.Path.write_text", refuse)
+    with pytest.raises(StorageError, match=r"cannot write '.*out.json': Permission denied"):
+        write_json(tmp_path / "out.json", {})
+    assert os.listdir(tmp_path) == []
 
 
 def test_written_files_get_the_usual_permissions(tmp_path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -166,5 +167,19 @@ def test_key_file_round_trip_and_errors(tmp_path):
         WatermarkKey.load(tmp_path / "bad.json")
     with pytest.raises(ConfigError, match="needs at least"):
         SphericalWatermark(new_key("spherical", (1, 4, 4), seed=1, message_bits=32))
+    # a hand-edited key with a field of the wrong type names the file and the field
+    good = key.to_dict()
+    for field, value in [
+        ("seed", "abc"),
+        ("seed", True),
+        ("shape", [1, 16]),
+        ("shape", [1, 16, "x"]),
+        ("message", 1010),
+        ("params", None),
+        ("scheme", 3),
+    ]:
+        (tmp_path / "edited.json").write_text(json.dumps({**good, field: value}))
+        with pytest.raises(StorageError, match=f"edited.json.*field '{field}'"):
+            WatermarkKey.load(tmp_path / "edited.json")
     with pytest.raises(InputError, match="noise must have shape"):
         _wm().extract(torch.randn(2, 1, 16, 16))

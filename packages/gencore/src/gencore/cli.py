@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gencore import __version__
-from gencore.command import add_commands, int_list, name_list, package_parser, run
+from gencore.command import add_commands, int_list, name_list, output_file, package_parser, run
 from gencore.config import load_config
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
@@ -188,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp = toy_cmds.add_parser("compare", help="one model per coupling, equal steps; W2/MMD per (coupling, nfe)")
     _add_run_options(cp)
     cp.add_argument("--couplings", required=True, type=name_list, help="comma-separated coupling names")
-    cp.add_argument("--json", required=True, type=Path, help="where to write the records")
+    cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
     cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
     cp.set_defaults(func=cmd_toy_compare)
     toy.set_defaults(func=lambda a: toy.print_help())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from gencore.errors import GenError
 
@@ -30,6 +31,17 @@ def int_list(text: str) -> tuple[int, ...]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers such as 1,2,4, got {text!r}")
     return values
+
+
+def output_file(text: str) -> Path:
+    """argparse type: a file the command will write, checked before any work (see :func:`gencore.io.check_writable`)."""
+    from gencore.errors import StorageError
+    from gencore.io import check_writable
+
+    try:
+        return check_writable(text)
+    except StorageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
 
 
 def name_list(text: str) -> tuple[str, ...]:

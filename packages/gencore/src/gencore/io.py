@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,29 @@ def ensure_dir(path: str | os.PathLike) -> Path:
     return p
 
 
+def check_writable(path: str | os.PathLike) -> Path:
+    """Raise :class:`StorageError` now if a file could not be written at ``path`` later.
+
+    Commands call this on their output files before any long work, so a run is not lost to an
+    unwritable ``--json`` at its end. Nothing is created: the nearest existing folder above
+    ``path`` is probed with a temporary file that is removed at once.
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise StorageError(f"{str(target)!r} is a folder; name a file to write.")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StorageError(f"cannot write {str(target)!r}: {str(folder)!r} is a file, not a folder.")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise StorageError(f"cannot write {str(target)!r}: {exc.strerror or exc}.") from exc
+    return target
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it into place on success.
@@ -52,6 +76,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, target)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        if exc.filename in (str(tmp_path), tmp_path) and not isinstance(exc, StorageError):
+            raise StorageError(f"cannot write {str(target)!r}: {exc.strerror or exc}.") from exc
+        raise
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise

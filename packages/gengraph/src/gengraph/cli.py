@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from gencore.command import name_list, package_parser, run
+from gencore.command import name_list, output_file, package_parser, run
 from gencore.errors import ConfigError
 from gencore.io import write_json
 from gencore.tables import format_table
@@ -165,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--split", default="train", choices=("train", "val", "test", "all"))
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--n", type=int, default=None, help="graphs to generate before splitting (default: the set's size)")
-    d.add_argument("--out", help="write the graphs here (.json graph set, or .graphml for one graph)")
+    d.add_argument("--out", type=output_file, help="write the graphs here (.json graph set, or .graphml for one graph)")
     d.add_argument("--list", action="store_true", help="list the available data sets")
     d.set_defaults(func=cmd_data)
 
@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--n", type=int, default=64)
     s.add_argument("--steps", type=int, default=50, help="ODE / diffusion steps")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", required=True, help="output .json graph set (.graphml for --n 1)")
+    s.add_argument("--out", required=True, type=output_file, help="output .json graph set (.graphml for --n 1)")
     s.set_defaults(func=cmd_sample)
 
     e = commands.add_parser("evaluate", help="MMDs (kernel-named), V.U.N. and bootstrap intervals")
@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--metrics", type=name_list, default=DEFAULT_METRICS, help="comma-separated metric keys")
     e.add_argument("--bootstrap", type=int, default=0, help="subsampling draws for intervals (0: none)")
     e.add_argument("--seed", type=int, default=0)
-    e.add_argument("--json", help="write the record here")
+    e.add_argument("--json", type=output_file, help="write the record here")
     e.set_defaults(func=cmd_evaluate)
 
     m = commands.add_parser("demo", help="train a tiny GGBall on community-small, sample, evaluate, draw")

@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from gencore.command import add_device_argument, name_list, package_parser, resolve_device, run
+from gencore.command import add_device_argument, name_list, output_file, package_parser, resolve_device, run
 from gencore.config import load_config
 from gencore.errors import ConfigError
 from gencore.io import write_json
@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = commands.add_parser("sample", help="sample a trained run into a PNG grid (and files / WAVs)")
     _add_sampling_flags(sp)
     sp.add_argument("--n", type=int, default=64, help="number of images (default 64)")
-    sp.add_argument("--out", required=True, type=Path, help="picture grid to write (.png, .jpg or .webp)")
+    sp.add_argument("--out", required=True, type=output_file, help="picture grid to write (.png, .jpg or .webp)")
     sp.add_argument("--label", type=int, help="one class for every image (default: cycle through the classes)")
     sp.add_argument("--individual", type=Path, help="also write one PNG per image into this folder")
     sp.add_argument("--wav", type=Path, help="mel runs: also write Griffin-Lim audio into this folder")
@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--n", type=int, default=500, help="generated and reference images (default 500)")
     ev.add_argument("--input-px", dest="input_px", type=int, default=224, help="EfficientNet-Lite0 input size (224)")
     ev.add_argument("--bpd-images", dest="bpd_images", type=int, default=32, help="images for bits/dim (0: skip)")
-    ev.add_argument("--json", type=Path, help="write the metrics here")
+    ev.add_argument("--json", type=output_file, help="write the metrics here")
     ev.add_argument("--no-progress", action="store_true")
     ev.set_defaults(func=cmd_evaluate)
     demo = commands.add_parser("demo", help="train a tiny DiT on digits, sample, evaluate, write a report")

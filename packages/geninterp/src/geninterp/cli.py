@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_device_argument, package_parser, resolve_device, run
+from gencore.command import add_device_argument, output_file, package_parser, resolve_device, run
 from gencore.io import write_json
 from geninterp import __version__
 
@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("evaluate-sae", help="FVU, L0, dead/dense latents, downstream effect of a trained SAE")
     p.add_argument("--run", required=True, help="run folder written by train-sae")
-    p.add_argument("--json", default=None, help="write the record here")
+    p.add_argument("--json", default=None, type=output_file, help="write the record here")
     p.add_argument("--acts", default=None, help="evaluate on this whole store instead of the run's held-out split")
     p.add_argument("--no-downstream", dest="downstream", action="store_false", help="skip splicing into the LM")
     p.add_argument("--max-sequences", type=int, default=16, dest="max_sequences", help="sequences spliced")
@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=int, default=512, help="log-spaced SNR levels")
     p.add_argument("--paths", type=int, default=64, help="Brownian paths averaged (gmm)")
     p.add_argument("--steps", type=int, default=3000, help="denoiser training steps (digits)")
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, type=output_file)
     common(p)
     p.set_defaults(func=cmd_iem)
 
@@ -275,7 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds", default="0",
         help="training seed(s), comma-separated; several run detect once per seed and summarise the headline AUROC",
     )  # fmt: skip
-    p.add_argument("--json", default=None)
+    p.add_argument("--json", default=None, type=output_file)
     common(p)
     p.set_defaults(func=cmd_memorization)
 

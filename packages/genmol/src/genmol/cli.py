@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_device_argument, package_parser, resolve_device, run
+from gencore.command import add_device_argument, output_file, package_parser, resolve_device, run
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--on-error", choices=("skip", "raise"), default="skip", dest="on_error")
     pr.add_argument("--seed", type=int, default=0)
     pr.add_argument("--cache", help="cache folder (default $GENMOL_CACHE or ~/.cache/genmol)")
-    pr.add_argument("--out", type=Path, help="write the prepared molecules as SDF (.sdf) or XYZ (.xyz)")
+    pr.add_argument("--out", type=output_file, help="write the prepared molecules as SDF (.sdf) or XYZ (.xyz)")
     pr.add_argument("--no-progress", action="store_true")
     pr.set_defaults(func=cmd_prepare)
 
@@ -301,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     sa = commands.add_parser("sample", help="generate molecules (or conformers) from a run; writes SDF or XYZ")
     sa.add_argument("--run", required=True, type=Path)
     sa.add_argument("--n", type=int, default=100, help="molecules (joint) or conformers per graph (conformer)")
-    sa.add_argument("--out", required=True, type=Path, help="output file: .sdf, or .xyz (coordinates only)")
+    sa.add_argument("--out", required=True, type=output_file, help="output file: .sdf, or .xyz (coordinates only)")
     sa.add_argument("--steps", type=int, default=100, help="integration steps")
     sa.add_argument("--sampler", choices=("ode", "sde"), default="ode")
     sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
@@ -313,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = commands.add_parser("evaluate", help="per-molecule and set metrics of an SDF or SMILES file; prints a table")
     ev.add_argument("file", type=Path, help="SDF file, or SMILES file (.smi, .smiles, .txt, .csv: no 3-D metrics)")
-    ev.add_argument("--json", type=Path, help="write records and summary as JSON")
+    ev.add_argument("--json", type=output_file, help="write records and summary as JSON")
     ev.add_argument("--reference", help="run folder, SDF or SMILES file for novelty, FCD and bond geometry")
     ev.add_argument("--rows", type=int, default=30, help="rows printed (all rows go to the JSON)")
     ev.add_argument("--no-strain", action="store_true", help="skip the MMFF strain energy")

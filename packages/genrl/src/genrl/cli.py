@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_commands, add_device_argument, package_parser, resolve_device, run
+from gencore.command import add_commands, add_device_argument, output_file, package_parser, resolve_device, run
 from gencore.errors import ConfigError, StorageError
 from gencore.io import ensure_dir, read_json, write_json
 from gencore.tables import format_table
@@ -317,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = commands.add_parser("evaluate", help="roll out a trained agent in vectorised environments")
     ev.add_argument("--run", required=True, help="run folder written by genrl train")
     ev.add_argument("--episodes", type=int, default=10)
-    ev.add_argument("--json", default=None, help="write the result record here")
+    ev.add_argument("--json", default=None, type=output_file, help="write the result record here")
     ev.add_argument("--env", default=None, help="override the run's environment id")
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the deterministic policy")

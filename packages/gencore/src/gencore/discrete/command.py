@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from gencore.command import add_commands, name_list
+from gencore.command import add_commands, name_list, output_file
 from gencore.discrete.experiment import DiscreteConfig, compare, config_dict
 from gencore.discrete.registry import PROCESSES
 from gencore.discrete.tasks import TASKS, TokenTask
@@ -49,7 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--n-samples", type=int, default=512, dest="n_samples", help="samples scored per process")
     cp.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale", help="1: conditional model")
     cp.add_argument("--seed", type=int, default=0)
-    cp.add_argument("--json", required=True, type=Path, help="where to write the records")
+    cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
     cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
     cp.set_defaults(func=cmd_discrete_compare)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gencore.command import add_commands, int_list, name_list
+from gencore.command import add_commands, int_list, name_list, output_file
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json
 from gencore.plots import metric_curves, save_figure
@@ -123,7 +123,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--depth", type=int, help="MLP hidden layers (default 3)")
     cp.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per NFE (default 2000)")
     cp.add_argument("--seed", type=int, help="default 0")
-    cp.add_argument("--json", required=True, type=Path, help="where to write the records")
+    cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
     cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
     cp.set_defaults(func=cmd_compare)

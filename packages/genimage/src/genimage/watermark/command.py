@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gencore.command import add_commands, name_list
+from gencore.command import add_commands, name_list, output_file
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, save_tensors, write_json
 from gencore.tables import format_table
@@ -263,7 +263,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     kg = sub.add_parser("keygen", help="write a seeded watermark key file (JSON)")
     kg.add_argument("--scheme", required=True, choices=tuple(NOISE_SCHEMES))
-    kg.add_argument("--out", required=True, type=Path)
+    kg.add_argument("--out", required=True, type=output_file)
     kg.add_argument("--shape", help="noise shape C,H,W (or give --run)")
     kg.add_argument("--run", help="run folder whose image shape sizes the key")
     kg.add_argument("--bits", type=int, default=32, help="message length in bits (default 32)")
@@ -293,7 +293,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     de.add_argument("--images", required=True, type=Path, nargs="+")
     de.add_argument("--alpha", type=float, default=0.01, help="p-value threshold for 'marked' (default 0.01)")
     de.add_argument("--seed", type=int, default=0, help="seed of the randomised p-values")
-    de.add_argument("--json", type=Path)
+    de.add_argument("--json", type=output_file)
     de.set_defaults(func=cmd_detect)
 
     ev = sub.add_parser("evaluate", help="every scheme under every attack on the same images; table + figure")
@@ -311,7 +311,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--molm-steps", type=int, default=1200, dest="molm_steps", help="joint training steps of MOLM's markers (1200)"
     )
-    ev.add_argument("--json", required=True, type=Path)
+    ev.add_argument("--json", required=True, type=output_file)
     ev.add_argument("--markdown", type=Path, help="Markdown table (default: beside --json)")
     ev.add_argument("--figure", type=Path, help="PNG figure (default: beside --json)")
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")

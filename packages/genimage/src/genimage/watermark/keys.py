@@ -41,6 +41,11 @@ def derive_generator(seed: int, purpose: str) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, purpose))
 
 
+def _is_int(value: Any) -> bool:
+    """A JSON integer (``bool`` is an ``int`` subclass in Python but not an integer field)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def parse_message(text: str, bits: int | None = None) -> tuple[int, ...]:
     """Parse a message given as a string of ``0``/``1`` characters or as ``0x``-prefixed hex."""
     text = text.strip().lower()
@@ -105,16 +110,28 @@ class WatermarkKey:
     def from_dict(cls, d: dict[str, Any], source: str = "key") -> WatermarkKey:
         if not isinstance(d, dict) or d.get("format") != KEY_FORMAT:
             raise StorageError(f"{source} is not a genimage watermark key (expected format {KEY_FORMAT!r}).")
-        try:
-            return cls(
-                scheme=str(d["scheme"]),
-                seed=int(d["seed"]),
-                shape=tuple(int(s) for s in d["shape"]),
-                message=parse_message(d["message"]) if d["message"] else (),
-                params=dict(d.get("params", {})),
-            )
-        except KeyError as exc:
-            raise StorageError(f"{source} lacks the field {exc.args[0]!r}.") from None
+        missing = [name for name in ("scheme", "seed", "shape", "message") if name not in d]
+        if missing:
+            raise StorageError(f"{source} lacks the field {missing[0]!r}.")
+        scheme, seed, shape, message = d["scheme"], d["seed"], d["shape"], d["message"]
+        params = d.get("params", {})
+        if not isinstance(scheme, str):
+            raise StorageError(f"{source}: field 'scheme' must be a string, got {scheme!r}.")
+        if not _is_int(seed):
+            raise StorageError(f"{source}: field 'seed' must be an integer, got {seed!r}.")
+        if not isinstance(shape, list) or len(shape) != 3 or not all(_is_int(s) and s >= 1 for s in shape):
+            raise StorageError(f"{source}: field 'shape' must be three positive integers [C, H, W], got {shape!r}.")
+        if not isinstance(message, str):
+            raise StorageError(f"{source}: field 'message' must be a string of 0/1 bits, got {message!r}.")
+        if not isinstance(params, dict):
+            raise StorageError(f"{source}: field 'params' must be a mapping of name: value, got {params!r}.")
+        return cls(
+            scheme=scheme,
+            seed=seed,
+            shape=tuple(shape),
+            message=parse_message(message) if message else (),
+            params=dict(params),
+        )
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the key as JSON (atomically)."""
