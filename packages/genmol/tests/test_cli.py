@@ -147,6 +147,26 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
         (tmp_path / "g.smi").write_text("CCO\n")
         assert main([*sample, "--graphs", str(tmp_path / "g.smi")]) == 2
         assert "--graphs is for conformer runs" in capsys.readouterr().err
+    else:  # unreadable graphs are reported with their line and reason, then skipped or fatal by --on-error
+        (tmp_path / "g.smi").write_text("CCO\nC1CC\nCOC\n")
+        mixed = tmp_path / "mixed.sdf"
+        assert main([str(mixed) if a == str(out) else a for a in sample]) == 0
+        err = capsys.readouterr().err
+        assert "2 records read, 1 skipped" in err and "record 1 (line 2): unclosed ring" in err
+        assert len(read_sdf(mixed, sanitize=False)[0]) == 8
+        assert main([*sample, "--on-error", "raise"]) == 2
+        assert "record 1 (line 2): unclosed ring" in capsys.readouterr().err
+        (tmp_path / "g.smi").write_text("")
+        assert main(sample) == 2
+        assert "holds no readable molecular graphs" in capsys.readouterr().err
+        assert len(read_sdf(out, sanitize=False)[0]) == 8  # the earlier output is untouched
+        (tmp_path / "g.smi").write_text("CCO\nCOC\n")
+    meta = json.loads((run / "run.json").read_text())
+    broken = tmp_path / "broken"
+    (broken / "model").mkdir(parents=True)
+    (broken / "run.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "config"}))
+    assert main([str(broken) if a == str(run) else a for a in sample]) == 2
+    assert "run.json' lacks the field 'config'" in capsys.readouterr().err
     if torch.cuda.is_available():  # noise is drawn on the CPU stream, so the GPU repeats the CPU's conformers
         on_gpu = tmp_path / "gpu.sdf"
         assert main([str(on_gpu) if a == str(out) else a for a in sample] + ["--device", "cuda"]) == 0

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gencore.command import add_device_argument, output_file, package_parser, resolve_device, run
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
 from genmol import __version__
@@ -38,6 +39,22 @@ SUMMARY_KEYS = (
     "bond_angle_w1",
     "mmff_strain_median",
 )
+
+
+def _read_molecule_file(path: str | Path, on_error: str = "skip", what: str = "molecules"):
+    """Read an SDF or SMILES file by its suffix; report skipped records on stderr; refuse a file with none."""
+    from genmol.chem.io import molecule_file_kind, read_sdf, read_smiles
+
+    p = Path(path)
+    reader = read_sdf if molecule_file_kind(p) == "sdf" else read_smiles
+    mols, report = reader(p, on_error=on_error)
+    if report.bad:
+        print(report.summary(), file=sys.stderr)
+        for bad in report.bad[:5]:
+            print(f"  skipped {bad}", file=sys.stderr)
+    if not mols:
+        raise InputError(f"{str(p)!r} holds no readable {what} ({report.n_skipped} bad records).")
+    return mols
 
 
 # prepare ----------------------------------------------------------------------------------------
@@ -114,7 +131,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
-    from genmol.chem.io import check_output_suffix, molecule_file_kind, read_sdf, read_smiles, write_molecules
+    from genmol.chem.io import check_output_suffix, write_molecules
     from genmol.experiment import load_run
     from genmol.generation.flow import draw_sizes, model_view, sample_conformers, sample_joint
 
@@ -144,8 +161,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     else:
         if not args.graphs:
             raise ConfigError("this run generates conformers: give the molecular graphs with --graphs FILE.sdf|.smi.")
-        path = Path(args.graphs)
-        graphs, _ = read_sdf(path) if molecule_file_kind(path) == "sdf" else read_smiles(path)
+        graphs = _read_molecule_file(args.graphs, args.on_error, what="molecular graphs")
         from rdkit import Chem
 
         from genmol.chem.molecule import Molecule
@@ -176,7 +192,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 # evaluate ---------------------------------------------------------------------------------------
 def _reference(path: str | None):
-    from genmol.chem.io import molecule_file_kind, read_sdf, read_smiles
+    from genmol.chem.io import molecule_file_kind, read_sdf
     from genmol.experiment import train_smiles
     from genmol.metrics.chemistry import canonical_smiles
     from genmol.metrics.suite import Reference
@@ -187,11 +203,9 @@ def _reference(path: str | None):
     if p.is_dir():
         mols = read_sdf(p / "reference.sdf")[0] if (p / "reference.sdf").is_file() else []
         return Reference(smiles=train_smiles(p), molecules=mols)
-    if molecule_file_kind(p) == "sdf":
-        mols, _ = read_sdf(p)
-        return Reference(smiles=[s for s in map(canonical_smiles, mols) if s], molecules=mols)
-    mols, _ = read_smiles(p)
-    return Reference(smiles=[s for s in map(canonical_smiles, mols) if s])
+    mols = _read_molecule_file(p, what="reference molecules")
+    smiles = [s for s in map(canonical_smiles, mols) if s]
+    return Reference(smiles=smiles, molecules=mols if molecule_file_kind(p) == "sdf" else [])
 
 
 def _clean(value: Any) -> Any:
@@ -306,6 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--sampler", choices=("ode", "sde"), default="ode")
     sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
     sa.add_argument("--graphs", help="conformer runs: molecular graphs as SDF or SMILES")
+    sa.add_argument(
+        "--on-error",
+        choices=("skip", "raise"),
+        default="skip",
+        dest="on_error",
+        help="an unreadable record in --graphs: skip it (reported on stderr) or stop",
+    )
     sa.add_argument("--seed", type=int, default=0)
     add_device_argument(sa)
     sa.add_argument("--no-progress", action="store_true")

@@ -132,10 +132,16 @@ def load_run(
     meta = read_json(meta_path)
     if meta.get("interrupted"):
         raise InputError(f"the run in {str(run)!r} was interrupted; resume it with `genmol train ... --resume auto`.")
-    cfg = GenConfig(**meta["config"])
+    missing = [key for key in ("config", "vocabulary", "sizes") if key not in meta]
+    if missing:
+        raise InputError(f"{str(meta_path)!r} lacks the field {missing[0]!r}; it was not written by `genmol train`.")
+    try:
+        cfg = GenConfig(**meta["config"])
+        vocab = AtomVocabulary([tuple(p) for p in meta["vocabulary"]])
+        sizes = {int(k): int(v) for k, v in meta["sizes"].items()}
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{str(meta_path)!r} has a malformed config, vocabulary or size table ({exc}).") from None
     model = Backbone.from_pretrained(run / "model").to(device)
-    vocab = AtomVocabulary([tuple(p) for p in meta["vocabulary"]])
-    sizes = {int(k): int(v) for k, v in meta["sizes"].items()}
     return model, cfg, vocab, sizes
 
 
