@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import torch
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, StorageError
 from geninterp.metrics import evaluate_sae
 from geninterp.saes import make_sae
 from geninterp.store import ActivationStore
@@ -67,6 +68,16 @@ def test_training_reduces_fvu_and_saves_a_run(tmp_path, store_dir, arch):
     before = evaluate_sae(untrained, train_view)["fvu"]
     assert math.isfinite(after) and after < 0.8 * before
     assert (tmp_path / "run" / "metrics.jsonl").is_file() and (tmp_path / "run" / "loss.png").is_file()
+    if arch == "topk":  # a hand-edited run.json names its missing or malformed field
+        run_json = tmp_path / "run" / "run.json"
+        for edit, message in [
+            ({k: v for k, v in record.items() if k != "config"}, "lacks the field 'config'"),
+            ({**record, "eval_sequences": 5}, "field 'eval_sequences' must be"),
+            ({**record, "config": None}, "field 'config' must be a mapping"),
+        ]:
+            run_json.write_text(json.dumps(edit))
+            with pytest.raises(StorageError, match=message):
+                load_run(tmp_path / "run")
 
 
 def test_act_scale_normalises_the_input(store_dir, tmp_path):

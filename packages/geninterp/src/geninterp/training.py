@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from gencore.errors import ConfigError, GenError
+from gencore.errors import ConfigError, GenError, StorageError
 from gencore.io import read_json, write_json
 from gencore.train import TrainConfig, Trainer, launch
 from geninterp.saes import SparseAutoencoder, make_objective, make_sae
@@ -224,4 +224,15 @@ def load_run(run_dir: str | os.PathLike) -> tuple[SparseAutoencoder, dict[str, A
     """The trained SAE and ``run.json`` of a run folder written by :func:`train_sae`."""
     run = Path(run_dir)
     record = read_json(run / "run.json")
+    where = repr(str(run / "run.json"))
+    if not isinstance(record, dict):
+        raise StorageError(f"{where} is not a geninterp run record (expected a JSON object).")
+    missing = [key for key in ("config", "acts", "eval_sequences") if key not in record]
+    if missing:
+        raise StorageError(f"{where} lacks the field {missing[0]!r}; it was not written by `geninterp train-sae`.")
+    if not isinstance(record["config"], dict):
+        raise StorageError(f"{where}: field 'config' must be a mapping, got {record['config']!r}.")
+    span = record["eval_sequences"]
+    if not (isinstance(span, list) and len(span) == 2 and all(isinstance(v, int) for v in span)):
+        raise StorageError(f"{where}: field 'eval_sequences' must be [start, stop], got {span!r}.")
     return SparseAutoencoder.from_pretrained(run / "sae"), record
