@@ -43,6 +43,38 @@ def test_sample_on_cuda_without_cuda_is_one_line(digits_run, tmp_path, capsys, m
     assert len(err) == 1 and "no usable CUDA device" in err[0] and not out.exists()
 
 
+def test_a_hand_edited_run_config_is_one_sentence(digits_run, tmp_path, capsys) -> None:
+    import shutil
+
+    good = json.loads((digits_run / "config.json").read_text())
+    edits = [
+        ({"objective": "zzz"}, "field 'objective' must be 'flow' or 'vp'"),  # was silently sampled as flow
+        ({"prediction": "noise"}, "field 'prediction' must be 'velocity'"),
+        ({"sample_shape": [1, 8]}, "field 'sample_shape' must be three positive integers"),
+        ({"t_end": "1"}, "field 't_end' must be a number"),
+    ]
+    for k, (edit, message) in enumerate(edits):
+        run = tmp_path / f"run{k}"
+        shutil.copytree(digits_run, run, ignore=shutil.ignore_patterns("checkpoints", "samples"))
+        (run / "config.json").write_text(json.dumps({**good, **edit}))
+        out = tmp_path / "g.png"
+        assert main(["sample", "--run", str(run), "--n", "2", "--nfe", "2", "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and not out.exists()
+
+
+def test_unwritable_outputs_are_refused_before_sampling(digits_run, tmp_path, capsys) -> None:
+    (tmp_path / "file").write_text("occupied")
+    for argv, message in [
+        (["sample", "--run", str(digits_run), "--out", str(tmp_path / "file" / "g.png")], "argument --out: cannot"),
+        (["evaluate", "--run", str(digits_run), "--json", str(tmp_path)], "argument --json:"),
+    ]:
+        with pytest.raises(SystemExit) as exc:  # a usage error: argparse exits before any work
+            main(argv)
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "occupied"
+
+
 def test_sample_writes_a_valid_png_grid_and_files(digits_run, tmp_path) -> None:
     out = tmp_path / "grid.png"
     assert (

@@ -123,6 +123,24 @@ class LoadedRun:
         return images if self.vae is None else self.vae.to_latent(images)
 
 
+def _check_run_fields(config: dict[str, Any], where: Path) -> None:
+    """The derived fields sampling relies on, checked so a hand-edited config fails with one sentence."""
+    if config["objective"] not in ("flow", "vp"):
+        raise StorageError(f"{where}: field 'objective' must be 'flow' or 'vp', got {config['objective']!r}.")
+    _, prediction, _ = make_path(config["objective"])
+    if config["prediction"] != prediction:
+        raise StorageError(
+            f"{where}: field 'prediction' must be {prediction!r} for the {config['objective']!r} objective, "
+            f"got {config['prediction']!r}."
+        )
+    for name in ("image_shape", "sample_shape"):
+        shape = config[name]
+        if not (isinstance(shape, list) and len(shape) == 3 and all(isinstance(v, int) and v > 0 for v in shape)):
+            raise StorageError(f"{where}: field {name!r} must be three positive integers [C, H, W], got {shape!r}.")
+    if not isinstance(config["t_end"], (int, float)) or not 0.0 < config["t_end"] <= 1.0:
+        raise StorageError(f"{where}: field 't_end' must be a number in (0, 1], got {config['t_end']!r}.")
+
+
 def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedRun:
     """Load ``run_dir`` written by ``genimage train`` (EMA weights, eval mode, float32, on ``device``).
 
@@ -137,6 +155,7 @@ def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> 
     missing = [k for k in ("prediction", "objective", "image_shape", "sample_shape", "t_end") if k not in config]
     if missing:
         raise StorageError(f"{root / 'config.json'} lacks the field(s) {', '.join(missing)}; was the run finished?")
+    _check_run_fields(config, root / "config.json")
     if not (root / "model").is_dir():
         raise StorageError(
             f"{str(root)!r} has no model/ folder; the run did not finish (resume it with --resume auto)."
