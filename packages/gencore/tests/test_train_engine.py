@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import IterableDataset
 
 from gencore.errors import ConfigError, GenError
-from gencore.train import DataPosition, RankBatches, TrainConfig, Trainer, find_checkpoints
+from gencore.train import DataPosition, RankBatches, TrainConfig, Trainer, find_checkpoints, run_identity
 from gencore.train.data import data_shard
 from gencore.train.example import RegressionTask, regression_data
 
@@ -72,6 +72,23 @@ def test_existing_checkpoints_need_resume(tmp_path: Path) -> None:
     _run(_cfg(tmp_path, steps=2))
     with pytest.raises(ConfigError, match="resume"):
         _run(_cfg(tmp_path, steps=2))
+
+
+def test_resume_refuses_a_run_defined_by_other_settings(tmp_path: Path) -> None:
+    identity = run_identity({"data": "moons", "hidden": 16, "steps": 4, "layers": (2, 3)}, exclude=("steps",))
+    assert identity == {"data": "moons", "hidden": 16, "layers": [2, 3]}  # JSON values, steps left out
+    _run(_cfg(tmp_path, steps=4, identity=identity))
+    saved = tmp_path / "checkpoints"
+    with pytest.raises(ConfigError, match=r"trained with other settings \(data: 'moons' -> 'rings'\)"):
+        _run(_cfg(tmp_path, steps=6, resume="auto", identity=identity | {"data": "rings"}))
+    with pytest.raises(ConfigError, match=r"hidden: 16 -> 32; new: '\(unset\)' -> 1"):
+        _run(_cfg(tmp_path, steps=6, resume="auto", identity=identity | {"hidden": 32, "new": 1}))
+    assert [p.name for p in find_checkpoints(saved)] == ["step-000000004"]  # nothing was trained or written
+    # a checkpoint whose tensors do not fit the model is one sentence too (runs without an identity)
+    with pytest.raises(ConfigError, match=r"does not fit this model \(size mismatch for 0.weight"):
+        _run(_cfg(tmp_path, steps=6, resume="auto"), hidden=32)
+    resumed = _run(_cfg(tmp_path, steps=6, resume="auto", identity=identity))  # the step count may change
+    assert resumed.step == 6
 
 
 def test_nan_skip_drops_the_update(tmp_path: Path) -> None:

@@ -55,6 +55,17 @@ def test_make_train_evaluate(tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "already holds a genrl run" in err[0] and "--resume" in err[0]
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    # --resume continues only a checkpointed run, with the agent, data and config it was started with
+    other = [a if a != "value-flows" else "fql" for a in args]
+    for argv, message in [
+        ([*other, "--batch-size", "32", "--resume"], "trained with other settings (agent: 'value-flows' -> 'fql')"),
+        ([*args, "--batch-size", "64", "--resume"], "(config.batch_size: 32 -> 64)"),
+        ([*args, "--batch-size", "32", "--resume"], "a run without checkpoints, so there is nothing to resume"),
+    ]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:

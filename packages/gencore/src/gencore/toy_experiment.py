@@ -35,8 +35,11 @@ from gencore.flow_matching import FlowMatcher
 from gencore.metrics import DEFAULT_BANDWIDTH_MULTIPLIERS, median_pairwise_distance, mmd, wasserstein2
 from gencore.nn import MLPVelocity
 from gencore.solvers import solve_ode
-from gencore.train import TrainConfig, Trainer, launch
+from gencore.train import TrainConfig, Trainer, launch, run_identity
 from gencore.train.distributed import is_main_process
+
+# settings a resumed run may change; every other field must match the checkpoint's (TrainConfig.identity)
+RESUMABLE = ("steps", "progress", "nfe", "n_eval")
 
 DIGITS_SIZE = 1797
 SAMPLE_PICTURE_POINTS = 1024  # points (or digits) drawn by the periodic sample callback
@@ -177,6 +180,7 @@ def engine_config(cfg: ToyConfig, out_dir: str | os.PathLike, **engine: Any) -> 
         "seed": cfg.seed,
         "progress": cfg.progress,
         "out_dir": str(out_dir),
+        "identity": run_identity(cfg, RESUMABLE),
     }
     return TrainConfig(**(base | engine))
 

@@ -32,12 +32,15 @@ from gencore.checks import check_choice
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError, GenError, InputError
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
-from gencore.train import TrainConfig, Trainer
+from gencore.train import TrainConfig, Trainer, run_identity
 from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
 from gengraph.models.digress import DigressConfig, DigressDenoiser, digress_loss, digress_sample
 from gengraph.models.ggball import GGBall, GGBallConfig
 from gengraph.models.latent_flow import COUPLINGS, SetVelocity, latent_flow_loss, sample_latent_sets
+
+# settings a resumed run may change; every other field must match the checkpoint's (TrainConfig.identity)
+RESUMABLE = ("steps", "prior_steps", "progress")
 
 __all__ = ["MODELS", "RunConfig", "read_run", "sample_run", "train_run"]
 
@@ -108,6 +111,7 @@ def _engine(cfg: RunConfig, out: Path, steps: int, **kw) -> TrainConfig:
     base = dict(
         steps=steps, global_batch_size=cfg.batch_size, optimizer="adam", lr=cfg.lr, schedule="cosine",
         seed=cfg.seed, progress=cfg.progress, out_dir=str(out), log_every=10, clip_grad_norm=1.0,
+        identity=run_identity(cfg, RESUMABLE),
     )  # fmt: skip
     return TrainConfig(**(base | kw)).validate()
 

@@ -28,7 +28,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from gencore.errors import ConfigError, GenError
 from gencore.io import atomic_path, ensure_dir, write_json
-from gencore.train import TrainConfig, Trainer, find_checkpoints, launch
+from gencore.train import TrainConfig, Trainer, find_checkpoints, launch, run_identity
 from genimage.config import ImageTrainConfig
 from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, load_image_set
 from genimage.imageio import write_grid
@@ -36,6 +36,9 @@ from genimage.models import DiT, ImageBackbone, UNet, default_layersync_pair
 from genimage.models.vae import KLVAE
 from genimage.runs import LoadedRun, load_run
 from genimage.task import ImageTask, VAETask, make_path
+
+# settings a resumed run may change; every other field must match the checkpoint's (TrainConfig.identity)
+RESUMABLE = ("steps", "progress", "sample_nfe")
 
 GRID_SIZE = 64  # images in the periodic and final sample grids
 
@@ -124,6 +127,7 @@ def _engine(cfg: ImageTrainConfig, out: Path, steps: int, **overrides: Any) -> T
         "seed": cfg.seed,
         "progress": cfg.progress,
         "out_dir": str(out),
+        "identity": run_identity(cfg, RESUMABLE),
     }
     return TrainConfig(**(base | overrides)).validate()
 

@@ -27,10 +27,13 @@ import torch
 
 from gencore.errors import ConfigError, GenError, StorageError
 from gencore.io import read_json, write_json
-from gencore.train import TrainConfig, Trainer, launch
+from gencore.train import TrainConfig, Trainer, launch, run_identity
 from geninterp.saes import SparseAutoencoder, make_objective, make_sae
 from geninterp.saes.registry import ARCHITECTURES
 from geninterp.store import ActivationStore
+
+# settings a resumed run may change; every other field must match the checkpoint's (TrainConfig.identity)
+RESUMABLE = ("steps", "progress")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +196,7 @@ def _fit_worker(cfg: SAETrainConfig, acts: str, out: str, seqs: int, engine: dic
         "seed": cfg.seed,
         "progress": cfg.progress,
         "out_dir": out,
+        "identity": run_identity(cfg, RESUMABLE) | {"acts": str(Path(acts).resolve())},
     }
     start = time.perf_counter()
     result = Trainer(TrainConfig(**(settings | engine))).fit(SAETask(sae, objective, cfg.skip_positions), train_view)

@@ -20,7 +20,7 @@ from torch.utils.data import TensorDataset
 
 from gencore.errors import ConfigError, InputError
 from gencore.io import ensure_dir, read_json, write_json, write_text
-from gencore.train import TrainConfig, Trainer, launch
+from gencore.train import TrainConfig, Trainer, launch, run_identity
 from genmol.chem.io import ReadReport, read_sdf, write_sdf
 from genmol.chem.molecule import Molecule
 from genmol.generation.flow import (
@@ -34,6 +34,9 @@ from genmol.generation.flow import (
 from genmol.generation.vocab import AtomVocabulary
 from genmol.metrics.chemistry import canonical_smiles
 from genmol.models import Backbone
+
+# settings a resumed run may change; every other field must match the checkpoint's (TrainConfig.identity)
+RESUMABLE = ("steps", "progress")
 
 REFERENCE_SIZE = 1000
 
@@ -98,6 +101,7 @@ def train_run(
         seed=cfg.seed,
         progress=cfg.progress,
         out_dir=str(out),
+        identity=run_identity(cfg, RESUMABLE) | {"data": data_name},
         **engine,
     ).validate()
     info = launch(_worker, replace(cfg, batch_size=batch), vocab.to_list(), tensors, train_cfg, nproc=nproc).get(0)

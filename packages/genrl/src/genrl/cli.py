@@ -138,6 +138,32 @@ def _offline_worker(args: argparse.Namespace) -> list[dict[str, Any]]:
     return _offline(args, agent, ds)
 
 
+def _check_resumable(out: Path, identity: dict[str, Any], agent: Any) -> None:
+    """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with."""
+    from gencore.io import read_json
+    from gencore.train import find_checkpoints, identity_changes
+
+    if not (out / "run.json").is_file():
+        return  # nothing there yet: a fresh run
+    run = read_json(out / "run.json")
+    # the agent and data first: another agent's config differs in every field, which says nothing more
+    changes = identity_changes({"agent": run.get("agent"), "data": run.get("data")}, identity)
+    if not changes:
+        saved = {f"config.{k}": v for k, v in (run.get("config") or {}).items()}
+        changes = identity_changes(saved, {f"config.{k}": v for k, v in asdict(agent.config).items()})
+    if changes:
+        shown = "; ".join(changes[:4]) + ("; ..." if len(changes) > 4 else "")
+        raise ConfigError(
+            f"cannot resume the run in {str(out)!r}: it was trained with other settings ({shown}); resume with the "
+            "same agent, data and config (the step count may change) or choose a new --out folder."
+        )
+    if not find_checkpoints(out / "checkpoints"):
+        raise ConfigError(
+            f"{str(out)!r} holds a run without checkpoints, so there is nothing to resume; train with "
+            "--checkpoint-every N to make a run resumable, or choose a new --out folder."
+        )
+
+
 def _train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
     from gencore.train import launch
@@ -164,6 +190,8 @@ def _train(args: argparse.Namespace) -> int:
             f"{str(args.out)!r} already holds a genrl run (run.json); pass --resume to continue it from its "
             "checkpoints or choose a new --out folder."
         )
+    if args.resume:
+        _check_resumable(Path(args.out), {"agent": args.agent, "data": str(Path(args.data).resolve())}, agent)
     out = ensure_dir(args.out)
     run_info = {
         "agent": args.agent,

@@ -16,7 +16,7 @@ from gencore.train.checkpoint import (
     save_checkpoint,
     unflatten_state,
 )
-from gencore.train.config import Task, TrainConfig
+from gencore.train.config import Task, TrainConfig, identity_changes, run_identity
 from gencore.train.data import DataPosition, RankBatches, data_shard
 from gencore.train.distributed import DistInfo, average_gradients, broadcast_state, setup, teardown
 from gencore.train.ema import EMA
@@ -42,12 +42,14 @@ __all__ = [
     "find_checkpoints",
     "fit",
     "flatten_state",
+    "identity_changes",
     "in_worker",
     "launch",
     "layersync_term",
     "load_checkpoint",
     "load_latest",
     "restore_rng_state",
+    "run_identity",
     "save_checkpoint",
     "setup",
     "teardown",

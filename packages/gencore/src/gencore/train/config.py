@@ -14,8 +14,10 @@ gradient is exactly the per-sample mean over the global batch.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -28,6 +30,28 @@ SCHEDULES = ("cosine", "constant")
 PRECISIONS = ("fp32", "bf16")
 NAN_POLICIES = ("skip", "stop")
 PARALLELISMS = ("ddp", "fsdp")
+
+
+def run_identity(settings: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The settings that define a run, as JSON values, for :attr:`TrainConfig.identity`.
+
+    ``settings``: a dataclass or a mapping of the task's configuration; ``exclude``: the fields a
+    resumed run may change (the step count, progress bars, sampling cadence, ...).
+    """
+    items = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(settings)
+    return json.loads(json.dumps({k: v for k, v in items.items() if k not in exclude}, default=str))
+
+
+def identity_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """``name: saved -> current`` for every setting that differs between two identities (sorted by name)."""
+    saved, current = run_identity(saved), run_identity(current)
+    names = sorted(set(saved) | set(current))
+    missing = "(unset)"
+    return [
+        f"{n}: {saved.get(n, missing)!r} -> {current.get(n, missing)!r}"
+        for n in names
+        if saved.get(n, missing) != current.get(n, missing)
+    ]
 
 
 @runtime_checkable
@@ -83,6 +107,9 @@ class TrainConfig:
     find_unused_parameters: bool = False  # passed to DDP
     parallel: str = "ddp"  # ddp | fsdp (FSDP2 fully_shard; see gencore.train.sharding)
     fsdp_units: tuple[str, ...] = ()  # class names of submodules sharded as their own units (fsdp)
+    # the task's settings that define the run (data, architecture, objective, ...; JSON values): stored in
+    # every checkpoint, and a resume that asks for different ones is refused (see `run_identity`)
+    identity: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> TrainConfig:
         """Check every field, raising :class:`ConfigError` naming the first bad one."""

@@ -55,7 +55,7 @@ from gencore.errors import ConfigError, GenError
 from gencore.io import ensure_dir
 from gencore.train import checkpoint as ckpt
 from gencore.train import sharding
-from gencore.train.config import Task, TrainConfig
+from gencore.train.config import Task, TrainConfig, identity_changes
 from gencore.train.data import DataPosition, RankBatches
 from gencore.train.distributed import DistInfo, all_reduce_sum, barrier, gather_state, setup, teardown
 from gencore.train.ema import EMA
@@ -225,6 +225,19 @@ class Trainer:
             return ckpt.load_latest(root)
         return ckpt.load_checkpoint(Path(resume))
 
+    def _check_identity(self, loaded: ckpt.Checkpoint) -> None:
+        """Refuse to resume a checkpoint whose run was defined by other settings (data, model, objective...)."""
+        saved = (loaded.extra.get("config") or {}).get("identity") or {}
+        if not saved or not self.cfg.identity:
+            return
+        changes = identity_changes(saved, self.cfg.identity)
+        if changes:
+            shown = "; ".join(changes[:4]) + ("; ..." if len(changes) > 4 else "")
+            raise ConfigError(
+                f"cannot resume from {str(loaded.path)!r}: the run was trained with other settings ({shown}); "
+                "resume with the same settings (the step count may change) or choose a new output folder."
+            )
+
     # ------------------------------------------------------------------ loop
     def fit(self, task: Task, dataset: Dataset) -> TrainResult:
         """Run (or resume) training to ``config.steps`` steps; see the module docstring."""
@@ -254,7 +267,15 @@ class Trainer:
                     f"checkpoint {str(loaded.path)!r} holds {saved_mode} optimiser state; resume it with "
                     f"{'parallel=fsdp in a multi-process run' if saved_mode == 'fsdp' else 'parallel=ddp'}."
                 )
-            model.load_state_dict(loaded.groups["model"])  # the whole state, before any sharding
+            self._check_identity(loaded)
+            try:
+                model.load_state_dict(loaded.groups["model"])  # the whole state, before any sharding
+            except RuntimeError as exc:
+                first = next((line.strip() for line in str(exc).splitlines()[1:] if line.strip()), str(exc))
+                raise ConfigError(
+                    f"checkpoint {str(loaded.path)!r} does not fit this model ({first}); resume with the settings "
+                    "it was trained with or choose a new output folder."
+                ) from None
         ema = EMA(model, cfg.ema_decay)
         if loaded is not None:
             ema.load_state_dict(loaded.groups["ema"], loaded.extra["ema_updates"])
