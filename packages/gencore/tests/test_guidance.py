@@ -78,6 +78,9 @@ def test_cfg_non_tensor_condition_falls_back_and_errors() -> None:
     assert calls == ["cat", None]
     with pytest.raises(ConfigError):
         ClassifierFreeGuidance(model, 2.0, interval=(0.8, 0.2))
+    for scale in (float("nan"), float("inf")):  # would turn every sample into NaN
+        with pytest.raises(ConfigError, match="guidance scale must be a finite number"):
+            ClassifierFreeGuidance(model, scale)
 
 
 def test_cfg_in_solver_no_grad_and_grad() -> None:

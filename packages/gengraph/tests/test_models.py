@@ -248,6 +248,13 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
     )
     assert main(["sample", "--run", str(tmp_path / "missing"), "--n", "3", "--out", str(tmp_path / "x.json")]) == 2
     assert "not a gengraph run folder" in capsys.readouterr().err
+    # training into a finished run's folder (another model or the same) is refused; the run is untouched
+    before = {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for model in ("digress", "ggball"):
+        argv = ["train", "--data", "community-small", "--model", model, "--steps", "3", "--out", str(run)]
+        assert main([*argv, "--no-progress"]) == 2
+        assert "already holds a gengraph run (run.json); choose a new --out folder" in capsys.readouterr().err
+    assert {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
     # a run written by an older gengraph (no format_version) is refused with one sentence, not loaded wrongly
     info = json.loads((tmp_path / "d" / "run.json").read_text())
     del info["format_version"]

@@ -35,6 +35,7 @@ so the guided velocity is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -107,6 +108,8 @@ class ClassifierFreeGuidance:
     ) -> None:
         self.model = model
         self.scale = float(scale)
+        if not math.isfinite(self.scale):
+            raise ConfigError(f"the guidance scale must be a finite number, got {scale!r}.")
         self.cond = dict(cond or {})
         self.null_cond = dict(null_cond or {})
         self.interval = _check_interval(interval)

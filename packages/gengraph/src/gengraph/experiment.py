@@ -134,6 +134,12 @@ def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -
     if any(g.directed for g in graphs):
         raise InputError("the graph generators model undirected graphs; the training set holds directed ones.")
     out = Path(out_dir)
+    taken = [name for name in ("run.json", "denoiser", "autoencoder", "prior") if (out / name).exists()]
+    if taken:
+        raise InputError(
+            f"{str(out)!r} already holds a gengraph run ({taken[0]}); choose a new --out folder, so that the "
+            "finished run is not overwritten."
+        )
     n_max = max(g.n_nodes for g in graphs)
     n_types = max(int(g.node_types.max()) + 1 if g.n_nodes else 1 for g in graphs)
     n_edge_types = max((int(g.edge_types.max()) + 1 if g.n_edges else 1) for g in graphs)
