@@ -182,6 +182,10 @@ def test_pdb_error_names_file_and_line(tmp_path):
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match=rf"pep.pdb: line {k + 3}:"):
         ProteinStructure.read(path)
+    # a file without coordinates (wrong file, empty export) is an error, not an empty structure
+    (tmp_path / "empty.pdb").write_text("HEADER    NOTHING HERE\nEND\n")
+    with pytest.raises(InputError, match=r"empty.pdb: no ATOM or HETATM records"):
+        ProteinStructure.read(tmp_path / "empty.pdb")
 
 
 def test_torch_geometric_batch_and_padding(small_3d):

@@ -158,7 +158,10 @@ class ProteinStructure:
             st = gemmi.read_structure(str(p), format=gemmi.CoorFormat.Mmcif if is_cif else gemmi.CoorFormat.Pdb)
         except (RuntimeError, ValueError) as exc:
             raise InputError(f"{p}: {exc}") from None
-        return cls._from_gemmi(st, str(p))
+        structure = cls._from_gemmi(st, str(p))
+        if structure.num_atoms == 0:
+            raise InputError(f"{p}: no ATOM or HETATM records; expected a PDB or mmCIF structure.")
+        return structure
 
     from_pdb = read
     from_mmcif = read
