@@ -81,3 +81,34 @@ def test_cluster_means_equal_the_dense_frechet_means(kind: str) -> None:
     dense = g.frechet_mean(x, onehot, init)
     torch.testing.assert_close(g.cluster_means(x, assign, 5, init), dense, atol=1e-10, rtol=0)
     torch.testing.assert_close(dense[4], init[4])
+
+
+def _two_rank_updates(split: int) -> dict[str, torch.Tensor]:
+    """On each rank: its share of the points updates the codebook twice; generators differ between ranks."""
+    from gencore.train import setup, teardown
+
+    info = setup("cpu")
+    try:
+        g, z = _points(40, seed=3)
+        cb = ManifoldCodebook(g, 6, decay=0.5, dead_threshold=0.9)  # a high threshold: restarts happen
+        gen = torch.Generator().manual_seed(100 + info.rank)
+        mine = z[:split] if info.rank == 0 else z[split:]
+        for _ in range(2):
+            cb.update(mine, gen)
+        return {"codes": cb.codes.clone(), "usage": cb.usage.clone()}
+    finally:
+        teardown(info)
+
+
+@pytest.mark.distributed
+def test_ddp_updates_see_every_ranks_latents_and_keep_one_codebook() -> None:
+    from gencore.train import launch
+
+    two = launch(_two_rank_updates, 17, nproc=2)  # ranks hold 17 and 23 latents
+    g, z = _points(40, seed=3)
+    one = ManifoldCodebook(g, 6, decay=0.5, dead_threshold=0.9)
+    gen = torch.Generator().manual_seed(100)  # rank 0's stream: its result is the one broadcast
+    for _ in range(2):
+        one.update(z, gen)
+    for rank in (0, 1):
+        assert torch.equal(two[rank]["codes"], one.codes) and torch.equal(two[rank]["usage"], one.usage)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
 
-from gencore.errors import ConfigError, GenError
+from gencore.errors import ConfigError, GenError, InputError
 from gengraph.batch import pack, unpack
 from gengraph.cli import build_parser, main
 from gengraph.datasets import generate
@@ -253,7 +254,7 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
     for model in ("digress", "ggball"):
         argv = ["train", "--data", "community-small", "--model", model, "--steps", "3", "--out", str(run)]
         assert main([*argv, "--no-progress"]) == 2
-        assert "already holds a gengraph run (run.json); choose a new --out folder" in capsys.readouterr().err
+        assert "already holds a gengraph run (run.json); pass --resume auto" in capsys.readouterr().err
     assert {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
     # a run written by an older gengraph (no format_version) is refused with one sentence, not loaded wrongly
     info = json.loads((tmp_path / "d" / "run.json").read_text())
@@ -284,6 +285,31 @@ def test_latent_repulsion_is_exact_and_pushes_close_nodes_of_one_graph_apart() -
             GGBallConfig(**bad).validate()
 
 
+def test_an_interrupted_prior_resumes_exactly(tmp_path) -> None:
+    import shutil
+
+    from gencore.io import load_pretrained
+    from gencore.train import find_checkpoints
+    from gengraph.experiment import RunConfig, train_run
+
+    graphs = generate("community-small", 16, seed=0)
+    cfg = RunConfig(steps=4, prior_steps=6, batch_size=8, codebook_size=16, progress=False)
+    full = train_run(cfg, graphs, tmp_path / "full", checkpoint_every=2)
+    part = train_run(cfg, graphs, tmp_path / "part", checkpoint_every=2)
+    # as if killed after prior step 4: no run.json, no prior model, no later checkpoint
+    (part / "run.json").unlink()
+    shutil.rmtree(part / "prior" / "model")
+    shutil.rmtree(find_checkpoints(part / "prior" / "checkpoints")[0])
+    with pytest.raises(InputError, match="pass --resume auto"):
+        train_run(cfg, graphs, part, checkpoint_every=2)
+    with pytest.raises(ConfigError, match=r"other settings \(batch_size: 8 -> 4\)"):
+        train_run(replace(cfg, batch_size=4), graphs, part, checkpoint_every=2, resume="auto")
+    train_run(cfg, graphs, part, checkpoint_every=2, resume="auto")
+    a, b = load_pretrained(full / "prior" / "model")[0], load_pretrained(part / "prior" / "model")[0]
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert json.loads((part / "run.json").read_text()) == json.loads((full / "run.json").read_text())
+
+
 def test_cli_train_passes_the_code_repulsion_to_the_autoencoder(tmp_path) -> None:
     run = tmp_path / "r"
     argv = ["train", "--data", "community-small", "--steps", "3", "--prior-steps", "2", "--no-progress"]
@@ -304,3 +330,17 @@ def test_cli_train_records_the_prior_coupling(tmp_path) -> None:
         main([*argv, "--prior-coupling", "nope", "--out", str(tmp_path / "bad")])
     train = build_parser()._subparsers._group_actions[0].choices["train"]
     assert tuple(next(a for a in train._actions if a.dest == "prior_coupling").choices) == COUPLINGS
+
+
+@pytest.mark.distributed
+def test_two_process_training_from_the_command_line(tmp_path) -> None:
+    run = tmp_path / "ddp"
+    argv = ["train", "--data", "community-small", "--steps", "6", "--prior-steps", "4", "--batch-size", "8"]
+    assert main([*argv, "--nproc", "2", "--out", str(run), "--no-progress"]) == 0
+    assert json.loads((run / "run.json").read_text())["nproc"] == 2
+    ranks = {p.name for p in next((run / "prior" / "checkpoints").iterdir()).iterdir()}
+    assert {"rng-rank0.safetensors", "rng-rank1.safetensors"} <= ranks  # both stages ran on two processes
+    out = tmp_path / "g.json"
+    assert main(["sample", "--run", str(run), "--n", "4", "--steps", "3", "--out", str(out)]) == 0
+    assert len(read_graph_set(out)) == 4
+    assert main([*argv, "--nproc", "3", "--out", str(tmp_path / "odd")]) == 2  # 8 graphs do not split 3 ways

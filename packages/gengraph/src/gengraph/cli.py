@@ -89,7 +89,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     )  # fmt: skip
     graphs = _graphs(args.data, "train", args.seed)
     start = time.perf_counter()
-    out = train_run(cfg, graphs, args.out)
+    engine = {k: getattr(args, k) for k in ("resume", "checkpoint_every", "keep_last") if getattr(args, k) is not None}
+    out = train_run(cfg, graphs, args.out, nproc=args.nproc, **engine)
     print(
         f"trained {args.model} on {len(graphs)} graphs of {args.data} in {time.perf_counter() - start:.1f} s -> {out}"
     )
@@ -211,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--out", required=True)
     t.add_argument("--no-progress", action="store_true", dest="no_progress")
+    e = t.add_argument_group("training engine (gencore.train)")
+    e.add_argument("--nproc", type=int, default=1, help="processes (DDP: gloo on CPU, NCCL on GPUs; default 1)")
+    e.add_argument(
+        "--resume", choices=("auto",), help="continue an interrupted run from the newest checkpoint of its stage"
+    )
+    e.add_argument("--checkpoint-every", type=int, dest="checkpoint_every", help="steps between checkpoints")
+    e.add_argument("--keep-last", type=int, dest="keep_last", help="checkpoints kept per stage (default 3)")
     t.set_defaults(func=cmd_train)
 
     s = commands.add_parser("sample", help="sample graphs from a run into a JSON graph set")

@@ -32,7 +32,7 @@ from gencore.checks import check_choice
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError, GenError, InputError
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
-from gencore.train import TrainConfig, Trainer, run_identity
+from gencore.train import TrainConfig, Trainer, launch, run_identity, setup, teardown
 from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
 from gengraph.models.digress import DigressConfig, DigressDenoiser, digress_loss, digress_sample
@@ -126,76 +126,99 @@ def _marginals(graphs: list[Graph], n_types: int, n_edge_types: int) -> tuple[li
     return (nodes / nodes.sum()).tolist(), (edges / edges.sum()).tolist()
 
 
-def train_run(cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike) -> Path:
-    """Train ``cfg.model`` on ``graphs``; write the run folder and return its path."""
+def train_run(
+    cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike, *, nproc: int = 1, **engine: Any
+) -> Path:
+    """Train ``cfg.model`` on ``graphs``; write the run folder and return its path.
+
+    ``nproc`` processes train with DDP (gloo on CPU, NCCL on GPUs; the batch is split over them and the VQ
+    codebook is updated from every rank's latents); ``engine`` overrides :class:`TrainConfig` fields
+    (``resume="auto"``, ``checkpoint_every``, ``keep_last``, ``nan_policy``). Each stage (autoencoder,
+    prior; or the DiGress denoiser) checkpoints in its own folder, so ``resume="auto"`` continues the stage
+    that was interrupted.
+    """
     cfg.validate()
     if len(graphs) < 2:
         raise InputError(f"training needs at least two graphs, got {len(graphs)}.")
     if any(g.directed for g in graphs):
         raise InputError("the graph generators model undirected graphs; the training set holds directed ones.")
+    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ConfigError(f"nproc must be a positive integer, got {nproc!r}.")
+    if cfg.batch_size % nproc:
+        raise ConfigError(f"batch size {cfg.batch_size} must be divisible by the number of processes ({nproc}).")
     out = Path(out_dir)
     taken = [name for name in ("run.json", "denoiser", "autoencoder", "prior") if (out / name).exists()]
-    if taken:
+    if taken and engine.get("resume") is None:
         raise InputError(
-            f"{str(out)!r} already holds a gengraph run ({taken[0]}); choose a new --out folder, so that the "
-            "finished run is not overwritten."
+            f"{str(out)!r} already holds a gengraph run ({taken[0]}); pass --resume auto to continue an interrupted "
+            "run or choose a new --out folder, so that the finished run is not overwritten."
         )
     n_max = max(g.n_nodes for g in graphs)
     n_types = max(int(g.node_types.max()) + 1 if g.n_nodes else 1 for g in graphs)
     n_edge_types = max((int(g.edge_types.max()) + 1 if g.n_edges else 1) for g in graphs)
-    edges, nodes, mask = pack(graphs, n_max)
     node_marg, edge_marg = _marginals(graphs, n_types, n_edge_types)
     sizes = Counter(g.n_nodes for g in graphs)
     info: dict[str, Any] = {
         "format": "gengraph.run", "format_version": RUN_FORMAT_VERSION, "config": asdict(cfg), "n_max": n_max,
         "n_node_types": n_types, "n_edge_types": n_edge_types,
         "node_counts": {str(k): v for k, v in sorted(sizes.items())}, "node_marginal": node_marg,
-        "edge_marginal": edge_marg, "n_train_graphs": len(graphs),
+        "edge_marginal": edge_marg, "n_train_graphs": len(graphs), "nproc": nproc,
     }  # fmt: skip
-    data = TensorDataset(edges, nodes, mask)
-    torch.manual_seed(cfg.seed)
-    if cfg.model == "digress":
-        model = DigressDenoiser(DigressConfig(n_node_types=n_types, n_edge_types=n_edge_types, n_max=n_max))
-        task = _DigressTask(model, MarginalTransitionDiffusion(node_marg), MarginalTransitionDiffusion(edge_marg))
-        result = Trainer(_engine(cfg, out / "denoiser", cfg.steps)).fit(task, data)
-        _check_finished(result, out / "denoiser")
-        result.ema.save_pretrained(out / "denoiser" / "model")
-        write_json(out / "run.json", info)
-        return out
-    gcfg = GGBallConfig(
-        n_node_types=n_types, n_edge_types=n_edge_types, n_max=n_max,
-        geometry="euclidean" if cfg.model == "ggball-euclidean" else "ball", curvature=cfg.curvature,
-        latent_dim=cfg.latent_dim, hidden=cfg.hidden, codebook_size=cfg.codebook_size,
-        vq_warmup=cfg.steps // 3 if cfg.vq_warmup is None else cfg.vq_warmup,
-        code_repulsion=cfg.code_repulsion, repulsion_radius=cfg.repulsion_radius,
-    )  # fmt: skip
-    ae = GGBall(gcfg)
-    result = Trainer(_engine(cfg, out / "autoencoder", cfg.steps, ema_decay=0.0)).fit(_AutoencoderTask(ae), data)
-    _check_finished(result, out / "autoencoder")
-    ae = result.model.cpu()
-    ae.save_pretrained(out / "autoencoder" / "model")
-    ae.eval()
-    with torch.no_grad():
-        zq, _, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
-    prior = SetVelocity(ae.geometry, distance_bias=cfg.prior_distance_bias)
-    prior.fit_centre(zq, mask)
-    prior_steps = cfg.prior_steps or 5 * cfg.steps
-    result = Trainer(_engine(cfg, out / "prior", prior_steps, lr=1e-3)).fit(
-        _PriorTask(prior, ae.geometry, cfg.prior_coupling), TensorDataset(zq.detach(), mask)
-    )
-    _check_finished(result, out / "prior")
-    save_pretrained(
-        out / "prior" / "model",
-        result.ema.state_dict(),
-        {"class": "SetVelocity", "distance_bias": cfg.prior_distance_bias},
-    )
+    done = launch(_train_worker, cfg, pack(graphs, n_max), info, out, dict(engine), nproc=nproc).get(0)
+    if not done:
+        raise GenError(f"training in {out} was interrupted; continue it with --resume auto (checkpoints were written).")
     write_json(out / "run.json", info)
     return out
 
 
-def _check_finished(result, where: Path) -> None:
-    if result.interrupted:
-        raise GenError(f"training in {where} was interrupted; a checkpoint was written there, no model was saved.")
+def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Path, engine: dict[str, Any]) -> bool:
+    """Runs on every rank: the stages of one run; rank 0 saves the models. False when interrupted."""
+    edges, nodes, mask = tensors
+    data = TensorDataset(edges, nodes, mask)
+    dist = setup()  # one process group for every stage of the run
+    try:
+        torch.manual_seed(cfg.seed)
+        n_types, n_edge_types, n_max = info["n_node_types"], info["n_edge_types"], info["n_max"]
+        if cfg.model == "digress":
+            model = DigressDenoiser(DigressConfig(n_node_types=n_types, n_edge_types=n_edge_types, n_max=n_max))
+            noise = (
+                MarginalTransitionDiffusion(info["node_marginal"]),
+                MarginalTransitionDiffusion(info["edge_marginal"]),
+            )
+            result = Trainer(_engine(cfg, out / "denoiser", cfg.steps, **engine)).fit(_DigressTask(model, *noise), data)
+            if result.interrupted:
+                return False
+            if dist.rank == 0:
+                result.ema.cpu().save_pretrained(out / "denoiser" / "model")
+            return True
+        gcfg = GGBallConfig(
+            n_node_types=n_types, n_edge_types=n_edge_types, n_max=n_max,
+            geometry="euclidean" if cfg.model == "ggball-euclidean" else "ball", curvature=cfg.curvature,
+            latent_dim=cfg.latent_dim, hidden=cfg.hidden, codebook_size=cfg.codebook_size,
+            vq_warmup=cfg.steps // 3 if cfg.vq_warmup is None else cfg.vq_warmup,
+            code_repulsion=cfg.code_repulsion, repulsion_radius=cfg.repulsion_radius,
+        )  # fmt: skip
+        stage = _engine(cfg, out / "autoencoder", cfg.steps, ema_decay=0.0, **engine)
+        result = Trainer(stage).fit(_AutoencoderTask(GGBall(gcfg)), data)
+        if result.interrupted:
+            return False
+        ae = result.model.cpu().eval()
+        if dist.rank == 0:
+            ae.save_pretrained(out / "autoencoder" / "model")
+        with torch.no_grad():  # identical on every rank: the replicas hold the same weights and codebook
+            zq, _, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
+        prior = SetVelocity(ae.geometry, distance_bias=cfg.prior_distance_bias)
+        prior.fit_centre(zq, mask)
+        stage = _engine(cfg, out / "prior", cfg.prior_steps or 5 * cfg.steps, lr=1e-3, **engine)
+        result = Trainer(stage).fit(_PriorTask(prior, ae.geometry, cfg.prior_coupling), TensorDataset(zq, mask))
+        if result.interrupted:
+            return False
+        if dist.rank == 0:
+            meta = {"class": "SetVelocity", "distance_bias": cfg.prior_distance_bias}
+            save_pretrained(out / "prior" / "model", result.ema.cpu().state_dict(), meta)
+        return True
+    finally:
+        teardown(dist)
 
 
 def _size_mask(info: dict[str, Any], n: int, generator: torch.Generator) -> torch.Tensor:

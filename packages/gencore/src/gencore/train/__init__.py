@@ -18,7 +18,14 @@ from gencore.train.checkpoint import (
 )
 from gencore.train.config import Task, TrainConfig, identity_changes, run_identity
 from gencore.train.data import DataPosition, RankBatches, data_shard
-from gencore.train.distributed import DistInfo, average_gradients, broadcast_state, setup, teardown
+from gencore.train.distributed import (
+    DistInfo,
+    all_gather_rows,
+    average_gradients,
+    broadcast_state,
+    setup,
+    teardown,
+)
 from gencore.train.ema import EMA
 from gencore.train.launch import in_worker, launch
 from gencore.train.layersync import LayerSync, layersync_term
@@ -35,6 +42,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "Trainer",
+    "all_gather_rows",
     "average_gradients",
     "broadcast_state",
     "capture_rng_state",

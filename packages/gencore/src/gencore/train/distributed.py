@@ -139,6 +139,24 @@ def broadcast_state(module: torch.nn.Module, src: int = 0) -> None:
             dist.broadcast(t, src)
 
 
+def all_gather_rows(x: torch.Tensor) -> torch.Tensor:
+    """Every rank's ``x: [M_r, ...]`` concatenated in rank order (``M_r`` may differ; ``x`` itself alone).
+
+    For statistics that must see the global batch, e.g. a VQ codebook's k-means initialisation and EMA.
+    """
+    if group_size() == 1:
+        return x
+    count = torch.tensor([x.shape[0]], dtype=torch.int64, device=x.device)
+    counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
+    dist.all_gather(counts, count)
+    longest = int(max(int(c) for c in counts))
+    padded = x.new_zeros((longest, *x.shape[1:]))
+    padded[: x.shape[0]] = x
+    parts = [torch.zeros_like(padded) for _ in counts]
+    dist.all_gather(parts, padded.contiguous())
+    return torch.cat([p[: int(c)] for p, c in zip(parts, counts)])
+
+
 def barrier(info: DistInfo) -> None:
     if info.distributed:
         dist.barrier()

@@ -57,7 +57,15 @@ from gencore.train import checkpoint as ckpt
 from gencore.train import sharding
 from gencore.train.config import Task, TrainConfig, identity_changes
 from gencore.train.data import DataPosition, RankBatches
-from gencore.train.distributed import DistInfo, all_reduce_sum, barrier, gather_state, setup, teardown
+from gencore.train.distributed import (
+    DistInfo,
+    all_reduce_sum,
+    barrier,
+    gather_state,
+    group_size,
+    setup,
+    teardown,
+)
 from gencore.train.ema import EMA
 from gencore.train.layersync import LayerSync
 from gencore.train.metrics_log import MetricsLogger, peak_memory_mb
@@ -243,12 +251,14 @@ class Trainer:
         """Run (or resume) training to ``config.steps`` steps; see the module docstring."""
         if not isinstance(getattr(task, "model", None), torch.nn.Module) or not callable(getattr(task, "loss", None)):
             raise ConfigError("task must have a `model` (torch.nn.Module) and a `loss(model, batch, generator)`.")
+        joined = group_size() > 1  # a group the caller set up (several fits in one worker) outlives this fit
         info = setup(self.device)
         try:
             with self._signals():
                 return self._fit(task, dataset, info)
         finally:
-            teardown(info)
+            if not joined:
+                teardown(info)
 
     def _fit(self, task: Task, dataset: Dataset, info: DistInfo) -> TrainResult:
         cfg = self.cfg

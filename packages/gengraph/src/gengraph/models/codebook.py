@@ -13,6 +13,9 @@ VQ-VAE: van den Oord et al. 2017; EMA codebooks: Razavi et al. 2019):
 - dead codes: a code whose EMA usage falls below ``dead_threshold`` times the uniform share is restarted at a
   random latent of the batch;
 - straight-through gradients in the tangent space at the origin: ``z_q = exp_0(log_0 z + sg(log_0 e - log_0 z))``.
+
+In a multi-process run (DDP) every update sees the latents of all ranks (``all_gather_rows``) and rank 0's
+result is broadcast, so the replicas keep one codebook, fitted to the global batch.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gencore.train import all_gather_rows
+from gencore.train.distributed import group_size
 from gengraph.hyperbolic.geometry import Geometry
 
 __all__ = ["ManifoldCodebook"]
@@ -94,6 +99,10 @@ class ManifoldCodebook(nn.Module):
     def update(self, z: torch.Tensor, generator: torch.Generator | None = None) -> None:
         """One training update from the latents ``z: [M, d]``: k-means initialisation on the first call, then the
         Frechet-mean EMA and dead-code restart."""
+        z = all_gather_rows(z)
         if not bool(self.initialised):
             self.kmeans_init(z, generator)
         self.ema_update(z, self.assign(z), generator)
+        if group_size() > 1:  # the ranks' generators differ (k-means seeding, dead-code restarts): keep rank 0's
+            for t in (self.codes, self.usage):
+                torch.distributed.broadcast(t, 0)

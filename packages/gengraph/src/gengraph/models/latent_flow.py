@@ -131,7 +131,7 @@ def latent_flow_loss(
     check_choice(coupling, COUPLINGS, "prior coupling")
     m = geometry.manifold
     b, n, d = x1.shape
-    x1 = model.centred(x1)
+    x1 = getattr(model, "module", model).centred(x1)  # `model` may be the DDP wrapper of the SetVelocity
     x0 = m.random_base(b * n, generator=generator, dtype=x1.dtype).to(x1.device)
     if coupling == "set-ot":
         x0 = align_sets(x0.view(b, n, d), x1, mask, cost=m.pairwise_sq_dist).reshape(-1, d)
