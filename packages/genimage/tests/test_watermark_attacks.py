@@ -80,5 +80,14 @@ def test_unknown_or_incomplete_attacks_raise():
     assert parse_attack("jpeg75+blur") == [("jpeg", 75.0), ("blur", 1.0)]
     with pytest.raises(ConfigError, match="unknown attack"):
         parse_attack("sharpen")
+    # parameters outside an attack's range are refused when parsed (blur0 and average0 would give NaN images)
+    for name, bound in [("jpeg0", r"\[1, 100\]"), ("jpeg101", r"\[1, 100\]"), ("crop1.5", r"\(0, 1\]"),
+                        ("blur0", r"\(0, inf\)"), ("resize0", r"\(0, inf\)"), ("regen2", r"\(0, 1\]"),
+                        ("average0", r"\[1, inf\)"), ("none+noise0.1+contrast0.5+jpeg", None)]:  # fmt: skip
+        if bound is None:
+            assert len(parse_attack(name)) == 4
+            continue
+        with pytest.raises(ConfigError, match=rf"attack '{name}': the [a-z]+ parameter must lie in {bound}"):
+            parse_attack(name)
     with pytest.raises(ConfigError, match="needs a generator"):
         apply_attack(_images(), "regen0.3")

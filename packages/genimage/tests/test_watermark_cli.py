@@ -82,6 +82,14 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
             ["watermark", "evaluate", "--run", "gaussian:1,8,8", "--attacks", "sharpen", "--json", "x.json"],
             "unknown attack",
         ),
+        (
+            ["watermark", "evaluate", "--run", "gaussian:1,8,8", "--attacks", "none,jpeg0", "--json", "x.json"],
+            "attack 'jpeg0': the jpeg parameter must lie in [1, 100], got 0",
+        ),
+        (
+            ["watermark", "embed", "--key", "k.json", "--run", "gaussian:1,8,8", "--n", "-1", "--out", "m"],
+            "--n must be a positive integer, got -1",
+        ),
         (["watermark", "keygen", "--scheme", "spherical", "--out", "k.json"], "give --shape"),
         (["watermark", "keygen", "--scheme", "spherical", "--out", "k.json", "--shape", "a,b"], "three positive sizes"),
         (

@@ -143,7 +143,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     train = load_dataset("community-small", "train")
     test = load_dataset("community-small", "test")
     cfg = RunConfig(model="ggball", steps=args.steps, progress=not args.no_progress)
-    train_run(cfg, train, out / "run")
+    train_run(cfg, train, out / "run", resume="auto")  # a second demo into the same folder reuses the run
     generated = sample_run(out / "run", 40, seed=0, steps=20)
     write_graph_set(out / "generated.json", generated, run=str(out / "run"))
     record = evaluate_sets(test, generated, train=train, dataset="community-small", n_boot=100)

@@ -59,7 +59,15 @@ def run_demo(out: Path, progress: bool = False, seed: int = 0) -> Path:
 
     start = time.perf_counter()
     cmp = compare_on_store(
-        acts, out / "runs", k=16, width=256, steps=50, batch_tokens=2048, seed=seed, progress=progress
+        acts,
+        out / "runs",
+        k=16,
+        width=256,
+        steps=50,
+        batch_tokens=2048,
+        seed=seed,
+        progress=progress,
+        resume="auto",  # a second demo into the same folder reuses the runs
     )
     from geninterp.store import ActivationStore
     from geninterp.training import load_run

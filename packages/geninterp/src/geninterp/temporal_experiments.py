@@ -175,12 +175,13 @@ def _separation(sae: Any, x: torch.Tensor, state: torch.Tensor) -> dict[str, Any
 
 def compare_on_store(
     acts: str | Path, out_dir: str | Path, k: int = 16, width: int = 1024, steps: int = 300,
-    batch_tokens: int = 4096, seed: int = 0, progress: bool = False, skip_positions: int = 0,
+    batch_tokens: int = 4096, seed: int = 0, progress: bool = False, skip_positions: int = 0, **engine: Any,
 ) -> dict[str, Any]:  # fmt: skip
     """TopK vs Temporal SAE at equal ``k`` on a real store: FVU, L0, predicted share by position, speed.
 
     ``skip_positions`` leaves the first positions out of training and metrics (2 for SmolLM2,
-    whose first one or two tokens are attention sinks holding nearly all the variance).
+    whose first one or two tokens are attention sinks holding nearly all the variance). ``engine`` goes to
+    :func:`train_sae` (e.g. ``resume="auto"`` to reuse finished runs in ``out_dir``).
     """
     record: dict[str, Any] = {
         "acts": str(acts), "k": k, "width": width, "steps": steps, "batch_tokens": batch_tokens,
@@ -191,7 +192,7 @@ def compare_on_store(
             arch=arch, width=width, k=k, steps=steps, batch_tokens=batch_tokens, seed=seed, progress=progress,
             skip_positions=skip_positions,
         )  # fmt: skip
-        sae, run = train_sae(cfg, acts, Path(out_dir) / arch)
+        sae, run = train_sae(cfg, acts, Path(out_dir) / arch, **engine)
         m = evaluate_sae(sae, ActivationStore(acts, range(*run["eval_sequences"])), skip_positions=skip_positions)
         record[f"{arch}_fvu"] = m["fvu"]
         record[f"{arch}_l0"] = m["l0"]

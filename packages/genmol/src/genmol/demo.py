@@ -85,7 +85,7 @@ def run_demo(out: Path, *, steps: int = 150, subset: int = 600, progress: bool =
     print(f"== data: {report.summary()}")
     cfg = GenConfig(hidden=32, layers=3, steps=steps, batch_size=32, lr=3e-3, progress=progress)
     run_dir = out / "run"
-    train_run(cfg, mols, run_dir, data_name="qm9")
+    train_run(cfg, mols, run_dir, data_name="qm9", resume="auto")  # a second demo into the same folder reuses the run
     model, cfg, vocab, sizes = load_run(run_dir)
     g = torch.Generator().manual_seed(0)
     samples = sample_joint(model, vocab, draw_sizes(sizes, N_SAMPLES, g), strategy=cfg.strategy, steps=50, generator=g)

@@ -69,6 +69,29 @@ _DEFAULTS = {
 }
 
 
+# the parameters each attack accepts, checked when a name is parsed (so a command refuses them before any work):
+# (lowest, whether the lowest is allowed, highest); names carry no sign, so values are never negative
+_RANGES = {
+    "jpeg": (1.0, True, 100.0),
+    "crop": (0.0, False, 1.0),
+    "resize": (0.0, False, math.inf),
+    "rotate": (0.0, True, math.inf),
+    "blur": (0.0, False, math.inf),
+    "noise": (0.0, True, math.inf),
+    "brightness": (0.0, True, math.inf),
+    "contrast": (0.0, True, math.inf),
+    "regen": (0.0, False, 1.0),
+    "average": (1.0, True, math.inf),
+}
+
+
+def _check_parameter(part: str, kind: str, value: float) -> None:
+    low, closed, high = _RANGES[kind]
+    if not (math.isfinite(value) and (value >= low if closed else value > low) and value <= high):
+        bound = f"{'[' if closed else '('}{low:g}, {high:g}{']' if math.isfinite(high) else ')'}"
+        raise ConfigError(f"attack {part!r}: the {kind} parameter must lie in {bound}, got {value:g}.")
+
+
 @dataclass
 class AttackContext:
     """What some attacks need beyond the images: a generator (``regen``) and unmarked references (``average``)."""
@@ -89,9 +112,11 @@ def parse_attack(name: str) -> list[tuple[str, float | None]]:
             steps.append((kind, None))
             continue
         try:
-            steps.append((kind, float(value) if value else _DEFAULTS[kind]))
+            number = float(value) if value else _DEFAULTS[kind]
         except ValueError:
             raise ConfigError(f"attack {part!r} has an unreadable parameter {value!r}.") from None
+        _check_parameter(part.strip(), kind, number)
+        steps.append((kind, number))
     return steps
 
 

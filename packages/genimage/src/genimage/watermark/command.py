@@ -118,6 +118,8 @@ def cmd_embed(args: argparse.Namespace) -> int:
     from genimage.watermark.keys import WatermarkKey
     from genimage.watermark.schemes import noise_scheme
 
+    if args.n < 1:
+        raise ConfigError(f"--n must be a positive integer, got {args.n}.")
     key = WatermarkKey.load(args.key)
     gen = _generator(args.run, args.steps, args.solver)
     if tuple(gen.noise_shape) != tuple(key.shape):
