@@ -152,9 +152,8 @@ def _check_resumable(out: Path, identity: dict[str, Any], agent: Any) -> None:
         saved = {f"config.{k}": v for k, v in (run.get("config") or {}).items()}
         changes = identity_changes(saved, {f"config.{k}": v for k, v in asdict(agent.config).items()})
     if changes:
-        shown = "; ".join(changes[:4]) + ("; ..." if len(changes) > 4 else "")
         raise ConfigError(
-            f"cannot resume the run in {str(out)!r}: it was trained with other settings ({shown}); resume with the "
+            f"cannot resume the run in {str(out)!r}: it was trained with other settings ({changes}); resume with the "
             "same agent, data and config (the step count may change) or choose a new --out folder."
         )
     if not find_checkpoints(out / "checkpoints"):

@@ -42,16 +42,17 @@ def run_identity(settings: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]
     return json.loads(json.dumps({k: v for k, v in items.items() if k not in exclude}, default=str))
 
 
-def identity_changes(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """``name: saved -> current`` for every setting that differs between two identities (sorted by name)."""
+def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
+    """``"name: saved -> current; ..."`` for the settings that differ between two identities, sorted by name and
+    cut after ``limit`` of them; ``""`` when they agree."""
     saved, current = run_identity(saved), run_identity(current)
-    names = sorted(set(saved) | set(current))
     missing = "(unset)"
-    return [
+    changes = [
         f"{n}: {saved.get(n, missing)!r} -> {current.get(n, missing)!r}"
-        for n in names
+        for n in sorted(set(saved) | set(current))
         if saved.get(n, missing) != current.get(n, missing)
     ]
+    return "; ".join(changes[:limit]) + ("; ..." if len(changes) > limit else "")
 
 
 @runtime_checkable

@@ -240,9 +240,8 @@ class Trainer:
             return
         changes = identity_changes(saved, self.cfg.identity)
         if changes:
-            shown = "; ".join(changes[:4]) + ("; ..." if len(changes) > 4 else "")
             raise ConfigError(
-                f"cannot resume from {str(loaded.path)!r}: the run was trained with other settings ({shown}); "
+                f"cannot resume from {str(loaded.path)!r}: the run was trained with other settings ({changes}); "
                 "resume with the same settings (the step count may change) or choose a new output folder."
             )
 
