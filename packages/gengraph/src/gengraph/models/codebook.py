@@ -23,8 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gencore.train import all_gather_rows
-from gencore.train.distributed import group_size
+from gencore.train import all_gather_rows, broadcast_state
 from gengraph.hyperbolic.geometry import Geometry
 
 __all__ = ["ManifoldCodebook"]
@@ -103,6 +102,4 @@ class ManifoldCodebook(nn.Module):
         if not bool(self.initialised):
             self.kmeans_init(z, generator)
         self.ema_update(z, self.assign(z), generator)
-        if group_size() > 1:  # the ranks' generators differ (k-means seeding, dead-code restarts): keep rank 0's
-            for t in (self.codes, self.usage):
-                torch.distributed.broadcast(t, 0)
+        broadcast_state(self)  # the ranks' generators differ (k-means seeding, dead-code restarts): keep rank 0's
