@@ -16,6 +16,7 @@ from gencore.io import (
     load_pretrained,
     load_tensors,
     read_json,
+    require_fields,
     save_pretrained,
     write_json,
 )
@@ -124,6 +125,14 @@ def test_a_file_that_cannot_be_created_is_a_storage_error(tmp_path, monkeypatch)
     with pytest.raises(StorageError, match=r"cannot write '.*out.json': Permission denied"):
         write_json(tmp_path / "out.json", {})
     assert os.listdir(tmp_path) == []
+
+
+def test_require_fields_names_the_first_missing_field() -> None:
+    require_fields({"a": 1, "b": None}, ("a", "b"), "'x.json'")  # present, even when null
+    with pytest.raises(StorageError, match=r"^'x.json' lacks the field 'b'; rerun it\.$"):
+        require_fields({"a": 1}, ("a", "b", "c"), "'x.json'", "; rerun it")
+    with pytest.raises(StorageError, match=r"^'x.json' does not hold a JSON object\.$"):
+        require_fields([1, 2], ("a",), "'x.json'")
 
 
 def test_written_files_get_the_usual_permissions(tmp_path) -> None:

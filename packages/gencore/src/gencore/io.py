@@ -109,6 +109,19 @@ def read_json(path: str | os.PathLike) -> Any:
         raise StorageError(f"{str(p)!r} is not valid JSON (line {exc.lineno}: {exc.msg}).") from exc
 
 
+def require_fields(record: Any, names: tuple[str, ...], source: str, hint: str = "") -> None:
+    """Raise :class:`StorageError` unless ``record`` is a JSON object holding every field in ``names``.
+
+    ``source`` names the file in the message (e.g. ``repr(str(path))``); ``hint`` is appended to it
+    (e.g. ``"; it was not written by `genmol train`"``).
+    """
+    if not isinstance(record, dict):
+        raise StorageError(f"{source} does not hold a JSON object{hint}.")
+    missing = [name for name in names if name not in record]
+    if missing:
+        raise StorageError(f"{source} lacks the field {missing[0]!r}{hint}.")
+
+
 def save_tensors(
     path: str | os.PathLike, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None
 ) -> Path:

@@ -25,7 +25,7 @@ import torch
 
 from gencore.errors import StorageError
 from gencore.guidance import ClassifierFreeGuidance
-from gencore.io import read_json
+from gencore.io import read_json, require_fields
 from gencore.paths import AffineGaussianPath
 from genimage.models import ImageBackbone
 from genimage.models.vae import KLVAE
@@ -152,9 +152,8 @@ def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> 
             f"{str(root)!r} is not a genimage run folder (no config.json); train one with genimage train."
         )
     config = read_json(root / "config.json")
-    missing = [k for k in ("prediction", "objective", "image_shape", "sample_shape", "t_end") if k not in config]
-    if missing:
-        raise StorageError(f"{root / 'config.json'} lacks the field(s) {', '.join(missing)}; was the run finished?")
+    fields = ("prediction", "objective", "image_shape", "sample_shape", "t_end")
+    require_fields(config, fields, str(root / "config.json"), "; was the run finished?")
     _check_run_fields(config, root / "config.json")
     if not (root / "model").is_dir():
         raise StorageError(

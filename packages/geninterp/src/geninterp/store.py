@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from torch.utils.data import Dataset
 
 from gencore.errors import ConfigError, InputError, StorageError
-from gencore.io import atomic_path, ensure_dir, read_json, save_tensors, write_json
+from gencore.io import atomic_path, ensure_dir, read_json, require_fields, save_tensors, write_json
 
 FORMAT = "geninterp.activations"
 VERSION = 1
@@ -188,9 +188,8 @@ class ActivationStore(Dataset):
                 f"{str(index_path)!r} is not a {FORMAT} v{VERSION} index "
                 f"(format={index.get('format')!r}, version={index.get('version')!r})."
             )
-        for key in ("storage", "d_model", "seq_len", "n_sequences", "shards", "stats"):
-            if key not in index:
-                raise StorageError(f"{str(index_path)!r} lacks the field {key!r}.")
+        fields = ("storage", "d_model", "seq_len", "n_sequences", "shards", "stats")
+        require_fields(index, fields, repr(str(index_path)))
         self.index = index
         self.d_model, self.seq_len = int(index["d_model"]), int(index["seq_len"])
         counts = [int(s["n_sequences"]) for s in index["shards"]]

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from gencore.errors import ConfigError, GenError, StorageError
-from gencore.io import read_json, write_json
+from gencore.io import read_json, require_fields, write_json
 from gencore.train import TrainConfig, Trainer, launch, run_identity
 from geninterp.saes import SparseAutoencoder, make_objective, make_sae
 from geninterp.saes.registry import ARCHITECTURES
@@ -229,11 +229,7 @@ def load_run(run_dir: str | os.PathLike) -> tuple[SparseAutoencoder, dict[str, A
     run = Path(run_dir)
     record = read_json(run / "run.json")
     where = repr(str(run / "run.json"))
-    if not isinstance(record, dict):
-        raise StorageError(f"{where} is not a geninterp run record (expected a JSON object).")
-    missing = [key for key in ("config", "acts", "eval_sequences") if key not in record]
-    if missing:
-        raise StorageError(f"{where} lacks the field {missing[0]!r}; it was not written by `geninterp train-sae`.")
+    require_fields(record, ("config", "acts", "eval_sequences"), where, "; it was not written by `geninterp train-sae`")
     if not isinstance(record["config"], dict):
         raise StorageError(f"{where}: field 'config' must be a mapping, got {record['config']!r}.")
     span = record["eval_sequences"]

@@ -19,7 +19,7 @@ import torch
 from torch.utils.data import TensorDataset
 
 from gencore.errors import ConfigError, InputError
-from gencore.io import ensure_dir, read_json, write_json, write_text
+from gencore.io import ensure_dir, read_json, require_fields, write_json, write_text
 from gencore.train import TrainConfig, Trainer, launch, run_identity
 from genmol.chem.io import ReadReport, read_sdf, write_sdf
 from genmol.chem.molecule import Molecule
@@ -134,11 +134,10 @@ def load_run(
     if not meta_path.is_file():
         raise InputError(f"{str(run)!r} is not a genmol run folder (no run.json); train one with `genmol train`.")
     meta = read_json(meta_path)
+    fields = ("config", "vocabulary", "sizes")
+    require_fields(meta, fields, repr(str(meta_path)), "; it was not written by `genmol train`")
     if meta.get("interrupted"):
         raise InputError(f"the run in {str(run)!r} was interrupted; resume it with `genmol train ... --resume auto`.")
-    missing = [key for key in ("config", "vocabulary", "sizes") if key not in meta]
-    if missing:
-        raise InputError(f"{str(meta_path)!r} lacks the field {missing[0]!r}; it was not written by `genmol train`.")
     try:
         cfg = GenConfig(**meta["config"])
         vocab = AtomVocabulary([tuple(p) for p in meta["vocabulary"]])

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from gencore.errors import ConfigError, InputError, StorageError
-from gencore.io import read_json, write_json
+from gencore.io import read_json, require_fields, write_json
 
 __all__ = ["KEY_FORMAT", "SCHEMES", "WatermarkKey", "derive_generator", "derive_seed", "new_key", "parse_message"]
 
@@ -110,9 +110,7 @@ class WatermarkKey:
     def from_dict(cls, d: dict[str, Any], source: str = "key") -> WatermarkKey:
         if not isinstance(d, dict) or d.get("format") != KEY_FORMAT:
             raise StorageError(f"{source} is not a genimage watermark key (expected format {KEY_FORMAT!r}).")
-        missing = [name for name in ("scheme", "seed", "shape", "message") if name not in d]
-        if missing:
-            raise StorageError(f"{source} lacks the field {missing[0]!r}.")
+        require_fields(d, ("scheme", "seed", "shape", "message"), source)
         scheme, seed, shape, message = d["scheme"], d["seed"], d["shape"], d["message"]
         params = d.get("params", {})
         if not isinstance(scheme, str):
