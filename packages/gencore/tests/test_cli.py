@@ -116,3 +116,19 @@ def test_toy_train_with_two_processes_then_refuses_to_overwrite(tmp_path) -> Non
     again = _cli(*args)  # same folder, no --resume: refused, nothing touched
     assert again.returncode == 2 and "--resume auto" in again.stderr and "Traceback" not in again.stderr
     assert (out / "config.json").read_text() == before
+
+
+@pytest.mark.parametrize("signum", [2, 15])
+def test_an_interrupted_command_exits_128_plus_the_signal(signum: int, capsys) -> None:
+    import argparse
+
+    from gencore.command import run
+    from gencore.errors import Interrupted
+
+    def stopped(args: argparse.Namespace) -> int:
+        raise Interrupted("checkpoints are saved under runs/x; continue with --resume auto", signum)
+
+    parser = argparse.ArgumentParser(prog="tool")
+    parser.set_defaults(func=stopped)
+    assert run(parser, []) == 128 + signum
+    assert capsys.readouterr().err == "tool: interrupted: checkpoints are saved under runs/x; continue with --resume auto\n"

@@ -179,7 +179,23 @@ def test_ctrl_c_on_a_two_process_launch_checkpoints_and_exits_promptly(tmp_path:
     _wait_for(lambda: (out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text()) > 0, proc, 120)
     start = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the launcher and its workers
-    assert proc.wait(timeout=60) == 0, proc.stderr.read().decode()[-2000:]
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGINT, stderr[-2000:]  # as a shell reports a Ctrl-C'd process
     assert time.monotonic() - start < 20  # not the elastic agent's 30 s shutdown timeout
-    assert "continue with --resume auto" in proc.stdout.read().decode()
+    assert "interrupted: checkpoints are saved under" in stderr and "--resume auto" in stderr
     assert find_checkpoints(out / "checkpoints")
+
+
+def test_sigterm_to_a_training_command_checkpoints_and_exits_143(tmp_path: Path) -> None:
+    """A scheduler's SIGTERM: the run saves a checkpoint and the command exits 128 + 15, not 0 (unfinished)."""
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "gencore.cli", "toy", "train", "--dataset", "moons", "--steps", "100000"]
+    cmd += ["--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _wait_for(lambda: (out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text()) > 0, proc, 120)
+    proc.send_signal(signal.SIGTERM)
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "interrupted: checkpoints are saved under" in stderr
+    assert find_checkpoints(out / "checkpoints")
+    assert not (out / "metrics.json").exists()  # the unfinished run was not evaluated

@@ -68,6 +68,7 @@ def _plot_samples(cfg, samples, reference, path: Path, title: str) -> None:
 
 def cmd_toy_train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
+    from gencore.train import interruption
 
     cfg = _toy_config(args, coupling=args.coupling, ema_decay=args.ema_decay)
     out = ensure_dir(args.out)
@@ -85,8 +86,7 @@ def cmd_toy_train(args: argparse.Namespace) -> int:
     # written after the engine accepted the folder, so a refused run leaves an existing run untouched
     write_json(out / "config.json", config_dict(cfg) | {"engine": engine, "nproc": args.nproc})
     if run_.interrupted:
-        print(f"interrupted: a checkpoint is in {out}/checkpoints; continue with --resume auto")
-        return 0
+        raise interruption(out)
     records, samples = evaluate(run_)
     write_json(out / "metrics.json", {"records": records, "coupling_diagnostics": run_.coupling_diagnostics})
     _plot_samples(

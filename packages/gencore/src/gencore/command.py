@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gencore.errors import GenError
+from gencore.errors import GenError, Interrupted
 
 
 class _Parser(argparse.ArgumentParser):
@@ -131,6 +131,9 @@ def run(
         return 0
     try:
         return int((dispatch or (lambda a: a.func(a)))(args) or 0)
+    except Interrupted as exc:
+        print(f"{parser.prog}: interrupted: {exc}", file=sys.stderr)
+        return 128 + exc.signum
     except GenError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

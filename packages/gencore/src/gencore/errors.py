@@ -7,6 +7,8 @@ non-zero exit, while genuine bugs still surface as tracebacks.
 
 from __future__ import annotations
 
+import signal
+
 
 class GenError(Exception):
     """Base class of every error the gen* suite raises on purpose."""
@@ -26,3 +28,15 @@ class StorageError(GenError, OSError):
 
 class ConvergenceError(GenError, RuntimeError):
     """An iterative solver did not reach the requested tolerance."""
+
+
+class Interrupted(GenError):
+    """A run stopped by SIGTERM/SIGINT after writing a checkpoint.
+
+    Commands exit with ``128 + signum`` (130 for Ctrl-C, 143 for SIGTERM), as a shell does for a process
+    killed by that signal, so that ``train && sample`` stops and a batch scheduler sees an unfinished job.
+    """
+
+    def __init__(self, message: str, signum: int = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signum = int(signum)

@@ -30,9 +30,9 @@ from torch.utils.data import TensorDataset
 
 from gencore.checks import check_choice
 from gencore.discrete.marginal import MarginalTransitionDiffusion
-from gencore.errors import ConfigError, GenError, InputError
+from gencore.errors import ConfigError, InputError
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
-from gencore.train import TrainConfig, Trainer, launch, run_identity, setup, teardown
+from gencore.train import TrainConfig, Trainer, interruption, launch, run_identity, setup, teardown
 from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
 from gengraph.models.digress import DigressConfig, DigressDenoiser, digress_loss, digress_sample
@@ -166,7 +166,7 @@ def train_run(
     }  # fmt: skip
     done = launch(_train_worker, cfg, pack(graphs, n_max), info, out, dict(engine), nproc=nproc).get(0)
     if not done:
-        raise GenError(f"training in {out} was interrupted; continue it with --resume auto (checkpoints were written).")
+        raise interruption(out)
     write_json(out / "run.json", info)
     return out
 

@@ -131,6 +131,7 @@ def train_config(args: argparse.Namespace) -> ImageTrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from gencore.train import interruption
     from genimage.training import train
 
     cfg = train_config(args)
@@ -150,8 +151,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     }
     outcome = train(cfg, args.out, nproc=args.nproc, **engine)
     if outcome.interrupted:
-        print(f"interrupted: a checkpoint is in {args.out}/checkpoints; continue with --resume auto")
-        return 0
+        raise interruption(args.out)
     skipped = outcome.config.get("skipped_files") or []
     if skipped:
         print(f"skipped {len(skipped)} unreadable file(s), e.g. {skipped[0]}")

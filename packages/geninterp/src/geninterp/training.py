@@ -25,9 +25,9 @@ from typing import Any
 
 import torch
 
-from gencore.errors import ConfigError, GenError, StorageError
+from gencore.errors import ConfigError, StorageError
 from gencore.io import read_json, require_fields, write_json
-from gencore.train import TrainConfig, Trainer, launch, run_identity
+from gencore.train import TrainConfig, Trainer, interruption, launch, run_identity
 from geninterp.saes import SparseAutoencoder, make_objective, make_sae
 from geninterp.saes.registry import ARCHITECTURES
 from geninterp.store import ActivationStore
@@ -150,7 +150,7 @@ def train_sae(
     out = Path(out_dir)
     outcome = launch(_fit_worker, cfg, str(acts), str(out), seqs, engine, nproc=nproc).get(0)
     if outcome is None or outcome["interrupted"]:
-        raise GenError(f"training was interrupted; resume with the same command and --resume auto ({out}).")
+        raise interruption(out)
     sae = SparseAutoencoder.from_pretrained(out / "sae").eval()
     seconds = outcome["seconds"]
     tokens = cfg.steps * seqs * (store.seq_len - cfg.skip_positions)

@@ -109,6 +109,7 @@ def _gen_config(args: argparse.Namespace):
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from gencore.train import interruption
     from genmol.experiment import load_dataset, train_run
 
     cfg = _gen_config(args)
@@ -118,8 +119,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     info = train_run(cfg, mols, args.out, nproc=args.nproc, data_name=args.data, **engine)
     if info["interrupted"]:
-        print(f"interrupted: a checkpoint is in {args.out}/checkpoints; continue with --resume auto")
-        return 0
+        raise interruption(args.out)
     print(
         f"trained {cfg.backbone}/{cfg.strategy} ({cfg.task}) for {cfg.steps} steps in "
         f"{time.perf_counter() - start:.0f} s, last loss {info['last_loss']:.4f}; run folder {args.out}/"

@@ -29,7 +29,7 @@ from gencore.train.distributed import (
 from gencore.train.ema import EMA
 from gencore.train.launch import in_worker, launch
 from gencore.train.layersync import LayerSync, layersync_term
-from gencore.train.trainer import Trainer, TrainResult, fit
+from gencore.train.trainer import Trainer, TrainResult, fit, interruption, signal_received
 
 __all__ = [
     "EMA",
@@ -52,6 +52,7 @@ __all__ = [
     "flatten_state",
     "identity_changes",
     "in_worker",
+    "interruption",
     "launch",
     "layersync_term",
     "load_checkpoint",
@@ -60,6 +61,7 @@ __all__ = [
     "run_identity",
     "save_checkpoint",
     "setup",
+    "signal_received",
     "teardown",
     "unflatten_state",
 ]

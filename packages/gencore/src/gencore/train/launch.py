@@ -56,9 +56,10 @@ def launch(
     Raises :class:`GenError` when a worker fails (the message carries the worker's error). When this
     (launching) process receives SIGTERM/SIGINT, the elastic agent forwards it to the workers, which
     (inside ``Trainer.fit``) finish their step, write a checkpoint and exit; ``launch`` then returns
-    ``{}`` so that the command can exit 0. (Workers that already returned wait for the agent, which
-    SIGKILLs them after ``shutdown_timeout`` seconds: an interrupted ``launch`` takes that long to
-    return; the checkpoint is on disk well before.)
+    ``{}``, and :func:`gencore.train.trainer.signal_received` names the signal (for the command's exit
+    status). (Workers that already returned wait for the agent, which SIGKILLs them after
+    ``shutdown_timeout`` seconds: an interrupted ``launch`` takes that long to return; the checkpoint
+    is on disk well before.)
     """
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ConfigError(f"nproc must be a positive integer, got {nproc!r}.")
@@ -84,5 +85,8 @@ def launch(
         return dict(elastic_launch(config, _worker)(entry, *args))
     except ChildFailedError as exc:
         raise GenError(f"{nproc}-process training failed: {exc.format_msg().strip()}") from exc
-    except SignalException:
+    except SignalException as exc:
+        from gencore.train.trainer import record_signal
+
+        record_signal(exc.sigval)
         return {}

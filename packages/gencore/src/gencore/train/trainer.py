@@ -51,7 +51,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from gencore.errors import ConfigError, GenError
+from gencore.errors import ConfigError, GenError, Interrupted
 from gencore.io import ensure_dir
 from gencore.train import checkpoint as ckpt
 from gencore.train import sharding
@@ -89,8 +89,22 @@ _SIGNALLED: int | None = None  # the SIGTERM/SIGINT a Trainer in this process st
 
 
 def signal_received() -> int | None:
-    """The signal that interrupted a :meth:`Trainer.fit` in this process (None if none did)."""
+    """The signal that interrupted a :meth:`Trainer.fit` in this process, or a launch from it (None if none did)."""
     return _SIGNALLED
+
+
+def record_signal(signum: int) -> None:
+    """Note that ``signum`` stopped this process's run (the launcher calls it when its workers were signalled)."""
+    global _SIGNALLED
+    _SIGNALLED = int(signum)
+
+
+def interruption(out_dir: str | Path) -> Interrupted:
+    """The error a command raises for a run stopped by a signal: where its checkpoint is and how to go on."""
+    return Interrupted(
+        f"checkpoints are saved under {out_dir}; continue with the same command and --resume auto",
+        signal_received() or signal.SIGINT,
+    )
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
