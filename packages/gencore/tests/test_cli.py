@@ -131,4 +131,7 @@ def test_an_interrupted_command_exits_128_plus_the_signal(signum: int, capsys) -
     parser = argparse.ArgumentParser(prog="tool")
     parser.set_defaults(func=stopped)
     assert run(parser, []) == 128 + signum
-    assert capsys.readouterr().err == "tool: interrupted: checkpoints are saved under runs/x; continue with --resume auto\n"
+    assert (
+        capsys.readouterr().err
+        == "tool: interrupted: checkpoints are saved under runs/x; continue with --resume auto\n"
+    )

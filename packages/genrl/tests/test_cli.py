@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 
@@ -66,6 +70,33 @@ def test_make_train_evaluate(tmp_path, capsys) -> None:
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_sigterm_checkpoints_exits_143_and_resumes(tmp_path, capsys) -> None:
+    """A scheduler's SIGTERM mid-run: a checkpoint, no agent (the run is unfinished), exit 128 + 15; then --resume."""
+    from gencore.train import find_checkpoints
+
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "fql", "--data", str(d), "--out", str(run), "--no-progress", "--batch-size", "8"]
+    cmd = [sys.executable, "-m", "genrl.cli", *args, "--steps", "1000000", "--log-every", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    start = time.monotonic()
+    while not ((run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text()):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() - start < 120, "the run did not start"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, err[-2000:]
+    assert "interrupted: checkpoints are saved under" in err and "--resume" in err
+    (ckpt,) = find_checkpoints(run / "checkpoints")
+    done = int(ckpt.name.split("-")[1])
+    assert done > 0 and not (run / "agent").exists()
+    assert main([*args, "--steps", str(done + 2), "--log-every", "1", "--resume"]) == 0
+    assert (run / "agent" / "model.safetensors").is_file()
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, done + 3))
 
 
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:

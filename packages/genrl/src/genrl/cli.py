@@ -109,7 +109,7 @@ def _build_agent(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
 
 def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, Any]]:
     """The offline phase on this rank; rank 0 saves the agent."""
-    from gencore.train import setup, teardown
+    from gencore.train import setup, signal_received, teardown
     from genrl.training import ReplayBuffer, train_offline
 
     info = setup(resolve_device(args.device, args.nproc))
@@ -125,7 +125,7 @@ def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, An
             progress=not args.no_progress,
             device=info.device,
         )
-        if info.is_main:
+        if info.is_main and signal_received() is None:  # an interrupted run keeps only its checkpoints
             agent.save(Path(args.out) / "agent")
         return records
     finally:
@@ -165,7 +165,7 @@ def _check_resumable(out: Path, identity: dict[str, Any], agent: Any) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
-    from gencore.train import launch
+    from gencore.train import interruption, launch, signal_received
     from genrl.agents import AGENTS, load_agent
     from genrl.training import ReplayBuffer, train_online
 
@@ -211,7 +211,9 @@ def _train(args: argparse.Namespace) -> int:
         records = _offline(args, agent, ds)  # the online phase continues with this agent and its optimisers
     else:
         records = launch(_offline_worker, args, nproc=args.nproc).get(0, [])
-        # rank 0's replica (all are equal); the optimisers start afresh online
+    if signal_received() is not None:
+        raise interruption(out, "--resume")
+    if args.nproc > 1:  # rank 0's replica (all are equal); the optimisers start afresh online
         agent = load_agent(out / "agent", device)
     if args.online_steps:
         if hasattr(agent, "use_extraction"):

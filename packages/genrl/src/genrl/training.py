@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError
-from gencore.train import DistInfo, broadcast_state, load_latest, save_checkpoint, setup
+from gencore.train import DistInfo, broadcast_state, load_latest, save_checkpoint, setup, signal_received, stop_signals
 from gencore.train.distributed import all_reduce_sum, gather_state
 from gencore.train.metrics_log import MetricsLogger
 from genrl.agents.base import Agent
@@ -105,6 +105,13 @@ def _restore(agent: Agent, data_gen: torch.Generator, ckpt: Any, info: DistInfo)
     return ckpt.step
 
 
+def _stop_vote(info: DistInfo) -> bool:
+    """True on every rank when a SIGTERM/SIGINT reached any of them (one all-reduce when distributed)."""
+    if not info.distributed:
+        return signal_received() is not None
+    return bool(all_reduce_sum(torch.tensor(float(signal_received() is not None), device=info.device), info) > 0)
+
+
 def _mean_over_ranks(metrics: dict[str, float], info: DistInfo) -> dict[str, float]:
     if not info.distributed:
         return metrics
@@ -140,6 +147,9 @@ def train_offline(
     agents average their gradients before every optimiser step (:meth:`Agent.optimise`), so the replicas stay
     identical and a step sees ``batch_size`` transitions in all; logged metrics are means over the ranks and
     only rank 0 writes.
+
+    SIGTERM/SIGINT during the updates stop the run after the current update with a checkpoint (every rank
+    stops at the same update); :func:`gencore.train.signal_received` then names the signal.
     """
     info = setup(device)
     agent.to(info.device)
@@ -162,23 +172,27 @@ def train_offline(
     records: list[dict[str, Any]] = []
     bar = tqdm(range(start, steps), disable=not progress or not info.is_main, desc=f"train {agent.name}")
     t0 = time.perf_counter()
-    for step in bar:
-        metrics = agent.update(buffer.sample(local_batch, data_gen))
-        done = step + 1
-        evaluate = callback is not None and callback_every and (done % callback_every == 0 or done == steps)
-        if done % log_every == 0 or done == steps or evaluate:
-            metrics = _mean_over_ranks(metrics, info)
-            if evaluate and info.is_main:
-                metrics.update(callback(done, agent))
-            rec = {"step": done, **metrics, "updates_per_s": (done - start) / (time.perf_counter() - t0)}
-            logger.log(rec)
-            records.append(rec)
-            bar.set_postfix({k: f"{v:.3g}" for k, v in list(metrics.items())[:3]})
-        if checkpoint_every and done % checkpoint_every == 0:
-            groups = _groups(agent, data_gen, info)
-            if info.is_main:
-                extra = {"agent": agent.name, "world_size": info.world_size}
-                save_checkpoint(out / "checkpoints", done, groups, extra=extra)
+    with stop_signals():
+        for step in bar:
+            metrics = agent.update(buffer.sample(local_batch, data_gen))
+            done = step + 1
+            stop = _stop_vote(info)
+            evaluate = callback is not None and callback_every and (done % callback_every == 0 or done == steps)
+            if done % log_every == 0 or done == steps or evaluate:
+                metrics = _mean_over_ranks(metrics, info)
+                if evaluate and info.is_main:
+                    metrics.update(callback(done, agent))
+                rec = {"step": done, **metrics, "updates_per_s": (done - start) / (time.perf_counter() - t0)}
+                logger.log(rec)
+                records.append(rec)
+                bar.set_postfix({k: f"{v:.3g}" for k, v in list(metrics.items())[:3]})
+            if stop or (checkpoint_every and done % checkpoint_every == 0):
+                groups = _groups(agent, data_gen, info)
+                if info.is_main:
+                    extra = {"agent": agent.name, "world_size": info.world_size}
+                    save_checkpoint(out / "checkpoints", done, groups, extra=extra)
+            if stop:  # the caller sees signal_received() and says how to resume
+                break
     logger.close()
     return records
 

@@ -29,7 +29,8 @@ from gencore.train.distributed import (
 from gencore.train.ema import EMA
 from gencore.train.launch import in_worker, launch
 from gencore.train.layersync import LayerSync, layersync_term
-from gencore.train.trainer import Trainer, TrainResult, fit, interruption, signal_received
+from gencore.train.signals import interruption, signal_received, stop_signals
+from gencore.train.trainer import Trainer, TrainResult, fit
 
 __all__ = [
     "EMA",
@@ -62,6 +63,7 @@ __all__ = [
     "save_checkpoint",
     "setup",
     "signal_received",
+    "stop_signals",
     "teardown",
     "unflatten_state",
 ]

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from gencore.errors import ConfigError, GenError
+from gencore.train.signals import record_signal, signal_received
 
 
 def in_worker() -> bool:
@@ -33,8 +34,6 @@ def _worker(entry: Callable[..., Any], *args: Any) -> Any:
     shutting down after a signal never gives (it SIGKILLs after ``shutdown_timeout``); the
     checkpoint is on disk by now and the launcher returns ``{}`` for an interrupted run anyway.
     """
-    from gencore.train.trainer import signal_received
-
     value = entry(*args)
     if signal_received() is not None:
         sys.stdout.flush()
@@ -56,7 +55,7 @@ def launch(
     Raises :class:`GenError` when a worker fails (the message carries the worker's error). When this
     (launching) process receives SIGTERM/SIGINT, the elastic agent forwards it to the workers, which
     (inside ``Trainer.fit``) finish their step, write a checkpoint and exit; ``launch`` then returns
-    ``{}``, and :func:`gencore.train.trainer.signal_received` names the signal (for the command's exit
+    ``{}``, and :func:`gencore.train.signals.signal_received` names the signal (for the command's exit
     status). (Workers that already returned wait for the agent, which SIGKILLs them after
     ``shutdown_timeout`` seconds: an interrupted ``launch`` takes that long to return; the checkpoint
     is on disk well before.)
@@ -65,6 +64,7 @@ def launch(
         raise ConfigError(f"nproc must be a positive integer, got {nproc!r}.")
     if nproc == 1 or in_worker():
         return {int(os.environ.get("RANK", "0") or 0): entry(*args)}
+    record_signal(None)
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -86,7 +86,5 @@ def launch(
     except ChildFailedError as exc:
         raise GenError(f"{nproc}-process training failed: {exc.format_msg().strip()}") from exc
     except SignalException as exc:
-        from gencore.train.trainer import record_signal
-
         record_signal(exc.sigval)
         return {}

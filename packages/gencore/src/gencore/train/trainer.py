@@ -37,8 +37,6 @@ import dataclasses
 import functools
 import math
 import random
-import signal
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -51,7 +49,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import Dataset
 from tqdm.auto import tqdm
 
-from gencore.errors import ConfigError, GenError, Interrupted
+from gencore.errors import ConfigError, GenError
 from gencore.io import ensure_dir
 from gencore.train import checkpoint as ckpt
 from gencore.train import sharding
@@ -69,6 +67,7 @@ from gencore.train.distributed import (
 from gencore.train.ema import EMA
 from gencore.train.layersync import LayerSync
 from gencore.train.metrics_log import MetricsLogger, peak_memory_mb
+from gencore.train.signals import signal_received, stop_signals
 
 
 @dataclass
@@ -83,28 +82,6 @@ class TrainResult:
     last_loss: float = math.nan
     checkpoint: Path | None = None  # the last checkpoint written (rank 0), if any
     out_dir: Path = Path(".")
-
-
-_SIGNALLED: int | None = None  # the SIGTERM/SIGINT a Trainer in this process stopped for, if any
-
-
-def signal_received() -> int | None:
-    """The signal that interrupted a :meth:`Trainer.fit` in this process, or a launch from it (None if none did)."""
-    return _SIGNALLED
-
-
-def record_signal(signum: int) -> None:
-    """Note that ``signum`` stopped this process's run (the launcher calls it when its workers were signalled)."""
-    global _SIGNALLED
-    _SIGNALLED = int(signum)
-
-
-def interruption(out_dir: str | Path) -> Interrupted:
-    """The error a command raises for a run stopped by a signal: where its checkpoint is and how to go on."""
-    return Interrupted(
-        f"checkpoints are saved under {out_dir}; continue with the same command and --resume auto",
-        signal_received() or signal.SIGINT,
-    )
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
@@ -168,24 +145,6 @@ class Trainer:
     def __init__(self, config: TrainConfig, *, device: str | torch.device | None = None) -> None:
         self.cfg = config.validate()
         self.device = device
-        self._signal: int | None = None
-
-    # ------------------------------------------------------------------ signals
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        global _SIGNALLED
-        self._signal = _SIGNALLED = signum
-
-    @contextlib.contextmanager
-    def _signals(self) -> Any:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            yield
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
 
     # ------------------------------------------------------------------ checkpoints
     def _save(
@@ -267,7 +226,7 @@ class Trainer:
         joined = group_size() > 1  # a group the caller set up (several fits in one worker) outlives this fit
         info = setup(self.device)
         try:
-            with self._signals():
+            with stop_signals():
                 return self._fit(task, dataset, info)
         finally:
             if not joined:
@@ -417,13 +376,13 @@ class Trainer:
                 # one host sync per step. The grad norm is already global (DDP/FSDP reduced the gradients); the
                 # summed loss is non-finite as soon as one rank's is, so every rank takes the same decision.
                 if info.distributed:
-                    signalled = torch.tensor(float(self._signal is not None), device=info.device)
+                    signalled = torch.tensor(float(signal_received() is not None), device=info.device)
                     loss_sum, gnorm_sum, stop_votes = all_reduce_sum(torch.stack([loss_acc, gnorm, signalled]), info)
                     loss_value, gnorm_value = float(loss_sum) / info.world_size, float(gnorm_sum) / info.world_size
                     stop = float(stop_votes) > 0
                 else:
                     loss_value, gnorm_value = torch.stack([loss_acc, gnorm]).tolist()
-                    stop = self._signal is not None
+                    stop = signal_received() is not None
                 finite = math.isfinite(loss_value) and math.isfinite(gnorm_value)
                 mean_loss = loss_value if finite else math.nan
                 if finite:
