@@ -135,3 +135,23 @@ def test_an_interrupted_command_exits_128_plus_the_signal(signum: int, capsys) -
         capsys.readouterr().err
         == "tool: interrupted: checkpoints are saved under runs/x; continue with --resume auto\n"
     )
+
+
+def test_a_warning_in_a_command_is_one_line(capsys) -> None:
+    import argparse
+    import warnings
+
+    from gencore.command import run
+
+    def warns(args: argparse.Namespace) -> int:
+        message = "skipping unusable checkpoint 'c/step-3': bad digest. Falling back to an older one."
+        warnings.warn(message, stacklevel=1)
+        return 0
+
+    parser = argparse.ArgumentParser(prog="tool")
+    parser.set_defaults(func=warns)
+    before = warnings.showwarning
+    assert run(parser, []) == 0
+    err = capsys.readouterr().err
+    assert err == "tool: warning: skipping unusable checkpoint 'c/step-3': bad digest. Falling back to an older one.\n"
+    assert warnings.showwarning is before

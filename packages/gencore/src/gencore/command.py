@@ -1,13 +1,16 @@
 """Command-line plumbing shared by every package's console script.
 
 A user mistake (a :class:`~gencore.errors.GenError`) becomes one sentence on
-stderr and exit code 2, never a traceback; Ctrl-C exits with 130.
+stderr and exit code 2, never a traceback; a run stopped by a signal exits with
+``128 + signal`` (130 for Ctrl-C); a warning is one line, ``prog: warning: ...``,
+without the Python source line under it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -124,13 +127,22 @@ def run(
     argv: Sequence[str] | None,
     dispatch: Callable[[argparse.Namespace], int | None] | None = None,
 ) -> int:
-    """Parse ``argv``, call ``dispatch(args)`` (default: the verb's ``func``) and map suite errors to exit code 2."""
+    """Parse ``argv``, call ``dispatch(args)`` (default: the verb's ``func``) and map suite errors to exit code 2.
+
+    Warnings raised meanwhile print as one line each (a command's user has no use for our source line).
+    """
     args = parser.parse_args(argv)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
+
+    def one_line(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"{parser.prog}: warning: {message}", file=sys.stderr if file is None else file)
+
     try:
-        return int((dispatch or (lambda a: a.func(a)))(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = one_line
+            return int((dispatch or (lambda a: a.func(a)))(args) or 0)
     except Interrupted as exc:
         print(f"{parser.prog}: interrupted: {exc}", file=sys.stderr)
         return 128 + exc.signum
