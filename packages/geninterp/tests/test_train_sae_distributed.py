@@ -10,6 +10,7 @@ import torch
 from gencore.train import launch, setup, teardown
 from geninterp.saes import make_sae
 from geninterp.saes.objectives import TopKObjective
+from geninterp.store import ActivationStore
 from geninterp.training import SAETrainConfig, load_run, train_sae
 
 pytestmark = pytest.mark.distributed
@@ -50,3 +51,7 @@ def test_batch_must_split_over_the_processes(tmp_path, store_dir) -> None:
 
     with pytest.raises(ConfigError, match="cannot be split over 3 processes"):
         train_sae(SAETrainConfig(width=16, k=2, batch_tokens=64), store_dir, tmp_path / "r", nproc=3)
+    seq_len = ActivationStore(store_dir).seq_len
+    with pytest.raises(ConfigError, match=f"less than one sequence .* choose --batch-tokens >= {seq_len}"):
+        train_sae(SAETrainConfig(width=16, k=2, batch_tokens=seq_len - 1), store_dir, tmp_path / "r")
+    assert not (tmp_path / "r").exists()

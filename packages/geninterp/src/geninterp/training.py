@@ -50,7 +50,7 @@ class SAETrainConfig:
     n_heads: int = 4  # temporal
     attn_dim: int = 64  # temporal
     steps: int = 1000
-    batch_tokens: int = 4096  # tokens per optimiser step (rounded to whole sequences)
+    batch_tokens: int = 4096  # tokens per optimiser step (rounded down to whole sequences)
     lr: float = 1e-3
     warmup_steps: int = 20
     eval_fraction: float = 0.1
@@ -134,7 +134,12 @@ def train_sae(
     cfg.validate()
     store = ActivationStore(acts)
     train_view, eval_view = store.split(cfg.eval_fraction)
-    seqs = max(1, cfg.batch_tokens // store.seq_len)
+    if cfg.batch_tokens < store.seq_len:
+        raise ConfigError(
+            f"a batch of {cfg.batch_tokens} tokens holds less than one sequence of {str(acts)!r} "
+            f"({store.seq_len} tokens); batches are whole sequences, so choose --batch-tokens >= {store.seq_len}."
+        )
+    seqs = cfg.batch_tokens // store.seq_len
     if seqs > len(train_view):
         raise ConfigError(
             f"a batch of {cfg.batch_tokens} tokens needs {seqs} sequences but the training split of "
