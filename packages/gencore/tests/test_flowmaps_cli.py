@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from gencore.cli import main
 
 
@@ -48,3 +50,21 @@ def test_bad_method_exits_2_with_one_sentence(tmp_path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "bogus" in lines[0] and "meanflow, cmt, piflow" in lines[0]
     assert "Traceback" not in proc.stderr and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("lr", float("nan"), "lr must be positive, got nan."),
+        ("cmt_lr", -1.0, "cmt_lr must be positive, got -1.0."),
+        ("ema_decay", 1.0, "ema_decay must be in [0, 1), got 1.0."),
+        ("meanflow_ratio", 1.5, "meanflow_ratio must be in [0, 1], got 1.5."),
+    ],
+)
+def test_each_bad_rate_is_named(field: str, value: float, message: str) -> None:
+    from gencore.errors import ConfigError
+    from gencore.flowmaps.experiment import FlowMapConfig
+
+    with pytest.raises(ConfigError) as err:
+        FlowMapConfig(**{field: value}).validate()
+    assert str(err.value) == message

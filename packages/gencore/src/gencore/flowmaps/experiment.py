@@ -119,8 +119,13 @@ class FlowMapConfig:
             raise ConfigError(f"n_eval must be at least 2, got {self.n_eval}.")
         if not self.nfe or any(k < 1 for k in self.nfe):
             raise ConfigError(f"nfe must be a non-empty list of positive integers, got {list(self.nfe)}.")
-        if not (self.lr > 0 and self.cmt_lr > 0 and 0.0 <= self.ema_decay < 1.0 and 0.0 <= self.meanflow_ratio <= 1.0):
-            raise ConfigError("lr and cmt_lr must be positive, ema_decay in [0, 1) and meanflow_ratio in [0, 1].")
+        for name in ("lr", "cmt_lr"):
+            if not getattr(self, name) > 0:  # also refuses NaN
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}.")
+        if not 0.0 <= self.ema_decay < 1.0:
+            raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}.")
+        if not 0.0 <= self.meanflow_ratio <= 1.0:
+            raise ConfigError(f"meanflow_ratio must be in [0, 1], got {self.meanflow_ratio}.")
         return self
 
 
