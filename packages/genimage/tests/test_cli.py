@@ -188,7 +188,7 @@ def test_user_errors_are_one_line(tmp_path, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all("Traceback" not in line for line in err)
     assert "not a genimage run folder" in err[0] and "objective" in err[1] and "weak:strong" in err[2]
-    assert "channels applies to folder and shards data" in err[3] and not (tmp_path / "z").exists()
+    assert "channels applies to folder, shards and video-folder data" in err[3] and not (tmp_path / "z").exists()
 
 
 @pytest.mark.slow

@@ -3,7 +3,9 @@
 genimage train    --data digits --steps 300 --out runs/d          # DiT, flow matching, class-conditional
 genimage train    --data photos --lwd --steps 2000 --out runs/p   # Latent Wavelet Diffusion loss mask
 genimage train    --data mnist --layersync --out runs/m           # LayerSync regulariser
+genimage train    --data moving-mnist --frames 8 --patch-size 4 --out runs/v   # video DiT on Moving MNIST
 genimage sample   --run runs/d --n 64 --out grid.png --nfe 32 --cfg-scale 2
+genimage sample   --run runs/v --n 16 --out videos.gif                 # an animated grid of generated videos
 genimage evaluate --run runs/d --json m.json
 genimage demo     --out report/genimage
 """
@@ -31,11 +33,13 @@ DESCRIPTION = "Image, video and audio-spectrogram generation on gencore's flow-m
 TRAIN_FIELDS = {
     "data": str,
     "data_path": str,
+    "frames": int,
     "image_size": int,
     "channels": int,
     "model": str,
     "dit_size": str,
     "patch_size": int,
+    "temporal_patch": int,
     "objective": str,
     "time_sampler": str,
     "label_dropout": float,
@@ -56,12 +60,13 @@ TRAIN_FIELDS = {
 
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
-    tr = commands.add_parser("train", help="train a DiT or UNet on images or spectrograms (gencore engine)")
+    tr = commands.add_parser("train", help="train a DiT or UNet on images, videos or spectrograms (gencore engine)")
     tr.add_argument("--out", required=True, type=Path, help="run folder")
     tr.add_argument("--config", type=Path, help="YAML file of ImageTrainConfig fields; flags override it")
     d = tr.add_argument_group("data")
     d.add_argument("--data", help=f"one of {', '.join(DATA_SOURCES)} (default digits)")
-    d.add_argument("--data-path", dest="data_path", help="image folder, tar shards, or WAV folder (mel)")
+    d.add_argument("--data-path", dest="data_path", help="image folder, tar shards, WAV folder (mel) or video folder")
+    d.add_argument("--frames", type=int, help="video data: frames per clip (default 8)")
     d.add_argument("--image-size", dest="image_size", type=int, help="square size (digits 8, others 32 by default)")
     d.add_argument("--channels", type=int, choices=(1, 3), help="folders: grayscale or RGB (default: detect)")
     d.add_argument("--skip-bad", action="store_true", help="skip and count unreadable images instead of stopping")
@@ -69,6 +74,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     m.add_argument("--model", help=f"one of {', '.join(BACKBONES)} (default dit)")
     m.add_argument("--dit-size", dest="dit_size", help=f"one of {', '.join(DIT_SIZES)} (default DiT-Mi)")
     m.add_argument("--patch-size", dest="patch_size", type=int, help="DiT patch size (default 2)")
+    m.add_argument(
+        "--temporal-patch", dest="temporal_patch", type=int, help="video DiT: frames per tubelet (default 1)"
+    )
     m.add_argument("--objective", help=f"one of {', '.join(OBJECTIVES)} (flow matching by default)")
     m.add_argument("--time-sampler", dest="time_sampler", help="uniform | logit_normal | beta")
     m.add_argument("--unconditional", action="store_true", help="ignore class labels")
@@ -156,7 +164,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if skipped:
         print(f"skipped {len(skipped)} unreadable file(s), e.g. {skipped[0]}")
     print(f"trained {cfg.model} on {cfg.data} for {cfg.steps} steps in {outcome.seconds:.0f} s")
-    print(f"wrote {args.out}/: config.json, model/, checkpoints/, metrics.jsonl, samples/, samples.png, loss.png")
+    pictures = "samples.png, samples.gif" if cfg.is_video else "samples.png"
+    print(f"wrote {args.out}/: config.json, model/, checkpoints/, metrics.jsonl, samples/, {pictures}, loss.png")
     return 0
 
 
@@ -171,14 +180,20 @@ def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
 def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
+    from genimage.data.video import save_video_gif, write_video_grid
     from genimage.imageio import grid_format, save_images, write_grid
     from genimage.runs import load_run
     from genimage.sampling import generate, sample_noise
 
     if args.n < 1:
         raise ConfigError(f"--n must be a positive integer, got {args.n}.")
-    grid_format(args.out)  # a grid file name without a known suffix is refused before sampling
+    gif = Path(args.out).suffix.lower() == ".gif"
+    if not gif:
+        grid_format(args.out)  # a grid file name without a known suffix is refused before sampling
     run_ = load_run(args.run, device=resolve_device(args.device))
+    video = len(run_.image_shape) == 4
+    if gif and not video:
+        raise ConfigError(f"{args.out}: a .gif grid is for video runs; {args.run} generates images (use .png).")
     labels = None
     if run_.num_classes:
         if args.label is not None and not 0 <= args.label < run_.num_classes:
@@ -191,9 +206,20 @@ def cmd_sample(args: argparse.Namespace) -> int:
     images = generate(
         run_, sample_noise(run_, args.n, args.seed), labels, nfe=args.nfe, cfg_scale=args.cfg_scale, solver=args.solver
     )
-    write_grid(args.out, images, nrow=run_.num_classes if run_.num_classes and args.n >= run_.num_classes else None)
+    nrow = run_.num_classes if run_.num_classes and args.n >= run_.num_classes else None
+    if gif:
+        write_video_grid(args.out, images, nrow=nrow)
+    elif video:  # one row of frames per video
+        n, c, t, h, w = images.shape
+        write_grid(args.out, images.transpose(1, 2).reshape(n * t, c, h, w), nrow=t)
+    else:
+        write_grid(args.out, images, nrow=nrow)
     written = [str(args.out)]
-    if args.individual is not None:
+    if args.individual is not None and video:
+        for i in range(args.n):
+            save_video_gif(Path(args.individual) / f"video-{i:05d}.gif", images[i])
+        written.append(f"{args.individual}/ ({args.n} GIF files)")
+    elif args.individual is not None:
         save_images(args.individual, images)
         written.append(f"{args.individual}/ ({args.n} PNG files)")
     if args.wav is not None:
@@ -254,18 +280,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser, commands = package_parser("genimage", __version__, DESCRIPTION)
     _add_train(commands)
-    sp = commands.add_parser("sample", help="sample a trained run into a PNG grid (and files / WAVs)")
+    sp = commands.add_parser("sample", help="sample a trained run into a picture grid or GIF (and files / WAVs)")
     _add_sampling_flags(sp)
     sp.add_argument("--n", type=int, default=64, help="number of images (default 64)")
-    sp.add_argument("--out", required=True, type=output_file, help="picture grid to write (.png, .jpg or .webp)")
+    sp.add_argument(
+        "--out",
+        required=True,
+        type=output_file,
+        help="picture grid to write (.png, .jpg or .webp; a video run: frame rows, or an animated .gif)",
+    )
     sp.add_argument("--label", type=int, help="one class for every image (default: cycle through the classes)")
-    sp.add_argument("--individual", type=Path, help="also write one PNG per image into this folder")
+    sp.add_argument("--individual", type=Path, help="also write one PNG per image (GIF per video) into this folder")
     sp.add_argument("--wav", type=Path, help="mel runs: also write Griffin-Lim audio into this folder")
     add_device_argument(sp)
     sp.set_defaults(func=cmd_sample)
-    ev = commands.add_parser("evaluate", help="FD-EffLite0, KID, classifier FD, precision/recall, bits/dim, spectra")
+    ev = commands.add_parser(
+        "evaluate", help="FD-EffLite0, KID, classifier FD, precision/recall, bits/dim, spectra (videos: + motion)"
+    )
     _add_sampling_flags(ev)
-    ev.add_argument("--n", type=int, default=500, help="generated and reference images (default 500)")
+    ev.add_argument("--n", type=int, default=500, help="generated and reference images or clips (default 500)")
     ev.add_argument("--input-px", dest="input_px", type=int, default=224, help="EfficientNet-Lite0 input size (224)")
     ev.add_argument("--bpd-images", dest="bpd_images", type=int, default=32, help="images for bits/dim (0: skip)")
     ev.add_argument("--json", type=output_file, help="write the metrics here")

@@ -7,7 +7,7 @@ from typing import Any
 
 from gencore.checks import check_choice
 from gencore.errors import ConfigError
-from genimage.data import DATA_SOURCES
+from genimage.data import DATA_SOURCES, VIDEO_SOURCES
 from genimage.models import DIT_SIZES
 
 OBJECTIVES = ("flow", "vp")
@@ -19,14 +19,16 @@ BACKBONES = ("dit", "unet")
 class ImageTrainConfig:
     """Everything a run needs; ``config.json`` in the run folder is this dict plus derived fields."""
 
-    data: str = "digits"  # digits | mnist | photos | mel | folder | shards
-    data_path: str | None = None  # folder / shards / WAV folder
+    data: str = "digits"  # digits | mnist | photos | mel | folder | shards | moving-mnist | video-folder
+    data_path: str | None = None  # folder / shards / WAV folder / video folder
+    frames: int | None = None  # video data: frames per clip, the first of each video (None: 8)
     image_size: int | None = None  # None: the data set's default (digits 8, others 32)
     channels: int | None = None  # folders: 1 or 3 (None: detect)
     skip_bad: bool = False  # skip (and count) unreadable images instead of stopping
     model: str = "dit"  # dit | unet
     dit_size: str = "DiT-Mi"
     patch_size: int = 2
+    temporal_patch: int | None = None  # video DiT: frames per tubelet (None: 1)
     unet_base: int = 32
     unet_mults: tuple[int, ...] = (1, 2)
     objective: str = "flow"  # flow (rectified flow, velocity) | vp (VP diffusion, noise prediction)
@@ -78,8 +80,10 @@ class ImageTrainConfig:
             raise ConfigError(f"image_size must be at least 4, got {self.image_size}.")
         if not 0.0 <= self.label_dropout < 1.0:
             raise ConfigError(f"label_dropout must be in [0, 1), got {self.label_dropout}.")
-        if self.channels is not None and self.data not in ("folder", "shards"):
-            raise ConfigError(f"channels applies to folder and shards data; {self.data!r} sets its own channels.")
+        if self.channels is not None and self.data not in ("folder", "shards", "video-folder"):
+            raise ConfigError(
+                f"channels applies to folder, shards and video-folder data; {self.data!r} sets its own channels."
+            )
         if self.channels not in (None, 1, 3):
             raise ConfigError(f"channels must be 1 (grayscale) or 3 (RGB), got {self.channels}.")
         if not 0.0 <= self.lwd_floor <= 1.0:
@@ -89,9 +93,44 @@ class ImageTrainConfig:
         for pair in self.layersync_pairs:
             if pair.count(":") != 1 or not all(pair.split(":")):
                 raise ConfigError(f"layersync pairs are written weak:strong (e.g. blocks.1:blocks.3), got {pair!r}.")
-        if self.data in ("folder", "shards") and not self.data_path:
+        if self.data in ("folder", "shards", "video-folder") and not self.data_path:
             raise ConfigError(f"--data {self.data} needs --data-path.")
+        if self.is_video:
+            self._validate_video()
+        else:
+            for name in ("frames", "temporal_patch"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"{name} applies to video data; {self.data!r} is an image set.")
         return self
+
+    @property
+    def clip_frames(self) -> int:
+        """Frames per training clip of a video run."""
+        return 8 if self.frames is None else self.frames
+
+    @property
+    def tubelet_frames(self) -> int:
+        """Frames per tubelet of the video DiT."""
+        return 1 if self.temporal_patch is None else self.temporal_patch
+
+    @property
+    def is_video(self) -> bool:
+        """True for the video data sources (clips ``[C, T, H, W]``, trained with the video DiT)."""
+        return self.data in VIDEO_SOURCES
+
+    def _validate_video(self) -> None:
+        if self.clip_frames < 2:
+            raise ConfigError(f"frames must be at least 2 for video data, got {self.clip_frames}.")
+        if self.tubelet_frames < 1 or self.clip_frames % self.tubelet_frames:
+            raise ConfigError(
+                f"temporal_patch must be a positive divisor of frames ({self.clip_frames}), got {self.tubelet_frames}."
+            )
+        if self.model != "dit":
+            raise ConfigError(f"video data ({self.data}) trains the video DiT; --model {self.model} is for images.")
+        if self.lwd:
+            raise ConfigError("the LWD wavelet mask is defined on 2-D images; drop --lwd for video data.")
+        if self.latent:
+            raise ConfigError("--latent (the image KL-VAE) is not available for video data; videos train in pixels.")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

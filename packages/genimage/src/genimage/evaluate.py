@@ -14,6 +14,15 @@ images drawn with the same seed, so both sets share the class mix), integrated w
 - ``spectral_error``, ``hf_spectral_error``: radially averaged power spectra (log10), all rings and
   the upper half of the band.
 
+Video runs: ``n`` counts clips; the image metrics above are taken over all their frames (``n T`` images;
+no classifier FD), ``bits_per_dim`` is per clip dimension, and two temporal scores are added:
+
+- ``motion_w1``: the Wasserstein-1 distance between the generated and the real clips' motion, the mean
+  absolute frame-to-frame difference of a clip (pixels in ``[-1, 1]``); ``motion_generated`` and
+  ``motion_real`` are its means. A generator of good frames that stand still, or that flicker, fails it.
+- ``fd_efflite0_diff``: the Frechet distance between EfficientNet-Lite0 features of the clips' frame
+  differences ``(x_{t+1} - x_t) / 2``: whether the motion looks like the data's, not only its size.
+
 Reference features and the classifier are cached in ``RUN/evaluation/``.
 """
 
@@ -30,7 +39,15 @@ from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, load_tensors, save_tensors
-from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, load_image_set
+from genimage.data import (
+    DEFAULT_SIZES,
+    VIDEO_SOURCES,
+    ImageSet,
+    ShardedImages,
+    VideoSet,
+    load_image_set,
+    load_video_set,
+)
 from genimage.metrics import (
     bits_per_dim,
     classifier_features,
@@ -45,10 +62,19 @@ from genimage.runs import LoadedRun
 from genimage.sampling import generate, sample_noise
 
 
-def reference_set(run: LoadedRun) -> ImageSet:
+def reference_set(run: LoadedRun) -> ImageSet | VideoSet:
     """The run's training data, loaded as in training (shards: read into memory)."""
     c = run.config
     size = c.get("image_size") or DEFAULT_SIZES[c["data"]]
+    if c["data"] in VIDEO_SOURCES:
+        return load_video_set(
+            c["data"],
+            frames=run.image_shape[1],
+            image_size=size,
+            path=c.get("data_path"),
+            channels=c.get("channels"),
+            skip_bad=True,
+        )
     if c["data"] == "shards":
         stream = ShardedImages(c["data_path"], image_size=size, channels=c.get("channels"), skip_bad=True)
         items = list(stream)
@@ -59,7 +85,7 @@ def reference_set(run: LoadedRun) -> ImageSet:
     )
 
 
-def _choose(data: ImageSet, n: int, seed: int) -> ImageSet:
+def _choose(data: ImageSet | VideoSet, n: int, seed: int) -> ImageSet | VideoSet:
     idx = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[: min(n, len(data))]
     return data.subset(idx)
 
@@ -108,7 +134,7 @@ def evaluate_run(
     seed: int = 0,
     input_px: int = 224,
     bpd_images: int = 64,
-    reference: ImageSet | None = None,
+    reference: ImageSet | VideoSet | None = None,
     cache_dir: str | Path | None = "auto",
     progress: bool = True,
 ) -> dict[str, Any]:
@@ -133,8 +159,11 @@ def evaluate_run(
         "n": len(ref),
         "seed": seed,
     }
-    real_f = _cached_features(cache, key | {"px": input_px}, lambda: efflite0_features(ref.images, input_px=input_px))
-    fake_f = efflite0_features(fake, input_px=input_px)
+    video = isinstance(ref, VideoSet)
+    real_x = ref.frames() if video else ref.images
+    fake_x = fake.transpose(1, 2).flatten(0, 1) if video else fake
+    real_f = _cached_features(cache, key | {"px": input_px}, lambda: efflite0_features(real_x, input_px=input_px))
+    fake_f = efflite0_features(fake_x, input_px=input_px)
     kid = kernel_inception_distance(real_f, fake_f, seed=seed)
     record: dict[str, Any] = {
         "run": str(run.run_dir) if run.run_dir is not None else None,
@@ -150,14 +179,45 @@ def evaluate_run(
         **knn_precision_recall(real_f, fake_f, k=3),
         "knn_k": 3,
     }
-    if ref.labels is not None and data.num_classes:
+    if video:
+        record |= temporal_scores(ref.videos, fake, cache, key, input_px)
+    elif ref.labels is not None and data.num_classes:
         clf_dir = None if cache is None else cache / f"classifier-{data.name}-{ref.shape[1]}px"
         net, acc = classifier_for(data, clf_dir, seed=0)
         record["fd_classifier"] = frechet_distance(classifier_features(net, ref.images), classifier_features(net, fake))
         record["classifier_accuracy"] = acc
-    bpd_set = ref.images[: min(bpd_images, len(ref))]
+    bpd_set = (ref.videos if video else ref.images)[: min(bpd_images, len(ref))]
     record["bits_per_dim"] = bits_per_dim(run, bpd_set, seed=seed) if bpd_images > 0 else None
     record["bpd_images"] = int(bpd_set.shape[0]) if record["bits_per_dim"] is not None else 0
-    record |= spectral_errors(fake, ref.images)
+    record |= spectral_errors(fake_x, real_x)
     record["seconds"] = round(time.perf_counter() - start, 2)
     return record
+
+
+def clip_motion(videos: torch.Tensor) -> torch.Tensor:
+    """Mean absolute frame-to-frame difference of each clip ``[N, C, T, H, W]`` -> ``[N]``."""
+    return (videos[:, :, 1:] - videos[:, :, :-1]).abs().mean(dim=(1, 2, 3, 4))
+
+
+def temporal_scores(
+    real: torch.Tensor, fake: torch.Tensor, cache: Path | None, key: dict[str, Any], input_px: int
+) -> dict[str, float]:
+    """``motion_w1``, ``motion_generated``, ``motion_real`` and ``fd_efflite0_diff`` (module docstring)."""
+    from scipy.stats import wasserstein_distance
+
+    mr, mf = clip_motion(real), clip_motion(fake)
+
+    def differences(v: torch.Tensor) -> torch.Tensor:
+        d = (v[:, :, 1:] - v[:, :, :-1]) / 2
+        return d.transpose(1, 2).flatten(0, 1)
+
+    real_f = _cached_features(
+        cache, key | {"px": input_px, "diff": True}, lambda: efflite0_features(differences(real), input_px=input_px)
+    )
+    fake_f = efflite0_features(differences(fake), input_px=input_px)
+    return {
+        "motion_w1": float(wasserstein_distance(mf.double().numpy(), mr.double().numpy())),
+        "motion_generated": float(mf.mean()),
+        "motion_real": float(mr.mean()),
+        "fd_efflite0_diff": frechet_distance(real_f, fake_f),
+    }

@@ -27,6 +27,7 @@ from gencore.errors import StorageError
 from gencore.guidance import ClassifierFreeGuidance
 from gencore.io import read_json, require_fields
 from gencore.paths import AffineGaussianPath
+from genimage.data import VIDEO_SOURCES
 from genimage.models import ImageBackbone
 from genimage.models.vae import KLVAE
 from genimage.task import make_path
@@ -43,8 +44,8 @@ class LoadedRun:
             ``model(x_t, t, y=labels_or_None)`` (``y=None``: the null class of a conditional model).
         prediction: what ``model`` predicts: ``"velocity"`` (flow objective) or ``"noise"`` (VP).
         objective: ``"flow"`` or ``"vp"``.
-        image_shape: ``(C, H, W)`` of the images the run generates.
-        sample_shape: ``(C, H, W)`` of the ODE state: ``image_shape`` for pixel runs, the latent shape
+        image_shape: ``(C, H, W)`` of the images the run generates (a video run: ``(C, T, H, W)``).
+        sample_shape: shape of the ODE state: ``image_shape`` for pixel runs, the latent shape
             for latent runs (noise passed to :func:`genimage.sampling.generate` has this shape).
         num_classes: number of classes of a class-conditional model, else None.
         class_names: their names (or None).
@@ -57,8 +58,8 @@ class LoadedRun:
     model: ImageBackbone
     prediction: str
     objective: str
-    image_shape: tuple[int, int, int]
-    sample_shape: tuple[int, int, int]
+    image_shape: tuple[int, ...]
+    sample_shape: tuple[int, ...]
     num_classes: int | None
     class_names: list[str] | None
     config: dict[str, Any]
@@ -133,10 +134,13 @@ def _check_run_fields(config: dict[str, Any], where: Path) -> None:
             f"{where}: field 'prediction' must be {prediction!r} for the {config['objective']!r} objective, "
             f"got {config['prediction']!r}."
         )
+    rank, count, layout = (
+        (4, "four", "[C, T, H, W]") if config.get("data") in VIDEO_SOURCES else (3, "three", "[C, H, W]")
+    )
     for name in ("image_shape", "sample_shape"):
         shape = config[name]
-        if not (isinstance(shape, list) and len(shape) == 3 and all(isinstance(v, int) and v > 0 for v in shape)):
-            raise StorageError(f"{where}: field {name!r} must be three positive integers [C, H, W], got {shape!r}.")
+        if not (isinstance(shape, list) and len(shape) == rank and all(isinstance(v, int) and v > 0 for v in shape)):
+            raise StorageError(f"{where}: field {name!r} must be {count} positive integers {layout}, got {shape!r}.")
     if not isinstance(config["t_end"], (int, float)) or not 0.0 < config["t_end"] <= 1.0:
         raise StorageError(f"{where}: field 't_end' must be a number in (0, 1], got {config['t_end']!r}.")
 

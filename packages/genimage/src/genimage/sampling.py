@@ -45,7 +45,7 @@ def _labels(run: LoadedRun, labels: torch.Tensor | None, n: int) -> torch.Tensor
 
 
 def _check_state(run: LoadedRun, x: torch.Tensor, name: str, shape: tuple[int, ...]) -> None:
-    if not torch.is_tensor(x) or x.dim() != 4 or tuple(x.shape[1:]) != tuple(shape):
+    if not torch.is_tensor(x) or x.dim() != len(shape) + 1 or tuple(x.shape[1:]) != tuple(shape):
         got = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
         raise InputError(f"{name} must have shape [N, {', '.join(map(str, shape))}], got {got}.")
 
@@ -60,7 +60,7 @@ def generate(
     cfg_scale: float = 1.0,
     solver: str = "euler",
 ) -> torch.Tensor:
-    """Images ``[N, *run.image_shape]`` in ``[-1, 1]`` from ``noise: [N, *run.sample_shape]``.
+    """Images (or videos) ``[N, *run.image_shape]`` in ``[-1, 1]`` from ``noise: [N, *run.sample_shape]``.
 
     ``labels: [N]`` class indices of a conditional run (None: unconditional); ``cfg_scale`` the
     classifier-free guidance weight (1: none); ``solver`` one of euler, midpoint, heun, rk4.

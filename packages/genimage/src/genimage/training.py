@@ -30,9 +30,10 @@ from gencore.errors import ConfigError, GenError
 from gencore.io import atomic_path, ensure_dir, write_json
 from gencore.train import TrainConfig, Trainer, find_checkpoints, launch, run_identity
 from genimage.config import ImageTrainConfig
-from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, load_image_set
+from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, VideoSet, load_image_set, load_video_set
+from genimage.data.video import write_video_grid
 from genimage.imageio import write_grid
-from genimage.models import DiT, ImageBackbone, UNet, default_layersync_pair
+from genimage.models import DiT, ImageBackbone, UNet, VideoDiT, default_layersync_pair
 from genimage.models.vae import KLVAE
 from genimage.runs import LoadedRun, load_run
 from genimage.task import ImageTask, VAETask, make_path
@@ -41,6 +42,7 @@ from genimage.task import ImageTask, VAETask, make_path
 RESUMABLE = ("steps", "progress", "sample_nfe")
 
 GRID_SIZE = 64  # images in the periodic and final sample grids
+VIDEO_GRID_SIZE = 16  # videos in them
 
 
 @dataclass
@@ -53,9 +55,21 @@ class TrainOutcome:
     seconds: float
 
 
-def load_training_data(cfg: ImageTrainConfig) -> ImageSet | ShardedImages:
-    """The data of a run: an in-memory :class:`ImageSet`, or a :class:`ShardedImages` stream."""
+TrainingData = ImageSet | ShardedImages | VideoSet
+
+
+def load_training_data(cfg: ImageTrainConfig) -> TrainingData:
+    """The data of a run: an in-memory :class:`ImageSet` or :class:`VideoSet`, or a :class:`ShardedImages` stream."""
     size = cfg.image_size or DEFAULT_SIZES[cfg.data]
+    if cfg.is_video:
+        return load_video_set(
+            cfg.data,
+            frames=cfg.clip_frames,
+            image_size=size,
+            path=cfg.data_path,
+            channels=cfg.channels,
+            skip_bad=cfg.skip_bad,
+        )
     if cfg.data == "shards":
         return ShardedImages(
             cfg.data_path, image_size=size, channels=cfg.channels, skip_bad=cfg.skip_bad, seed=cfg.seed
@@ -63,8 +77,8 @@ def load_training_data(cfg: ImageTrainConfig) -> ImageSet | ShardedImages:
     return load_image_set(cfg.data, image_size=size, path=cfg.data_path, channels=cfg.channels, skip_bad=cfg.skip_bad)
 
 
-def data_summary(data: ImageSet | ShardedImages, size: int) -> dict[str, Any]:
-    """Shape, classes and size of the training data, as recorded in ``config.json``."""
+def data_summary(data: TrainingData, size: int) -> dict[str, Any]:
+    """Shape (``[C, H, W]``, videos ``[C, T, H, W]``), classes and size of the training data (``config.json``)."""
     if isinstance(data, ShardedImages):
         names = data.class_names
         return {"image_shape": [data.channels, size, size], "class_names": names, "data_size": None}
@@ -73,16 +87,16 @@ def data_summary(data: ImageSet | ShardedImages, size: int) -> dict[str, Any]:
 
 def run_record(cfg: ImageTrainConfig, summary: dict[str, Any]) -> dict[str, Any]:
     """The resolved run configuration (``config.json``) without the engine section."""
-    c, h, w = summary["image_shape"]
+    shape = list(summary["image_shape"])
     names = summary["class_names"] if cfg.class_conditional else None
     path_objective = make_path(cfg.objective)
     if cfg.latent:
         factor = 2  # one VAE downsampling
-        sample_shape = [cfg.vae_latent_channels, h // factor, w // factor]
+        sample_shape = [cfg.vae_latent_channels, shape[1] // factor, shape[2] // factor]
     else:
-        sample_shape = [c, h, w]
+        sample_shape = shape
     return cfg.to_dict() | {
-        "image_shape": [c, h, w],
+        "image_shape": shape,
         "sample_shape": sample_shape,
         "num_classes": len(names) if names else None,
         "class_names": names,
@@ -93,7 +107,18 @@ def run_record(cfg: ImageTrainConfig, summary: dict[str, Any]) -> dict[str, Any]
 
 
 def build_backbone(cfg: ImageTrainConfig, record: dict[str, Any]) -> ImageBackbone:
-    """The backbone named in ``cfg`` for the run's ODE state shape."""
+    """The backbone named in ``cfg`` for the run's ODE state shape (a video run: the video DiT)."""
+    if cfg.is_video:
+        c, frames, h, _ = record["sample_shape"]
+        return VideoDiT(
+            image_size=h,
+            frames=frames,
+            channels=c,
+            patch_size=cfg.patch_size,
+            temporal_patch=cfg.tubelet_frames,
+            size=cfg.dit_size,
+            num_classes=record["num_classes"],
+        )
     c, h, _ = record["sample_shape"]
     if cfg.model == "dit":
         return DiT(
@@ -110,7 +135,7 @@ def layersync_pairs(cfg: ImageTrainConfig, model: ImageBackbone) -> tuple[tuple[
         return ()
     if cfg.layersync_pairs:
         return tuple(tuple(p.split(":")) for p in cfg.layersync_pairs)  # type: ignore[misc]
-    if isinstance(model, DiT):
+    if isinstance(model, (DiT, VideoDiT)):
         return (default_layersync_pair(model.config["depth"]),)
     return (("taps.mid_in", "taps.mid_out"),)
 
@@ -196,7 +221,7 @@ Callback = Any  # callable(run: LoadedRun, step: int) -> None, called with the E
 
 def fit_backbone(
     cfg: ImageTrainConfig,
-    data: ImageSet | ShardedImages,
+    data: TrainingData,
     record: dict[str, Any],
     out: Path,
     engine: dict[str, Any],
@@ -205,7 +230,7 @@ def fit_backbone(
     """Train (the VAE and) the backbone in this process or rank: ``(engine result, vae, seconds)``.
 
     ``engine["sample_every"]`` steps apart, the EMA backbone is handed to ``callback(run, step)`` as a
-    :class:`LoadedRun` (default: a 64-image grid written to ``RUN/samples``).
+    :class:`LoadedRun` (default: a 64-image grid, or a 16-video GIF, written to ``RUN/samples``).
     """
     engine = dict(engine)
     vae = None
@@ -249,11 +274,22 @@ def _grid_callback(cfg: ImageTrainConfig, out: Path) -> Callback:
     from genimage.sampling import generate, sample_noise
 
     def grid(run: LoadedRun, step: int) -> None:
-        labels = None if not run.num_classes else torch.arange(GRID_SIZE) % run.num_classes
-        x = generate(run, sample_noise(run, GRID_SIZE, cfg.seed + 1), labels, nfe=cfg.sample_nfe)
-        write_grid(out / "samples" / f"step-{step:07d}.png", x, nrow=8)
+        n = VIDEO_GRID_SIZE if cfg.is_video else GRID_SIZE
+        labels = None if not run.num_classes else torch.arange(n) % run.num_classes
+        x = generate(run, sample_noise(run, n, cfg.seed + 1), labels, nfe=cfg.sample_nfe)
+        write_samples(out / "samples" / f"step-{step:07d}.png", x, nrow=4 if cfg.is_video else 8)
 
     return grid
+
+
+def write_samples(path: Path, x: torch.Tensor, nrow: int | None = None) -> list[Path]:
+    """Images: one grid picture at ``path``. Videos ``[N, C, T, H, W]``: a PNG at ``path`` with one row of frames
+    per video, and an animated GIF grid of the videos beside it (same name, ``.gif``)."""
+    if x.dim() == 4:
+        return [write_grid(path, x, nrow=nrow)]
+    n, c, t, h, w = x.shape
+    strip = write_grid(path, x.transpose(1, 2).reshape(n * t, c, h, w), nrow=t)
+    return [strip, write_video_grid(Path(path).with_suffix(".gif"), x, nrow=nrow)]
 
 
 def _worker(cfg: ImageTrainConfig, data: Any, record: dict[str, Any], out: Path, engine: dict[str, Any]) -> dict:
@@ -270,12 +306,13 @@ def train(
     out_dir: str | os.PathLike,
     *,
     nproc: int = 1,
-    data: ImageSet | ShardedImages | None = None,
+    data: TrainingData | None = None,
     **engine: Any,
 ) -> TrainOutcome:
     """Train one run into ``out_dir`` (see the module docstring); ``engine`` overrides TrainConfig fields.
 
-    ``data`` replaces the data set named in ``cfg`` (for experiments on a prepared :class:`ImageSet`).
+    ``data`` replaces the data set named in ``cfg`` (for experiments on a prepared :class:`ImageSet` or
+    :class:`VideoSet`).
     """
     cfg = cfg.validate()
     out = ensure_dir(out_dir)
@@ -285,6 +322,9 @@ def train(
             "or choose a new --out folder."
         )
     data = load_training_data(cfg) if data is None else data
+    if isinstance(data, VideoSet) != cfg.is_video:
+        kind = "videos" if isinstance(data, VideoSet) else "images"
+        raise ConfigError(f"the data given are {kind} but the configuration's data set {cfg.data!r} is not.")
     if cfg.latent and isinstance(data, ShardedImages):
         raise ConfigError("the latent path needs an in-memory data set, not streamed shards.")
     size = cfg.image_size or DEFAULT_SIZES[cfg.data]
@@ -309,8 +349,9 @@ def _final_pictures(out: Path, record: dict[str, Any], cfg: ImageTrainConfig) ->
     from genimage.runs import load_run
 
     _grid_callback(cfg, out)(load_run(out), cfg.steps)
-    with atomic_path(out / "samples.png") as tmp:
-        shutil.copyfile(out / "samples" / f"step-{cfg.steps:07d}.png", tmp)
+    for suffix in (".png", ".gif") if cfg.is_video else (".png",):
+        with atomic_path(out / f"samples{suffix}") as tmp:
+            shutil.copyfile(out / "samples" / f"step-{cfg.steps:07d}{suffix}", tmp)
     path = out / "metrics.jsonl"
     if path.is_file():
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -8,7 +8,8 @@ Rademacher probes by default), and
 
     bits/dim = (-log p(y) + D log 127.5) / (D log 2),
 
-an upper bound on the discrete code length of ``u`` in bits per pixel and channel (``D = C H W``).
+an upper bound on the discrete code length of ``u`` in bits per pixel and channel (``D = C H W``; a video
+run's clips ``[C, T, H, W]``: ``D = C T H W``).
 Only pixel-space flow runs have a likelihood here: latent runs (no decoder density) and VP runs (the
 velocity diverges at ``t = 1``) return None.
 """
@@ -37,7 +38,11 @@ def bits_per_dim(
     if run.vae is not None or run.objective != "flow":
         return None
     g = torch.Generator().manual_seed(seed)
-    u = torch.from_numpy(to_uint8(images)).permute(0, 3, 1, 2).double()
+    frames = images if images.dim() == 4 else images.transpose(1, 2).flatten(0, 1)  # videos [N, C, T, H, W]
+    u = torch.from_numpy(to_uint8(frames)).permute(0, 3, 1, 2).double()
+    if images.dim() == 5:
+        n, c, t, h, w = images.shape
+        u = u.view(n, t, c, h, w).transpose(1, 2)
     y = ((u + torch.rand(u.shape, generator=g, dtype=torch.float64)) / 127.5 - 1.0).float()
     res = log_likelihood(
         lambda x, t: run.velocity(x, t), y, divergence=divergence, method=method, steps=steps, generator=g

@@ -72,7 +72,7 @@ class ImageBackbone(nn.Module):
 
 
 def build_model(kind: str, **kwargs: Any) -> ImageBackbone:
-    """Construct a registered backbone by name (``"dit"``, ``"unet"``)."""
+    """Construct a registered backbone by name (``"dit"``, ``"unet"``, ``"video-dit"``)."""
     if kind not in MODELS:
         raise ConfigError(f"unknown model {kind!r}; expected one of: {', '.join(sorted(MODELS))}.")
     return MODELS[kind](**kwargs)

@@ -37,21 +37,23 @@ DIT_SIZES: dict[str, tuple[int, int, int]] = {
 }
 
 
+def sincos_1d(dim: int, pos: torch.Tensor) -> torch.Tensor:
+    """Sine-cosine code ``[numel(pos), dim]`` (float64) of positions: ``dim / 2`` geometric frequencies
+    ``1 .. 1/10000``, sines then cosines; ``dim`` must be even."""
+    half = dim // 2
+    omega = 1.0 / 10000 ** (torch.arange(half, dtype=torch.float64) / half)
+    a = pos.to(torch.float64).reshape(-1, 1) * omega[None]
+    return torch.cat([torch.sin(a), torch.cos(a)], dim=1)
+
+
 def sincos_2d(dim: int, h: int, w: int) -> torch.Tensor:
     """Fixed 2-D sine-cosine positions ``[h * w, dim]``: half the channels encode the row, half the column."""
     if dim % 4:
         raise ConfigError(f"DiT hidden size must be divisible by 4, got {dim}.")
-    quarter = dim // 4
-    omega = 1.0 / 10000 ** (torch.arange(quarter, dtype=torch.float64) / quarter)
     rows, cols = torch.meshgrid(
         torch.arange(h, dtype=torch.float64), torch.arange(w, dtype=torch.float64), indexing="ij"
     )
-
-    def enc(pos: torch.Tensor) -> torch.Tensor:
-        a = pos.reshape(-1, 1) * omega[None]
-        return torch.cat([torch.sin(a), torch.cos(a)], dim=1)
-
-    return torch.cat([enc(rows), enc(cols)], dim=1).float()
+    return torch.cat([sincos_1d(dim // 2, rows), sincos_1d(dim // 2, cols)], dim=1).float()
 
 
 def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -99,6 +101,50 @@ class FinalLayer(nn.Module):
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         shift, scale = self.ada(c).chunk(2, dim=1)
         return self.linear(modulate(self.norm(x), shift, scale))
+
+
+def conditioning_embeddings(hidden: int, num_classes: int | None) -> tuple[nn.Sequential, nn.Embedding | None]:
+    """DiT's time embedding (256 sinusoidal features of ``t``, then a SiLU MLP to ``hidden``) and label table
+    with the extra null class (None when unconditional); a backbone stores them as ``t_embed`` and ``y_embed``."""
+    t_embed = nn.Sequential(SinusoidalTimeEmbedding(256), nn.Linear(256, hidden), nn.SiLU(), nn.Linear(hidden, hidden))
+    y_embed = nn.Embedding(num_classes + 1, hidden) if num_classes else None
+    return t_embed, y_embed
+
+
+def dit_condition(
+    model: ImageBackbone, x: torch.Tensor, t: torch.Tensor | float, y: torch.Tensor | None
+) -> torch.Tensor:
+    """The conditioning ``c = emb(t) + emb(y)`` ``[B, D]`` of a backbone built with :func:`conditioning_embeddings`
+    (``y=None`` is the null class of a conditional model)."""
+    c = model.t_embed(broadcast_time(t, x)).to(x.dtype)
+    labels = model._labels(y, x.shape[0], x.device)
+    if labels is not None:
+        c = c + model.y_embed(labels)
+    return c
+
+
+def init_dit_weights(model: nn.Module) -> None:
+    """DiT's initialisation of a backbone with ``patch_embed``, ``t_embed``, ``y_embed``, ``blocks`` and ``final``:
+    Xavier-uniform linears and patch embedding (as a matrix), N(0, 0.02) time-MLP and label table, and
+    adaLN-Zero (every block's and the final layer's modulation, and the final linear, start at zero)."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            nn.init.zeros_(m.bias)
+    w = model.patch_embed.weight
+    nn.init.xavier_uniform_(w.view(w.shape[0], -1))
+    nn.init.zeros_(model.patch_embed.bias)
+    if model.y_embed is not None:
+        nn.init.normal_(model.y_embed.weight, std=0.02)
+    for lin in (model.t_embed[1], model.t_embed[3]):
+        nn.init.normal_(lin.weight, std=0.02)
+    for blk in model.blocks:  # adaLN-Zero: every residual branch starts closed
+        nn.init.zeros_(blk.ada[-1].weight)
+        nn.init.zeros_(blk.ada[-1].bias)
+    nn.init.zeros_(model.final.ada[-1].weight)
+    nn.init.zeros_(model.final.ada[-1].bias)
+    nn.init.zeros_(model.final.linear.weight)
+    nn.init.zeros_(model.final.linear.bias)
 
 
 class DiT(ImageBackbone):
@@ -157,33 +203,10 @@ class DiT(ImageBackbone):
         self.grid = image_size // patch_size
         self.patch_embed = nn.Conv2d(channels, hidden, kernel_size=patch_size, stride=patch_size)
         self.register_buffer("pos", sincos_2d(hidden, self.grid, self.grid)[None], persistent=False)
-        self.t_embed = nn.Sequential(
-            SinusoidalTimeEmbedding(256), nn.Linear(256, hidden), nn.SiLU(), nn.Linear(hidden, hidden)
-        )
-        self.y_embed = nn.Embedding(num_classes + 1, hidden) if num_classes else None
+        self.t_embed, self.y_embed = conditioning_embeddings(hidden, num_classes)
         self.blocks = nn.ModuleList(DiTBlock(hidden, heads, mlp_ratio) for _ in range(depth))
         self.final = FinalLayer(hidden, patch_size, channels)
-        self._init_weights()
-
-    def _init_weights(self) -> None:
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                nn.init.xavier_uniform_(m.weight)
-                nn.init.zeros_(m.bias)
-        w = self.patch_embed.weight
-        nn.init.xavier_uniform_(w.view(w.shape[0], -1))
-        nn.init.zeros_(self.patch_embed.bias)
-        if self.y_embed is not None:
-            nn.init.normal_(self.y_embed.weight, std=0.02)
-        for lin in (self.t_embed[1], self.t_embed[3]):
-            nn.init.normal_(lin.weight, std=0.02)
-        for blk in self.blocks:  # adaLN-Zero: every residual branch starts closed
-            nn.init.zeros_(blk.ada[-1].weight)
-            nn.init.zeros_(blk.ada[-1].bias)
-        nn.init.zeros_(self.final.ada[-1].weight)
-        nn.init.zeros_(self.final.ada[-1].bias)
-        nn.init.zeros_(self.final.linear.weight)
-        nn.init.zeros_(self.final.linear.bias)
+        init_dit_weights(self)
 
     def unpatchify(self, tokens: torch.Tensor) -> torch.Tensor:
         """``[B, N, p * p * C] -> [B, C, H, W]``."""
@@ -196,12 +219,8 @@ class DiT(ImageBackbone):
             raise InputError(
                 f"DiT expects inputs [B, {self.channels}, {self.image_size}, {self.image_size}], got {tuple(x.shape)}."
             )
-        t = broadcast_time(t, x)
         h = self.patch_embed(x).flatten(2).transpose(1, 2) + self.pos.to(x.dtype)
-        c = self.t_embed(t).to(x.dtype)
-        labels = self._labels(y, x.shape[0], x.device)
-        if labels is not None:
-            c = c + self.y_embed(labels)
+        c = dit_condition(self, x, t, y)
         for blk in self.blocks:
             h = blk(h, c)
         return self.unpatchify(self.final(h, c))
