@@ -54,6 +54,13 @@ def test_evaluate_scores_frames_and_motion(video_run, tmp_path) -> None:
     assert rec["motion_real"] > 0 and rec["n_samples"] == 6 and "fd_classifier" not in rec
 
 
+def test_watermarking_a_video_run_is_one_sentence(video_run, tmp_path, capsys) -> None:
+    argv = ["watermark", "keygen", "--scheme", "tree-ring", "--run", str(video_run), "--out", str(tmp_path / "k.json")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "generates videos [1, 4, 16, 16]; the watermark schemes mark images" in err[0]
+
+
 def test_clip_motion_is_the_mean_absolute_frame_difference() -> None:
     still = torch.zeros(2, 1, 5, 4, 4)
     assert clip_motion(still).tolist() == [0.0, 0.0]

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import torch
 
+from gencore.errors import ConfigError
 from gencore.solvers import solve_ode, uniform_grid
 
 __all__ = ["FlowGenerator", "GaussianFlowGenerator", "RunGenerator"]
@@ -109,6 +110,11 @@ class RunGenerator(FlowGenerator):
         from genimage.sampling import EVALS_PER_STEP
 
         run = load_run(run_dir)
+        if len(run.image_shape) != 3:
+            raise ConfigError(
+                f"the run in {str(run_dir)!r} generates videos {list(run.image_shape)}; the watermark schemes mark "
+                "images [C, H, W]: give an image run."
+            )
         super().__init__(run.velocity, tuple(run.image_shape), steps=steps, solver=solver)
         self.run, self.noise_shape = run, tuple(run.sample_shape)
         self._nfe = int(steps) * EVALS_PER_STEP.get(solver, 1)
