@@ -83,14 +83,34 @@ def test_mmd_is_zero_on_identical_sets_and_positive_otherwise(sets) -> None:
     assert all(v > 0.01 for k, v in diff.items() if "clustering_mmd_gaussian_tv" not in k)
 
 
-def test_bootstrap_interval_brackets_the_subsample_mmd(sets) -> None:
+def test_bootstrap_interval_contains_the_point_estimate(sets) -> None:
     a, b = sets
     fa, fb = degree_histograms(a), degree_histograms(b)
     kxx, kyy, kxy = (gram(p, q, "gaussian_tv", 1.0) for p, q in ((fa, fa), (fb, fb), (fa, fb)))
     low, high = mmd_bootstrap(kxx, kyy, kxy, n_boot=300, seed=0)
-    assert low < high
-    assert low <= float(mmd2_from_gram(kxx[:6, :6], kyy[:5, :5], kxy[:6, :5])) <= high
+    assert 0 <= low < float(mmd2_from_gram(kxx, kyy, kxy)) < high
     assert mmd_bootstrap(kxx, kyy, kxy, n_boot=50, seed=1) == mmd_bootstrap(kxx, kyy, kxy, n_boot=50, seed=1)
+
+
+def test_bootstrap_interval_covers_the_expected_mmd() -> None:
+    """90 % intervals from 40 + 40 points of N(0, I) vs N(0.5, I) in 2-D (Gaussian kernel) cover the expected
+    biased MMD at these sizes (Monte Carlo over 2,000 fresh pairs) in 86 % of 200 repetitions, and always contain
+    their own point estimate (the uncorrected half-set percentile interval missed it in 5 of the 200)."""
+    g = torch.Generator().manual_seed(0)
+
+    def grams(n: int) -> tuple[torch.Tensor, ...]:
+        x = torch.randn(n, 2, generator=g, dtype=torch.float64)
+        y = torch.randn(n, 2, generator=g, dtype=torch.float64) + 0.5
+        return tuple(torch.exp(-(torch.cdist(p, q) ** 2) / 2) for p, q in ((x, x), (y, y), (x, y)))
+
+    truth = torch.stack([mmd2_from_gram(*grams(40)) for _ in range(2000)]).mean()
+    covered = []
+    for rep in range(200):
+        kxx, kyy, kxy = grams(40)
+        low, high = mmd_bootstrap(kxx, kyy, kxy, n_boot=200, coverage=0.9, seed=rep)
+        assert low <= float(mmd2_from_gram(kxx, kyy, kxy)) <= high
+        covered.append(low <= truth <= high)
+    assert 0.8 <= sum(covered) / len(covered) <= 0.99
 
 
 def test_vun() -> None:

@@ -16,16 +16,26 @@ key                             descriptor                  sigma (scale)  used 
 Values are the biased squared MMD (:func:`~gengraph.metrics.kernels.mmd2_from_gram`), the quantity these
 papers tabulate under the name "MMD". Descriptors are computed once per set and shared by the kernels.
 
-Intervals are subsampling bootstraps (as PolyGraph's ``...Interval`` metrics): ``n_boot`` seeded draws of
-half of each set *without* replacement, the MMD of each draw read off the precomputed Gram matrices (the
-descriptors are never recomputed), and the percentile interval reported. Drawing with replacement would
-bias the V-statistic upwards (a repeated graph adds ``k(x, x) = 1`` terms), so that the interval would not
-even contain the point estimate. The interval describes the MMD at half the set size, which is itself
-somewhat larger than the full-set value for the biased estimate.
+Intervals are subsampling bootstraps (Politis & Romano 1994; PolyGraph's ``...Interval`` metrics also
+subsample): ``n_boot`` seeded draws of half of each set *without* replacement, each draw's MMD read off the
+precomputed Gram matrices (the descriptors are never recomputed). The biased estimate of a half-size draw
+is larger than the full-set one (its ``k(x, x) = 1`` diagonal weighs twice as much), so each draw is
+re-centred first: its unbiased U-statistic plus the full set's own bias term (the gap between the full
+set's V- and U-statistics). A draw without replacement differs from the full-set estimate by about as much
+as the full set differs from its expectation (variance ``~ 1/h - 1/n = 1/n`` for ``h = n/2``), so the draws'
+spread around the point estimate, scaled by ``sqrt((1/n) / (1/h - 1/n))`` (two-sample ``1/n = 1/n_x + 1/n_y``),
+gives the basic (reflected) interval, clipped at 0. It is an interval for the expected value of the reported
+biased MMD at these set sizes and contains the point estimate; in a simulation (two 40-point Gaussian sets, a
+test) nominal 90 % intervals cover that value 85-89 % of the time. Drawing *with* replacement would add
+repeated-graph ``k(x, x)`` terms and push every draw above the estimate; the uncorrected half-set percentile
+interval used before this leaned the same way (in the simulation it lay wholly above its own point estimate in
+5 of 200 repetitions, and for three of the eight metrics of a GGBall sample against community-small, e.g.
+clustering TV 0.066 with the interval [0.131, 0.131]; now [0.065, 0.066]).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -113,26 +123,42 @@ def graph_mmd(
     return out
 
 
+def _v_minus_u(k: torch.Tensor) -> torch.Tensor:
+    """How far one Gram block's biased mean exceeds its unbiased one: ``(mean diagonal - mean off-diagonal) / n``."""
+    n = k.shape[-1]
+    if n < 2:
+        return torch.zeros(k.shape[:-2], dtype=k.dtype)
+    diag = k.diagonal(dim1=-2, dim2=-1)
+    off = (k.sum((-1, -2)) - diag.sum(-1)) / (n * (n - 1))
+    return (diag.mean(-1) - off) / n
+
+
 def mmd_bootstrap(
     kxx: torch.Tensor, kyy: torch.Tensor, kxy: torch.Tensor, *, n_boot: int = 200, coverage: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
-    """Percentile interval of the biased MMD^2 over ``n_boot`` draws of half of each set without replacement."""
+    """Subsampling interval of the biased MMD^2 from ``n_boot`` half-set draws (see the module docstring)."""
     if not 0 < coverage < 1:
         raise ConfigError(f"coverage must lie in (0, 1), got {coverage}.")
     g = torch.Generator().manual_seed(seed)
     n, m = kxx.shape[0], kyy.shape[0]
     hn, hm = max(1, n // 2), max(1, m // 2)
+    point = mmd2_from_gram(kxx, kyy, kxy)
+    full_bias = _v_minus_u(kxx) + _v_minus_u(kyy)
     values = []
     chunk = max(1, 2_000_000 // max(hn * hn + hm * hm + hn * hm, 1))
     for start in range(0, n_boot, chunk):
         b = min(chunk, n_boot - start)
         i = torch.rand(b, n, generator=g).argsort(1)[:, :hn]
         j = torch.rand(b, m, generator=g).argsort(1)[:, :hm]
-        values.append(
-            mmd2_from_gram(
-                kxx[i[:, :, None], i[:, None, :]], kyy[j[:, :, None], j[:, None, :]], kxy[i[:, :, None], j[:, None, :]]
-            )
-        )
-    v = torch.cat(values)
+        sxx, syy = kxx[i[:, :, None], i[:, None, :]], kyy[j[:, :, None], j[:, None, :]]
+        draw = mmd2_from_gram(sxx, syy, kxy[i[:, :, None], j[:, None, :]])
+        values.append(draw - _v_minus_u(sxx) - _v_minus_u(syy) + full_bias)
+    # a half-set draw without replacement differs from the full-set estimate by about the full set's own
+    # error (variance ~ 1/h - 1/n = 1/n for h = n/2), so its spread is rescaled by sqrt((1/n) / (1/h - 1/n))
+    inv_h, inv_n = 1 / hn + 1 / hm, 1 / n + 1 / m
+    scale = math.sqrt(inv_n / (inv_h - inv_n)) if inv_h > inv_n else 0.0
+    spread = scale * (torch.cat(values) - point)
     alpha = (1 - coverage) / 2
-    return float(torch.quantile(v, alpha)), float(torch.quantile(v, 1 - alpha))
+    low = float(point - torch.quantile(spread, 1 - alpha))
+    high = float(point - torch.quantile(spread, alpha))
+    return max(low, 0.0), high
