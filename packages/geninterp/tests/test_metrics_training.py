@@ -94,3 +94,18 @@ def test_config_errors(store_dir, tmp_path):
         train_sae(SAETrainConfig(arch="jumprelu"), store_dir, tmp_path / "r")
     with pytest.raises(ConfigError, match="sequences"):
         train_sae(SAETrainConfig(batch_tokens=10**6, width=16, k=2), store_dir, tmp_path / "r")
+
+
+def test_a_resumed_run_reports_the_throughput_of_its_own_steps(tmp_path, store_dir):
+    """Resumed at step 4 of 6, the run records 2 steps in this session and its tokens/s from those 2 steps."""
+    import shutil
+
+    from gencore.train import find_checkpoints
+
+    cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=6, batch_tokens=64, progress=False)
+    train_sae(cfg, store_dir, tmp_path / "run", checkpoint_every=2)
+    for ckpt in find_checkpoints(tmp_path / "run" / "checkpoints")[:1]:  # newest first: drop step 6
+        shutil.rmtree(ckpt)
+    _, record = train_sae(cfg, store_dir, tmp_path / "run", checkpoint_every=2, resume="auto")
+    assert record["steps_run"] == 2 and record["train_tokens"] == 6 * 64
+    assert record["tokens_per_second"] == pytest.approx(2 * 64 / record["train_seconds"], rel=1e-2)

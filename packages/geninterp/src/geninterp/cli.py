@@ -98,8 +98,10 @@ def cmd_train_sae(args: argparse.Namespace) -> int:
     engine = {"resume": args.resume} if args.resume else {}
     _, record = train_sae(cfg, args.acts, args.out, nproc=args.nproc, **engine)
     print(
-        f"trained {args.arch} SAE (width {args.width}) for {args.steps} steps in {record['train_seconds']:.1f} s "
-        f"({record['tokens_per_second']:.0f} tokens/s); final loss {record['last_loss']:.4g}; saved to {args.out}"
+        f"trained {args.arch} SAE (width {args.width}) for {args.steps} steps"
+        + (f" ({record['steps_run']} of them in this session)" if record["steps_run"] != args.steps else "")
+        + f" in {record['train_seconds']:.1f} s ({record['tokens_per_second']:.0f} tokens/s); "
+        f"final loss {record['last_loss']:.4g}; saved to {args.out}"
     )
     return 0
 

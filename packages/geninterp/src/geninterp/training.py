@@ -158,7 +158,8 @@ def train_sae(
         raise interruption(out)
     sae = SparseAutoencoder.from_pretrained(out / "sae").eval()
     seconds = outcome["seconds"]
-    tokens = cfg.steps * seqs * (store.seq_len - cfg.skip_positions)
+    tokens_per_step = seqs * (store.seq_len - cfg.skip_positions)
+    tokens = cfg.steps * tokens_per_step
     record = {
         "config": dataclasses.asdict(cfg),
         "acts": str(Path(acts).resolve()),
@@ -167,9 +168,10 @@ def train_sae(
         "eval_sequences": [eval_view.sequences.start, eval_view.sequences.stop],
         "seq_len": store.seq_len,
         "d_in": store.d_model,
-        "train_seconds": round(seconds, 3),
+        "train_seconds": round(seconds, 3),  # of the last session (a resumed run: since the resume)
+        "steps_run": outcome["steps_run"],  # steps of that session
         "train_tokens": tokens,
-        "tokens_per_second": round(tokens / max(seconds, 1e-9), 1),
+        "tokens_per_second": round(outcome["steps_run"] * tokens_per_step / max(seconds, 1e-9), 1),
         "last_loss": outcome["last_loss"],
         "source": store.metadata,
     }
@@ -211,6 +213,7 @@ def _fit_worker(cfg: SAETrainConfig, acts: str, out: str, seqs: int, engine: dic
     return {
         "interrupted": bool(result.interrupted),
         "seconds": seconds,
+        "steps_run": result.step - result.start_step,  # this process's share of a resumed run
         "last_loss": result.last_loss,
     }
 

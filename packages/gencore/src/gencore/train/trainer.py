@@ -78,6 +78,7 @@ class TrainResult:
     model: torch.nn.Module  # the trained network (unwrapped)
     ema: torch.nn.Module  # its EMA copy, used for sampling
     interrupted: bool = False  # True when stopped by SIGTERM/SIGINT (a checkpoint was written)
+    start_step: int = 0  # steps already done when this fit began (the resumed checkpoint's step)
     skipped_steps: list[int] = field(default_factory=list)  # steps dropped by nan_policy="skip"
     last_loss: float = math.nan
     checkpoint: Path | None = None  # the last checkpoint written (rank 0), if any
@@ -337,7 +338,7 @@ class Trainer:
             disable=None if (cfg.progress and info.is_main) else True,
             dynamic_ncols=True,
         )
-        result = TrainResult(step=start, model=model, ema=ema.module, out_dir=out)
+        result = TrainResult(step=start, start_step=start, model=model, ema=ema.module, out_dir=out)
         last_saved = start if loaded is not None else -1
         t_last, steps_since = time.perf_counter(), 0
         has_sample = callable(getattr(task, "sample", None))
