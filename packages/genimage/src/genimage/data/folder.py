@@ -25,23 +25,30 @@ GRAY_MODES = ("1", "L", "LA", "I", "I;16", "F", "P")
 
 def list_images(root: str | os.PathLike) -> tuple[list[Path], list[int] | None, list[str] | None]:
     """``(files, labels or None, class names or None)`` of an image folder (sorted, deterministic)."""
+    return list_labelled_files(root, IMAGE_SUFFIXES, "images")
+
+
+def list_labelled_files(
+    root: str | os.PathLike, suffixes: tuple[str, ...], kind: str
+) -> tuple[list[Path], list[int] | None, list[str] | None]:
+    """Files with ``suffixes`` directly in ``root`` (unlabelled) or in class sub-folders (label = sorted index)."""
     base = Path(root)
     if not base.is_dir():
-        raise InputError(f"image folder {str(base)!r} does not exist or is not a folder.")
-    direct = sorted(p for p in base.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        raise InputError(f"{kind[:-1]} folder {str(base)!r} does not exist or is not a folder.")
+    direct = sorted(p for p in base.iterdir() if p.is_file() and p.suffix.lower() in suffixes)
     classes = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
     labelled: list[tuple[Path, int]] = []
     for k, name in enumerate(classes):
-        files = sorted(p for p in (base / name).rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+        files = sorted(p for p in (base / name).rglob("*") if p.is_file() and p.suffix.lower() in suffixes)
         labelled += [(p, k) for p in files]
     if direct and labelled:
         raise InputError(
-            f"{str(base)!r} holds images both directly and in class sub-folders; use one layout or the other."
+            f"{str(base)!r} holds {kind} both directly and in class sub-folders; use one layout or the other."
         )
     if labelled:
         return [p for p, _ in labelled], [k for _, k in labelled], classes
     if not direct:
-        raise InputError(f"{str(base)!r} contains no images ({', '.join(IMAGE_SUFFIXES)}).")
+        raise InputError(f"{str(base)!r} contains no {kind} ({', '.join(suffixes)}).")
     return direct, None, None
 
 

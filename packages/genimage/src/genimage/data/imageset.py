@@ -60,15 +60,21 @@ class ImageSet:
 
     def split(self, holdout: float, seed: int = 0) -> tuple[ImageSet, ImageSet]:
         """Deterministic ``(train, held-out)`` split; ``holdout`` is the held-out fraction."""
-        if not 0.0 < holdout < 1.0:
-            raise ConfigError(f"holdout fraction must be in (0, 1), got {holdout}.")
-        perm = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
-        k = max(1, round(holdout * len(self)))
-        return self.subset(perm[k:].sort().values), self.subset(perm[:k].sort().values)
+        keep, held = split_indices(len(self), holdout, seed)
+        return self.subset(keep), self.subset(held)
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """``(images,)`` or ``(images, labels)``: what a ``TensorDataset`` of this set holds."""
         return (self.images,) if self.labels is None else (self.images, self.labels)
+
+
+def split_indices(n: int, holdout: float, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sorted ``(kept, held-out)`` indices of a seeded split of ``n`` items; ``holdout`` is the held-out fraction."""
+    if not 0.0 < holdout < 1.0:
+        raise ConfigError(f"holdout fraction must be in (0, 1), got {holdout}.")
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    k = max(1, round(holdout * n))
+    return perm[k:].sort().values, perm[:k].sort().values
 
 
 def resize_images(x: torch.Tensor, size: int) -> torch.Tensor:

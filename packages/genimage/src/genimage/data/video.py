@@ -41,8 +41,8 @@ import torch.nn.functional as F
 
 from gencore.errors import ConfigError, InputError
 from gencore.io import atomic_path, ensure_dir
-from genimage.data.folder import decode_image
-from genimage.data.imageset import fit_square, pil_to_tensor
+from genimage.data.folder import decode_image, list_labelled_files
+from genimage.data.imageset import fit_square, pil_to_tensor, split_indices
 from genimage.imageio import image_grid_array
 
 __all__ = [
@@ -115,11 +115,8 @@ class VideoSet:
 
     def split(self, holdout: float, seed: int = 0) -> tuple[VideoSet, VideoSet]:
         """Deterministic ``(train, held-out)`` split; ``holdout`` is the held-out fraction (as ``ImageSet.split``)."""
-        if not 0.0 < holdout < 1.0:
-            raise ConfigError(f"holdout fraction must be in (0, 1), got {holdout}.")
-        perm = torch.randperm(len(self), generator=torch.Generator().manual_seed(seed))
-        k = max(1, round(holdout * len(self)))
-        return self.subset(perm[k:].sort().values), self.subset(perm[:k].sort().values)
+        keep, held = split_indices(len(self), holdout, seed)
+        return self.subset(keep), self.subset(held)
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """``(videos,)`` or ``(videos, labels)``: what a ``TensorDataset`` of this set holds."""
@@ -238,24 +235,7 @@ def moving_mnist(n: int = 2000, *, frames: int = 8, image_size: int = 32, digits
 
 def list_videos(root: str | os.PathLike) -> tuple[list[Path], list[int] | None, list[str] | None]:
     """``(files, labels or None, class names or None)`` of a video folder (sorted, deterministic)."""
-    base = Path(root)
-    if not base.is_dir():
-        raise InputError(f"video folder {str(base)!r} does not exist or is not a folder.")
-    direct = sorted(p for p in base.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
-    classes = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
-    labelled: list[tuple[Path, int]] = []
-    for k, name in enumerate(classes):
-        files = sorted(p for p in (base / name).rglob("*") if p.is_file() and p.suffix.lower() in VIDEO_SUFFIXES)
-        labelled += [(p, k) for p in files]
-    if direct and labelled:
-        raise InputError(
-            f"{str(base)!r} holds videos both directly and in class sub-folders; use one layout or the other."
-        )
-    if labelled:
-        return [p for p, _ in labelled], [k for _, k in labelled], classes
-    if not direct:
-        raise InputError(f"{str(base)!r} contains no videos ({', '.join(VIDEO_SUFFIXES)}).")
-    return direct, None, None
+    return list_labelled_files(root, VIDEO_SUFFIXES, "videos")
 
 
 def _gif_frames(path: str | os.PathLike, name: str, limit: int | None = None) -> list[np.ndarray]:

@@ -37,6 +37,17 @@ DIT_SIZES: dict[str, tuple[int, int, int]] = {
 }
 
 
+def dit_dims(size: str | None, depth: int | None, hidden: int | None, heads: int | None) -> tuple[int, int, int]:
+    """``(depth, hidden, heads)`` of a size name of :data:`DIT_SIZES`, or the three given directly."""
+    if size is not None:
+        if size not in DIT_SIZES:
+            raise ConfigError(f"unknown DiT size {size!r}; expected one of: {', '.join(DIT_SIZES)}.")
+        return DIT_SIZES[size]
+    if depth is None or hidden is None or heads is None:
+        raise ConfigError("give a DiT size name or all of depth, hidden and heads.")
+    return depth, hidden, heads
+
+
 def sincos_1d(dim: int, pos: torch.Tensor) -> torch.Tensor:
     """Sine-cosine code ``[numel(pos), dim]`` (float64) of positions: ``dim / 2`` geometric frequencies
     ``1 .. 1/10000``, sines then cosines; ``dim`` must be even."""
@@ -179,12 +190,7 @@ class DiT(ImageBackbone):
         num_classes: int | None = None,
     ) -> None:
         super().__init__()
-        if size is not None:
-            if size not in DIT_SIZES:
-                raise ConfigError(f"unknown DiT size {size!r}; expected one of: {', '.join(DIT_SIZES)}.")
-            depth, hidden, heads = DIT_SIZES[size]
-        if depth is None or hidden is None or heads is None:
-            raise ConfigError("give a DiT size name or all of depth, hidden and heads.")
+        depth, hidden, heads = dit_dims(size, depth, hidden, heads)
         if image_size % patch_size:
             raise ConfigError(f"image size {image_size} must be divisible by the patch size {patch_size}.")
         self.config: dict[str, Any] = {

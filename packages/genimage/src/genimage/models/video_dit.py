@@ -24,11 +24,11 @@ from torch import nn
 from gencore.errors import ConfigError, InputError
 from genimage.models.base import ImageBackbone
 from genimage.models.dit import (
-    DIT_SIZES,
     DiTBlock,
     FinalLayer,
     conditioning_embeddings,
     dit_condition,
+    dit_dims,
     init_dit_weights,
     sincos_1d,
     sincos_2d,
@@ -88,12 +88,7 @@ class VideoDiT(ImageBackbone):
         num_classes: int | None = None,
     ) -> None:
         super().__init__()
-        if size is not None:
-            if size not in DIT_SIZES:
-                raise ConfigError(f"unknown DiT size {size!r}; expected one of: {', '.join(DIT_SIZES)}.")
-            depth, hidden, heads = DIT_SIZES[size]
-        if depth is None or hidden is None or heads is None:
-            raise ConfigError("give a DiT size name or all of depth, hidden and heads.")
+        depth, hidden, heads = dit_dims(size, depth, hidden, heads)
         if patch_size < 1 or temporal_patch < 1 or image_size < 1 or frames < 1:
             raise ConfigError("image_size, frames, patch_size and temporal_patch must be positive.")
         if image_size % patch_size:
