@@ -247,3 +247,43 @@ def test_init_from_refuses_another_architecture_or_objective(digits_run, tmp_pat
     assert "same architecture" in err[0] and "hidden" in err[0]
     assert "same objective" in err[1] and "--latent" in err[2] and "not a genimage run folder" in err[3]
     assert not any((tmp_path / n / "model").exists() for n in "abcd")
+
+
+def test_ctrl_c_in_the_vae_stage_stops_the_run_and_resume_continues_the_vae(tmp_path) -> None:
+    """A latent run interrupted while its VAE trains: exit 130, a VAE checkpoint, no vae/ and no backbone;
+    --resume auto goes on from that checkpoint (it used to save the half-trained VAE and train the DiT on it)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gencore.train import find_checkpoints
+
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "genimage.cli", "train", "--data", "digits", "--latent", "--vae-steps", "100000"]
+    cmd += ["--steps", "2", "--batch-size", "32", "--checkpoint-every", "5", "--no-progress", "--out", str(out)]
+
+    log = out / "vae_train" / "metrics.jsonl"
+
+    def logged() -> list[int]:
+        return [json.loads(line)["step"] for line in log.read_text().splitlines()] if log.is_file() else []
+
+    def interrupt(argv: list[str], after: int = 0) -> tuple[int, str]:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        start = time.monotonic()
+        while not (find_checkpoints(out / "vae_train" / "checkpoints") and max(logged(), default=0) > after):
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() - start < 120, "the VAE did not start"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        err = proc.stderr.read().decode()
+        return proc.wait(timeout=60), err
+
+    code, err = interrupt(cmd)
+    assert code == 130 and "interrupted: checkpoints are saved under" in err, err[-2000:]
+    assert not (out / "vae").exists() and not (out / "model").exists() and not (out / "checkpoints").exists()
+    first = int(find_checkpoints(out / "vae_train" / "checkpoints")[0].name.split("-")[1])
+    code, err = interrupt([*cmd, "--resume", "auto"], after=max(logged()))
+    assert code == 130, err[-2000:]
+    steps = logged()
+    assert steps == sorted(steps) and steps[-1] > first  # one log, continued past the first checkpoint

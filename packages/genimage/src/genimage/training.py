@@ -190,30 +190,37 @@ def _init_weights(model: ImageBackbone, cfg: ImageTrainConfig) -> None:
         raise ConfigError(f"--init-from {cfg.init_from}: its weights do not fit this run's backbone ({err}).") from None
 
 
-def _train_vae(cfg: ImageTrainConfig, images: torch.Tensor, out: Path, engine: dict[str, Any]) -> KLVAE:
+def _train_vae(
+    cfg: ImageTrainConfig, images: torch.Tensor, out: Path, engine: dict[str, Any]
+) -> tuple[KLVAE | None, Any]:
     """Train (or, on resume, load; or, when fine-tuning, reuse the initial run's) KL-VAE with its latent
-    scale set to 1 / std of the latents."""
+    scale set to 1 / std of the latents: ``(vae, None)``, or ``(None, engine result)`` when a signal stopped
+    its training (a checkpoint in ``vae_train/``, no ``vae/``; ``--resume auto`` continues it)."""
     rank0 = int(os.environ.get("RANK", "0") or 0) == 0
     if (out / "vae" / "model.safetensors").is_file():
-        return KLVAE.from_pretrained(out / "vae").eval().requires_grad_(False)
+        return KLVAE.from_pretrained(out / "vae").eval().requires_grad_(False), None
     if cfg.init_from:
         vae = KLVAE.from_pretrained(Path(cfg.init_from) / "vae").eval().requires_grad_(False)
         if rank0:
             vae.save_pretrained(out / "vae")
-        return vae
+        return vae, None
     torch.manual_seed(cfg.seed + 7)
     vae = KLVAE(channels=images.shape[1], latent_channels=cfg.vae_latent_channels, width=cfg.vae_width)
-    keep = {k: v for k, v in engine.items() if k in ("nan_policy", "keep_last", "parallel")}
+    keep = {k: v for k, v in engine.items() if k in ("nan_policy", "keep_last", "parallel", "checkpoint_every")}
+    if engine.get("resume") == "auto":  # a checkpoint folder given to --resume is the backbone's
+        keep["resume"] = "auto"
     result = Trainer(_engine(cfg, out / "vae_train", cfg.vae_steps, **keep)).fit(
         VAETask(cfg, vae), TensorDataset(images)
     )
+    if result.interrupted:
+        return None, result
     vae = result.model.cpu().eval().requires_grad_(False)
     with torch.no_grad():
         means = torch.cat([vae.encode(b)[0] for b in images.split(256)])
         vae.latent_scale.fill_(1.0 / float(means.std().clamp_min(1e-6)))
     if rank0:
         vae.save_pretrained(out / "vae")
-    return vae
+    return vae, None
 
 
 Callback = Any  # callable(run: LoadedRun, step: int) -> None, called with the EMA model every sample_every steps
@@ -236,7 +243,9 @@ def fit_backbone(
     vae = None
     dataset: Dataset = data if isinstance(data, ShardedImages) else TensorDataset(*data.tensors())
     if cfg.latent:
-        vae = _train_vae(cfg, data.images, out, engine)
+        vae, stopped = _train_vae(cfg, data.images, out, engine)
+        if stopped is not None:  # interrupted in the VAE stage: no backbone training, nothing saved
+            return stopped, None, 0.0
         with torch.no_grad():
             latents = torch.cat([vae.to_latent(b) for b in data.images.split(256)])
         dataset = TensorDataset(latents, *data.tensors()[1:])
