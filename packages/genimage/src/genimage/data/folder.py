@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -52,6 +53,25 @@ def list_labelled_files(
     return direct, None, None
 
 
+def decode_files(
+    files: list[Path], decode: Any, skip_bad: bool, root: str | os.PathLike, kind: str
+) -> tuple[list[Any], list[int], list[str]]:
+    """``(decoded, kept indices, skipped names)``: ``decode(path)`` of each file; a file whose decoding raises
+    :class:`InputError` stops loading, or with ``skip_bad`` is skipped and named; none readable is an error."""
+    decoded, kept, skipped = [], [], []
+    for i, path in enumerate(files):
+        try:
+            decoded.append(decode(path))
+            kept.append(i)
+        except InputError:
+            if not skip_bad:
+                raise
+            skipped.append(str(path))
+    if not decoded:
+        raise InputError(f"no readable {kind} in {str(root)!r} ({len(skipped)} unreadable skipped).")
+    return decoded, kept, skipped
+
+
 def decode_image(path_or_file, name: str):
     """Open and fully decode an image with Pillow, raising :class:`InputError` naming ``name``."""
     from PIL import Image, UnidentifiedImageError
@@ -76,17 +96,7 @@ def load_image_folder(
 ) -> ImageSet:
     """Load a whole image folder into memory (see the module docstring)."""
     files, labels, classes = list_images(root)
-    decoded, kept, skipped = [], [], []
-    for i, path in enumerate(files):
-        try:
-            decoded.append(decode_image(path, str(path)))
-            kept.append(i)
-        except InputError:
-            if not skip_bad:
-                raise
-            skipped.append(str(path))
-    if not decoded:
-        raise InputError(f"no readable image in {str(root)!r} ({len(skipped)} unreadable skipped).")
+    decoded, kept, skipped = decode_files(files, lambda path: decode_image(path, str(path)), skip_bad, root, "image")
     if channels is None:
         channels = 1 if all(im.mode in GRAY_MODES and im.mode != "P" for im in decoded) else 3
     if channels not in (1, 3):

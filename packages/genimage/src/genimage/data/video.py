@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 from gencore.errors import ConfigError, InputError
 from gencore.io import atomic_path, ensure_dir
-from genimage.data.folder import decode_image, list_labelled_files
+from genimage.data.folder import decode_files, decode_image, list_labelled_files
 from genimage.data.imageset import fit_square, pil_to_tensor, split_indices
 from genimage.imageio import image_grid_array
 
@@ -369,17 +369,7 @@ def load_video_folder(
     needs_av = [p for p in files if p.suffix.lower() in AV_SUFFIXES]
     if needs_av and not _have_av():
         raise ConfigError(f"{str(needs_av[0])!r}: install genimage[video] (PyAV) to read MP4/WebM/AVI/MOV files.")
-    decoded, kept, skipped = [], [], []
-    for i, path in enumerate(files):
-        try:
-            decoded.append(_decode_video(path, frames))
-            kept.append(i)
-        except InputError:
-            if not skip_bad:
-                raise
-            skipped.append(str(path))
-    if not decoded:
-        raise InputError(f"no readable video in {str(root)!r} ({len(skipped)} unreadable skipped).")
+    decoded, kept, skipped = decode_files(files, lambda path: _decode_video(path, frames), skip_bad, root, "video")
     if channels is None:
         channels = 1 if all(gray for _, gray in decoded) else 3
     mode = "L" if channels == 1 else "RGB"
