@@ -89,3 +89,13 @@ def test_frames_on_image_data_and_gif_for_image_runs_are_refused(digits_run, tmp
         ImageTrainConfig(data="digits", frames=4).validate()
     assert main(["sample", "--run", str(digits_run), "--n", "2", "--out", str(tmp_path / "x.gif")]) == 2
     assert "a .gif grid is for video runs" in capsys.readouterr().err
+
+
+def test_a_video_run_fine_tunes_from_a_video_run_only(video_run, digits_run, tmp_path, capsys) -> None:
+    base = [a if a != "16" else "24" for a in TRAIN]  # another frame size: the positions are fixed tables
+    assert main([*base, "--steps", "1", "--init-from", str(video_run), "--out", str(tmp_path / "ft")]) == 0
+    assert load_run(tmp_path / "ft").image_shape == (1, 4, 24, 24)
+    capsys.readouterr()
+    assert main([*TRAIN, "--init-from", str(digits_run), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "its dit backbone differs from this run's video-dit" in err and not (tmp_path / "bad" / "model").exists()

@@ -171,12 +171,13 @@ def check_init_run(cfg: ImageTrainConfig, record: dict[str, Any]) -> None:
         raise ConfigError(
             f"--init-from {source}: that run diffuses {where}; pass --latent exactly when the initial run has a VAE."
         )
-    theirs, mine = init.model.config, build_backbone(cfg, record).config
+    backbone = build_backbone(cfg, record)
+    theirs, mine = init.model.config, backbone.config
     diff = [k for k in sorted(set(theirs) | set(mine)) if k != "image_size" and theirs.get(k) != mine.get(k)]
-    if init.model.kind != cfg.model or diff:
+    if init.model.kind != backbone.kind or diff:
         what = ", ".join(f"{k} ({theirs.get(k)!r} there, {mine.get(k)!r} here)" for k in diff) or "the model type"
         raise ConfigError(
-            f"--init-from {source}: its {init.model.kind} backbone differs from this run's {cfg.model} in {what}; "
+            f"--init-from {source}: its {init.model.kind} backbone differs from this run's {backbone.kind} in {what}; "
             "fine-tuning needs the same architecture (only the image size may change)."
         )
 
