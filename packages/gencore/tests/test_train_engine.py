@@ -87,8 +87,9 @@ def test_resume_refuses_a_run_defined_by_other_settings(tmp_path: Path) -> None:
     # a checkpoint whose tensors do not fit the model is one sentence too (runs without an identity)
     with pytest.raises(ConfigError, match=r"does not fit this model \(size mismatch for 0.weight"):
         _run(_cfg(tmp_path, steps=6, resume="auto"), hidden=32)
-    resumed = _run(_cfg(tmp_path, steps=6, resume="auto", identity=identity))  # the step count may change
-    assert resumed.step == 6
+    # a setting added later and off (None) matches a checkpoint written before it existed
+    resumed = _run(_cfg(tmp_path, steps=6, resume="auto", identity=identity | {"frames": None}))
+    assert resumed.step == 6  # the step count may change too
 
 
 def test_nan_skip_drops_the_update(tmp_path: Path) -> None:

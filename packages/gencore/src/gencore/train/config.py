@@ -44,13 +44,17 @@ def run_identity(settings: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]
 
 def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
     """``"name: saved -> current; ..."`` for the settings that differ between two identities, sorted by name and
-    cut after ``limit`` of them; ``""`` when they agree."""
+    cut after ``limit`` of them; ``""`` when they agree.
+
+    A setting that one side lacks and the other holds as ``None`` agrees: that is how a setting added in a later
+    version, off by default, appears next to a checkpoint written before it existed.
+    """
     saved, current = run_identity(saved), run_identity(current)
     missing = "(unset)"
     changes = [
         f"{n}: {saved.get(n, missing)!r} -> {current.get(n, missing)!r}"
         for n in sorted(set(saved) | set(current))
-        if saved.get(n, missing) != current.get(n, missing)
+        if saved.get(n, None) != current.get(n, None)
     ]
     return "; ".join(changes[:limit]) + ("; ..." if len(changes) > limit else "")
 
