@@ -99,6 +99,37 @@ def test_sigterm_checkpoints_exits_143_and_resumes(tmp_path, capsys) -> None:
     assert steps == list(range(1, done + 3))
 
 
+def test_sigterm_in_the_online_phase_checkpoints_exits_143_and_resumes(tmp_path) -> None:
+    """The online phase stops like the offline one: a checkpoint, no agent/, exit 143; --resume skips the offline
+    phase (the checkpoint holds the whole agent) and finishes the online one."""
+    from gencore.train import find_checkpoints
+
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "Pendulum-v1", "--steps", "300", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--out", str(run), "--no-progress", "--steps", "3"]
+    cmd = [sys.executable, "-m", "genrl.cli", *args, "--batch-size", "16", "--online-steps", "1000000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    start = time.monotonic()
+    while not (run / "online" / "metrics.jsonl").is_file():
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() - start < 120, "the online phase did not start"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, err[-2000:]
+    assert f"interrupted: checkpoints are saved under {run / 'online'}" in err and "--resume" in err
+    (ckpt,) = find_checkpoints(run / "online" / "checkpoints")
+    done = int(ckpt.name.split("-")[1])
+    assert done > 0 and not (run / "agent").exists() and not find_checkpoints(run / "checkpoints")
+    offline_log = (run / "metrics.jsonl").read_text()
+    assert main([*args, "--batch-size", "16", "--online-steps", str(done + 3), "--resume"]) == 0
+    assert (run / "agent" / "model.safetensors").is_file() and (run / "loss.png").is_file()
+    assert (run / "metrics.jsonl").read_text() == offline_log  # the offline phase did not run again
+    steps = [json.loads(line)["step"] for line in (run / "online" / "metrics.jsonl").read_text().splitlines()]
+    assert steps[-1] == done + 3
+
+
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
     d = tmp_path / "d"
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0

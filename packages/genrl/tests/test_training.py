@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import signal
 
 import torch
 
@@ -54,3 +57,57 @@ def test_offline_to_online_fills_the_buffer_and_updates(tmp_path, pendulum_datas
     assert buf.size == len(ds) + 40 and [r["step"] for r in records] == [20, 40]
     assert agent.steps == 40 and any(not torch.equal(v, before[k]) for k, v in agent.state_dict().items())
     assert (tmp_path / "online" / "metrics.jsonl").is_file()
+
+
+def _online(tmp_path, pendulum_dataset, name: str, steps: int, **kw):
+    from genrl.training import train_online
+
+    ds, card = pendulum_dataset
+    agent = make_agent("value-flows", EnvSpec.from_dataset(ds, card), SMALL)
+    agent.use_extraction("one-step")
+    buf = ReplayBuffer.from_dataset(ds, extra_capacity=420)
+    records = train_online(
+        agent, "Pendulum-v1", buf, steps, tmp_path / name, seed=0, log_every=100, progress=False, **kw
+    )
+    return agent, buf, records
+
+
+def test_online_resume_at_an_episode_end_is_exact(tmp_path, pendulum_dataset) -> None:
+    """Pendulum's episodes are 200 steps: a checkpoint at step 200 resumes as if the run never stopped."""
+    straight, buf, records = _online(tmp_path, pendulum_dataset, "a", 400)
+    _online(tmp_path, pendulum_dataset, "b", 200, checkpoint_every=200)
+    resumed, rbuf, rrecords = _online(tmp_path, pendulum_dataset, "b", 400, resume=True)
+    assert [r["step"] for r in rrecords] == [300, 400] and rrecords == records[2:]
+    assert resumed.steps == straight.steps == 400  # one update per environment step
+    for k, v in straight.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[k], v, rtol=0, atol=0)
+    assert (rbuf.size, rbuf.pos) == (buf.size, buf.pos)
+    for k, v in buf.data.items():
+        assert (rbuf.data[k] == v).all(), k
+    logged = [json.loads(line)["step"] for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    assert logged == [100, 200, 300, 400]
+
+
+def test_online_sigterm_checkpoints_mid_episode_and_resumes(tmp_path, pendulum_dataset) -> None:
+    """A SIGTERM at step 50 stops after that step with a checkpoint; the resumed run cuts the episode and goes on."""
+    from gencore.train import find_checkpoints, signal_received
+    from gencore.train.signals import record_signal
+
+    def kill_at_50(n: int) -> None:
+        if n == 50:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    try:
+        _, buf, _ = _online(tmp_path, pendulum_dataset, "r", 400, on_step=kill_at_50)
+        assert signal_received() == signal.SIGTERM
+    finally:
+        record_signal(None)
+    assert [p.name for p in find_checkpoints(tmp_path / "r" / "checkpoints")] == ["step-000000050"]
+    assert buf.size == 450 + 50
+    resumed, rbuf, records = _online(tmp_path, pendulum_dataset, "r", 400, resume=True)
+    assert signal_received() is None and [r["step"] for r in records] == [100, 200, 300, 400]
+    assert rbuf.size == 450 + 400 and resumed.steps == 400
+    assert (rbuf.data["observations"][:500] == buf.data["observations"][:500]).all()
+    # the cut episode's last transition does not lead into the resumed run's first observation: a new episode
+    assert not (rbuf.data["next_observations"][499] == rbuf.data["observations"][500]).all()
+    assert records[-1]["episode_return"] < 0  # Pendulum's returns, from the episodes after the cut

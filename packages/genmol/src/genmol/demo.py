@@ -8,12 +8,12 @@ samples and training molecules, the loss curve and the bond-length histograms.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from gencore.io import write_json, write_text
 from gencore.tables import format_table
+from gencore.train.metrics_log import read_metrics
 
 N_SAMPLES = 64
 
@@ -95,7 +95,7 @@ def run_demo(out: Path, *, steps: int = 150, subset: int = 600, progress: bool =
     ref = Reference(smiles=[s for s in map(canonical_smiles, mols) if s], molecules=mols)
     result = evaluate_sdf(out / "samples.sdf", ref, strain=True, with_fcd=True)
     write_json(out / "evaluation.json", {"summary": result.summary, "records": result.rows})
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    rows = read_metrics(run_dir / "metrics.jsonl")
     loss_curve([(int(r["step"]), float(r["loss"])) for r in rows if "loss" in r], out / "loss.png")
     legends = [
         f"{'valid' if r['valid'] else 'invalid'}{', stable' if r['mol_stable'] else ''}" for r in result.rows[:24]

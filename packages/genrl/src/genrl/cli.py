@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -156,7 +157,7 @@ def _check_resumable(out: Path, identity: dict[str, Any], agent: Any) -> None:
             f"cannot resume the run in {str(out)!r}: it was trained with other settings ({changes}); resume with the "
             "same agent, data and config (the step count may change) or choose a new --out folder."
         )
-    if not find_checkpoints(out / "checkpoints"):
+    if not find_checkpoints(out / "checkpoints") and not find_checkpoints(out / "online" / "checkpoints"):
         raise ConfigError(
             f"{str(out)!r} holds a run without checkpoints, so there is nothing to resume; train with "
             "--checkpoint-every N to make a run resumable, or choose a new --out folder."
@@ -165,7 +166,8 @@ def _check_resumable(out: Path, identity: dict[str, Any], agent: Any) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
-    from gencore.train import interruption, launch, signal_received
+    from gencore.train import find_checkpoints, interruption, launch, signal_received
+    from gencore.train.metrics_log import read_metrics
     from genrl.agents import AGENTS, load_agent
     from genrl.training import ReplayBuffer, train_online
 
@@ -207,28 +209,37 @@ def _train(args: argparse.Namespace) -> int:
     }
     write_json(out / "run.json", run_info)
     t = time.perf_counter()
-    if args.nproc == 1:
-        records = _offline(args, agent, ds)  # the online phase continues with this agent and its optimisers
-    else:
-        records = launch(_offline_worker, args, nproc=args.nproc).get(0, [])
+    # an online checkpoint holds the whole agent after the offline phase, which then need not run again
+    online_resume = bool(args.resume and args.online_steps and find_checkpoints(out / "online" / "checkpoints"))
+    if not online_resume and args.nproc == 1:
+        _offline(args, agent, ds)  # the online phase continues with this agent and its optimisers
+    elif not online_resume:
+        launch(_offline_worker, args, nproc=args.nproc)
     if signal_received() is not None:
         raise interruption(out, "--resume")
-    if args.nproc > 1:  # rank 0's replica (all are equal); the optimisers start afresh online
+    if args.nproc > 1 and not online_resume:  # rank 0's replica (all are equal); the optimisers start afresh online
         agent = load_agent(out / "agent", device)
     if args.online_steps:
         if hasattr(agent, "use_extraction"):
             agent.use_extraction("one-step")
         buffer = ReplayBuffer.from_dataset(ds, extra_capacity=args.online_steps)
-        records += train_online(
+        train_online(
             agent,
             card["env_id"],
             buffer,
             args.online_steps,
             out / "online",
             seed=args.seed,
+            checkpoint_every=args.checkpoint_every,
+            resume=online_resume,
             progress=not args.no_progress,
         )
+        if signal_received() is not None:  # the offline agent/ is not this unfinished run's result
+            shutil.rmtree(out / "agent", ignore_errors=True)
+            raise interruption(out / "online", "--resume")
         agent.save(out / "agent")
+    online = [r | {"step": args.steps + r["step"]} for r in read_metrics(out / "online" / "metrics.jsonl")]
+    records = read_metrics(out / "metrics.jsonl") + online  # both phases, whether or not this call ran them
     losses = [(r["step"], r["critic_loss"]) for r in records if "critic_loss" in r and r["critic_loss"] > 0]
     if not losses:
         losses = [(r["step"], r["bc_flow_loss"]) for r in records if "bc_flow_loss" in r]
@@ -333,8 +344,17 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--batch-size", type=int, default=None)
     tr.add_argument("--seed", type=int, default=0)
     tr.add_argument("--log-every", type=int, default=50)
-    tr.add_argument("--checkpoint-every", type=int, default=0, help="0: only the final agent")
-    tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in OUT/checkpoints")
+    tr.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=0,
+        help="updates (offline) and environment steps (online) between checkpoints; 0: only on SIGTERM/Ctrl-C",
+    )
+    tr.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the newest checkpoint in OUT/online/checkpoints, else OUT/checkpoints",
+    )
     tr.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     add_device_argument(tr)
     tr.add_argument(

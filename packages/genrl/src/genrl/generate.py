@@ -104,6 +104,8 @@ def train_behaviour_policy(
     steps}`` for each ``n`` in ``snapshots``."""
     import copy
 
+    from gencore.errors import Interrupted
+    from gencore.train import signal_received
     from genrl.agents import EnvSpec, make_agent
     from genrl.training import ReplayBuffer, train_online
 
@@ -139,6 +141,8 @@ def train_behaviour_policy(
             progress=progress,
             on_step=snapshot if snapshots else None,
         )
+    if signal_received() is not None:  # train_online stopped early: no half-trained behaviour policy
+        raise Interrupted("the behaviour policy's training was stopped; no dataset was written", signal_received())
     return agent, buffer, taken
 
 

@@ -10,6 +10,7 @@ offline run resumes exactly.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -75,6 +76,18 @@ class ReplayBuffer:
         return {k: torch.from_numpy(v[idx]) for k, v in self.data.items()}
 
 
+def _agent_groups(agent: Agent) -> dict[str, Any]:
+    """The agent's weights and its optimisers' states, as checkpoint groups."""
+    opts = {k: v.state_dict() for k, v in vars(agent).items() if isinstance(v, torch.optim.Optimizer)}
+    return {"agent": agent.state_dict(), "optim": opts}
+
+
+def _load_agent_groups(agent: Agent, ckpt: Any) -> None:
+    agent.load_state_dict(ckpt.groups["agent"])
+    for k, state in ckpt.groups["optim"].items():
+        getattr(agent, k).load_state_dict(state)
+
+
 def _rng_state(agent: Agent, data_gen: torch.Generator) -> dict[str, torch.Tensor]:
     return {"generator": agent.generator.get_state(), "data": data_gen.get_state()}
 
@@ -82,8 +95,7 @@ def _rng_state(agent: Agent, data_gen: torch.Generator) -> dict[str, torch.Tenso
 def _groups(agent: Agent, data_gen: torch.Generator, info: DistInfo) -> dict[str, Any]:
     """Checkpoint groups; every rank's random streams (gathered: a collective, so all ranks call it) as
     ``rng`` (rank 0) and ``rng-rank{k}``."""
-    opts = {k: v.state_dict() for k, v in vars(agent).items() if isinstance(v, torch.optim.Optimizer)}
-    groups: dict[str, Any] = {"agent": agent.state_dict(), "optim": opts}
+    groups = _agent_groups(agent)
     for rank, (state, _) in enumerate(gather_state(_rng_state(agent, data_gen), None, info)):
         groups["rng" if rank == 0 else f"rng-rank{rank}"] = state
     return groups
@@ -95,9 +107,7 @@ def _restore(agent: Agent, data_gen: torch.Generator, ckpt: Any, info: DistInfo)
         raise ConfigError(
             f"checkpoint {str(ckpt.path)!r} was written by {saved} process(es); resume it with --nproc {saved}."
         )
-    agent.load_state_dict(ckpt.groups["agent"])
-    for k, state in ckpt.groups["optim"].items():
-        getattr(agent, k).load_state_dict(state)
+    _load_agent_groups(agent, ckpt)
     rng = ckpt.groups["rng" if info.rank == 0 else f"rng-rank{info.rank}"]
     agent.generator.set_state(rng["generator"])
     data_gen.set_state(rng["data"])
@@ -197,6 +207,14 @@ def train_offline(
     return records
 
 
+def _random_state(rng: np.random.Generator) -> str:
+    return json.dumps(rng.bit_generator.state)
+
+
+def _set_random_state(rng: np.random.Generator, state: str) -> None:
+    rng.bit_generator.state = json.loads(state)
+
+
 def train_online(
     agent: Agent,
     env_id: str,
@@ -207,6 +225,8 @@ def train_online(
     seed: int = 0,
     start_random: int = 0,
     log_every: int = 500,
+    checkpoint_every: int = 0,
+    resume: bool = False,
     progress: bool = True,
     on_step: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
@@ -216,42 +236,105 @@ def train_online(
     are logged as ``episode_return``. Terminal vs truncated ends follow the dataset conventions: only a
     true termination stops bootstrapping. ``on_step(n)`` is called after the ``n``-th step's update (to take
     snapshots of the agent along the way).
+
+    Checkpoints (``out_dir/checkpoints``, every ``checkpoint_every`` environment steps and when SIGTERM/SIGINT
+    stops the run after the current step; :func:`gencore.train.signal_received` then names the signal) hold
+    the agent, its optimisers, the replay buffer, the episode returns so far and every random stream: the
+    agent's, the batches', the environment's and its action space's. ``resume=True`` continues from the newest
+    one. A checkpoint taken as an episode ends resumes exactly (the run continues as if never stopped); one
+    taken mid-episode cuts that episode (its transitions stay in the buffer) and the resumed run starts a new
+    one, since a simulator's state cannot be saved in general.
     """
     import gymnasium as gym
 
+    out = Path(out_dir)
+    if checkpoint_every and not out_dir:
+        raise ConfigError("online checkpoints need an out_dir.")
     env = gym.make(env_id)
     env.action_space.seed(seed)
-    out = Path(out_dir)
-    logger = MetricsLogger(out, enabled=True, resume_step=None) if out_dir else None
     data_gen = torch.Generator().manual_seed(agent.config.seed + 2)
     obs, _ = env.reset(seed=seed)
-    ep_return, returns, records = 0.0, [], []
+    start, ep_return, returns, records = 0, 0.0, [], []
+    ckpt = load_latest(out / "checkpoints") if resume and out_dir else None
+    if ckpt is not None:
+        start, returns = _restore_online(agent, data_gen, buffer, ckpt)
+        _set_random_state(env.unwrapped.np_random, ckpt.extra["env_random"])
+        _set_random_state(env.action_space.np_random, ckpt.extra["action_random"])
+        obs, _ = env.reset()  # the episode the checkpoint's next step begins (or a new one after a cut)
+    before_reset = _random_state(env.unwrapped.np_random)
+    ep_steps = 0
+    logger = MetricsLogger(out, enabled=True, resume_step=start if resume else None) if out_dir else None
     metrics: dict[str, float] = {}
-    for step in tqdm(range(steps), disable=not progress, desc=f"online {agent.name}"):
-        if step < start_random:
-            action = env.action_space.sample()
-        else:
-            action = agent.act(np.asarray(obs, np.float32).ravel(), deterministic=False)
-        nxt, reward, terminated, truncated, _ = env.step(action)
-        buffer.add(np.ravel(obs), action, reward, terminated, np.ravel(nxt))
-        ep_return += float(reward)
-        obs = nxt
-        if terminated or truncated:
-            returns.append(ep_return)
-            ep_return = 0.0
-            obs, _ = env.reset()
-        if buffer.size >= agent.config.batch_size and step >= start_random // 2:
-            metrics = agent.update(buffer.sample(agent.config.batch_size, data_gen))
-        if on_step is not None:
-            on_step(step + 1)
-        if (step + 1) % log_every == 0 or step + 1 == steps:
-            rec = {"step": step + 1, "online": 1, **metrics}
-            if returns:
-                rec["episode_return"] = float(np.mean(returns[-10:]))
-            records.append(rec)
-            if logger is not None:
-                logger.log(rec)
+    with stop_signals():
+        for step in tqdm(range(start, steps), disable=not progress, desc=f"online {agent.name}"):
+            if step < start_random:
+                action = env.action_space.sample()
+            else:
+                action = agent.act(np.asarray(obs, np.float32).ravel(), deterministic=False)
+            nxt, reward, terminated, truncated, _ = env.step(action)
+            buffer.add(np.ravel(obs), action, reward, terminated, np.ravel(nxt))
+            ep_return += float(reward)
+            ep_steps += 1
+            obs = nxt
+            if terminated or truncated:
+                returns.append(ep_return)
+                ep_return, ep_steps = 0.0, 0
+                before_reset = _random_state(env.unwrapped.np_random)
+                obs, _ = env.reset()
+            if buffer.size >= agent.config.batch_size and step >= start_random // 2:
+                metrics = agent.update(buffer.sample(agent.config.batch_size, data_gen))
+            if on_step is not None:
+                on_step(step + 1)
+            done = step + 1
+            if done % log_every == 0 or done == steps:
+                rec = {"step": done, "online": 1, **metrics}
+                if returns:
+                    rec["episode_return"] = float(np.mean(returns[-10:]))
+                records.append(rec)
+                if logger is not None:
+                    logger.log(rec)
+            stop = signal_received() is not None
+            if out_dir and (stop or (checkpoint_every and done % checkpoint_every == 0)):
+                # at an episode's start the environment's stream is taken from before its reset, so that the
+                # resumed run draws the same first observation
+                env_random = before_reset if ep_steps == 0 else _random_state(env.unwrapped.np_random)
+                _save_online(agent, data_gen, buffer, out / "checkpoints", done, returns, env_random, env)
+            if stop:  # the caller sees signal_received() and says how to resume
+                break
     env.close()
     if logger is not None:
         logger.close()
     return records
+
+
+def _save_online(agent, data_gen, buffer, root: Path, step: int, returns, env_random: str, env) -> None:
+    groups = _agent_groups(agent) | {
+        "rng": _rng_state(agent, data_gen),
+        "buffer": {k: torch.from_numpy(v[: buffer.size].copy()) for k, v in buffer.data.items()},
+    }
+    extra = {
+        "agent": agent.name,
+        "agent_steps": agent.steps,
+        "buffer": {"capacity": buffer.capacity, "size": buffer.size, "pos": buffer.pos},
+        "returns": [float(r) for r in returns],
+        "env_random": env_random,
+        "action_random": _random_state(env.action_space.np_random),
+    }
+    save_checkpoint(root, step, groups, extra=extra)
+
+
+def _restore_online(agent, data_gen, buffer: ReplayBuffer, ckpt: Any) -> tuple[int, list[float]]:
+    saved = ckpt.extra["buffer"]
+    if saved["capacity"] != buffer.capacity and (saved["pos"] != saved["size"] or saved["size"] > buffer.capacity):
+        raise ConfigError(
+            f"checkpoint {str(ckpt.path)!r} holds a full replay buffer of capacity {saved['capacity']}, this run's "
+            f"has {buffer.capacity}; resume with the same data set and --online-steps."
+        )
+    _load_agent_groups(agent, ckpt)
+    agent.generator.set_state(ckpt.groups["rng"]["generator"])
+    data_gen.set_state(ckpt.groups["rng"]["data"])
+    agent.steps = int(ckpt.extra["agent_steps"])
+    for k, v in ckpt.groups["buffer"].items():
+        buffer.data[k][: saved["size"]] = v.numpy()
+    buffer.size, buffer.pos = saved["size"], saved["pos"]
+    return ckpt.step, list(ckpt.extra["returns"])

@@ -37,6 +37,22 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl`` file (``[]`` when there is none), with non-finite values as floats again;
+    a line cut by a kill is skipped."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        records.append({k: float(v) if v in ("nan", "inf", "-inf") else v for k, v in record.items()})
+    return records
+
+
 class MetricsLogger:
     """Append metrics records; a no-op on ranks other than 0 (``enabled=False``).
 
