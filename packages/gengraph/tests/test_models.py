@@ -256,6 +256,12 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
         assert main([*argv, "--no-progress"]) == 2
         assert "already holds a gengraph run (run.json); pass --resume auto" in capsys.readouterr().err
     assert {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    # resuming the finished run with its own settings trains nothing and says so
+    argv = ["train", "--data", "community-small", "--model", "digress", "--steps", "3", "--out", str(tmp_path / "d")]
+    d_before = {str(p): p.read_bytes() for p in (tmp_path / "d").rglob("*") if p.is_file()}
+    assert main([*argv, "--resume", "auto"]) == 0
+    assert "already holds this run, finished; nothing to train" in capsys.readouterr().out
+    assert {str(p): p.read_bytes() for p in (tmp_path / "d").rglob("*") if p.is_file()} == d_before
     # a run written by an older gengraph (no format_version) is refused with one sentence, not loaded wrongly
     info = json.loads((tmp_path / "d" / "run.json").read_text())
     del info["format_version"]

@@ -78,7 +78,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from gengraph.experiment import RunConfig, train_run
+    from gengraph.experiment import RunConfig, is_finished, train_run
 
     cfg = RunConfig(
         model=args.model, dataset=args.data, steps=args.steps, prior_steps=args.prior_steps,
@@ -87,6 +87,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         prior_distance_bias=args.prior_distance_bias, prior_coupling=args.prior_coupling,
         code_repulsion=args.code_repulsion, repulsion_radius=args.repulsion_radius,
     )  # fmt: skip
+    if args.resume is not None and is_finished(cfg, args.out):
+        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
+        return 0
     graphs = _graphs(args.data, "train", args.seed)
     start = time.perf_counter()
     engine = {k: getattr(args, k) for k in ("resume", "checkpoint_every", "keep_last") if getattr(args, k) is not None}

@@ -126,6 +126,16 @@ def _marginals(graphs: list[Graph], n_types: int, n_edge_types: int) -> tuple[li
     return (nodes / nodes.sum()).tolist(), (edges / edges.sum()).tolist()
 
 
+def is_finished(cfg: RunConfig, out_dir: str | os.PathLike) -> bool:
+    """True when ``out_dir`` holds a finished run of exactly ``cfg`` (step counts included), so that resuming it
+    trains nothing."""
+    path = Path(out_dir) / "run.json"  # written once every stage has finished
+    if not path.is_file():
+        return False
+    saved = read_json(path).get("config") or {}
+    return run_identity(saved, ("progress",)) == run_identity(cfg, ("progress",))
+
+
 def train_run(
     cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike, *, nproc: int = 1, **engine: Any
 ) -> Path:
@@ -153,6 +163,8 @@ def train_run(
             f"{str(out)!r} already holds a gengraph run ({taken[0]}); pass --resume auto to continue an interrupted "
             "run or choose a new --out folder, so that the finished run is not overwritten."
         )
+    if engine.get("resume") is not None and is_finished(cfg, out):
+        return out  # nothing left to train: every stage reached its step count
     n_max = max(g.n_nodes for g in graphs)
     n_types = max(int(g.node_types.max()) + 1 if g.n_nodes else 1 for g in graphs)
     n_edge_types = max((int(g.edge_types.max()) + 1 if g.n_edges else 1) for g in graphs)
