@@ -161,3 +161,43 @@ def test_unreadable_shard_and_bad_label_are_one_sentence_or_skipped(tmp_path) ->
     stream = ShardedImages(tmp_path / "s", image_size=8, channels=1, skip_bad=True)
     assert len(list(stream)) == 6
     assert sorted(stream.skipped) == sorted([f"{tmp_path / 's' / 'broken.tar'} (unreadable tar)", f"{good}:00000098"])
+
+
+def test_genimage_shards_packs_a_folder_that_streams_back_as_the_folder_loads(tmp_path, capsys) -> None:
+    root = _write_folder(tmp_path / "pets", n_per_class=3)
+    Image.open(root / "cat" / "0.png").save(root / "dog" / "extra.jpg", quality=80)  # a JPEG among PNGs
+    (root / "dog" / "broken.png").write_bytes(b"not a png")
+    out = tmp_path / "shards"
+    # an unreadable image stops the packing with its name and leaves no shard behind
+    assert main(["shards", str(root), "--out", str(out), "--shard-size", "2", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "broken.png: not a readable image" in err[0]
+    assert not list(out.glob("*.tar"))
+    assert main(["shards", str(root), "--out", str(out), "--shard-size", "2", "--skip-bad", "--no-progress"]) == 0
+    said = capsys.readouterr().out
+    assert "wrote 7 images into 4 shards" in said and "skipped 1 unreadable" in said and "broken.png" in said
+    # the same (image, label) pairs as the in-memory folder loader gives, at any read size
+    folder = load_image_folder(root, image_size=16, skip_bad=True)
+    stream = ShardedImages(out, image_size=16)
+    assert stream.class_names == ["cat", "dog"] and stream.channels == 3
+    got = sorted((x.flatten().tolist(), int(y)) for x, y in stream)
+    want = sorted((folder.images[i].flatten().tolist(), int(folder.labels[i])) for i in range(len(folder)))
+    assert got == want
+    # an existing set of shards is not mixed with a new one; a bad shard size is one sentence
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["shards", str(root), "--out", str(out), "--skip-bad", "--no-progress"]) == 2
+    assert "already holds shards" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert main(["shards", str(root), "--out", str(tmp_path / "s2"), "--shard-size", "0", "--no-progress"]) == 2
+    assert "shard size must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_grayscale_folders_pack_to_one_channel_and_a_missing_shard_folder_is_one_sentence(tmp_path) -> None:
+    from genimage.data.shards import shard_image_folder
+
+    root = _write_folder(tmp_path / "g", n_per_class=2, mode="L")
+    paths, count, skipped = shard_image_folder(root, tmp_path / "s", progress=False)
+    assert (len(paths), count, skipped) == (1, 4, [])
+    assert ShardedImages(tmp_path / "s").channels == 1
+    with pytest.raises(InputError, match=r"shard folder .*nope' does not exist; pack an image folder with"):
+        ShardedImages(tmp_path / "nope")

@@ -270,6 +270,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shards(args: argparse.Namespace) -> int:
+    from genimage.data.shards import shard_image_folder
+
+    paths, count, skipped = shard_image_folder(
+        args.folder, args.out, shard_size=args.shard_size, skip_bad=args.skip_bad, progress=not args.no_progress
+    )
+    note = f"; skipped {len(skipped)} unreadable: {', '.join(skipped[:3])}" + (" ..." if len(skipped) > 3 else "")
+    print(f"wrote {count} images into {len(paths)} shards in {args.out}{note if skipped else ''}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from genimage.demo import run_demo
 
@@ -304,6 +315,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--json", type=output_file, help="write the metrics here")
     ev.add_argument("--no-progress", action="store_true")
     ev.set_defaults(func=cmd_evaluate)
+    sh = commands.add_parser(
+        "shards", help="pack an image folder into WebDataset-style tar shards for --data shards (streamed)"
+    )
+    sh.add_argument("folder", help="image folder: images directly in it, or in one sub-folder per class")
+    sh.add_argument("--out", required=True, type=Path, help="new folder for shard-XXXXX.tar and classes.json")
+    sh.add_argument("--shard-size", dest="shard_size", type=int, default=1000, help="images per shard (default 1000)")
+    sh.add_argument("--skip-bad", action="store_true", help="skip and name unreadable images instead of stopping")
+    sh.add_argument("--no-progress", action="store_true")
+    sh.set_defaults(func=cmd_shards)
     demo = commands.add_parser("demo", help="train a tiny DiT on digits, sample, evaluate, write a report")
     demo.add_argument("--out", type=Path, default=Path("report/genimage"), help="report folder")
     demo.add_argument("--steps", type=int, default=400, help="training steps (default 400)")

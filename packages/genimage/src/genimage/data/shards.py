@@ -18,6 +18,7 @@ import os
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.data import IterableDataset
@@ -30,30 +31,114 @@ from genimage.data.imageset import ImageSet
 from genimage.imageio import to_uint8
 
 
+def _png(img) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class _ShardWriter:
+    """Members into ``out/shard-XXXXX.tar`` files of ``shard_size`` samples, each shard written atomically."""
+
+    def __init__(self, out: Path, shard_size: int) -> None:
+        if shard_size < 1:
+            raise InputError(f"shard size must be a positive integer, got {shard_size}.")
+        self.out, self.shard_size, self.paths, self.count = out, shard_size, [], 0
+        self._tar: tarfile.TarFile | None = None
+        self._atomic: Any = None
+
+    def add(self, png: bytes, label: int | None) -> None:
+        if self.count % self.shard_size == 0:
+            self._close()
+            self.paths.append(self.out / f"shard-{len(self.paths):05d}.tar")
+            self._atomic = atomic_path(self.paths[-1])
+            self._tar = tarfile.open(self._atomic.__enter__(), "w")
+        members = {f"{self.count:08d}.png": png}
+        if label is not None:
+            members[f"{self.count:08d}.cls"] = str(int(label)).encode()
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            self._tar.addfile(info, io.BytesIO(data))
+        self.count += 1
+
+    def _close(self) -> None:
+        if self._tar is not None:
+            self._tar.close()
+            self._atomic.__exit__(None, None, None)
+            self._tar = None
+
+    def abort(self, exc: BaseException) -> None:
+        """Discard the shard being written and the finished ones."""
+        if self._tar is not None:
+            self._tar.close()
+            self._atomic.__exit__(type(exc), exc, exc.__traceback__)  # removes the temporary file
+            self._tar = None
+        for path in self.paths:
+            path.unlink(missing_ok=True)
+
+    def finish(self, class_names: list[str] | None, channels: int) -> list[Path]:
+        self._close()
+        write_json(self.out / "classes.json", {"class_names": class_names, "channels": channels})
+        return self.paths
+
+
 def write_shards(images: ImageSet, out_dir: str | os.PathLike, *, shard_size: int = 1000) -> list[Path]:
     """Write ``images`` as PNG members into ``out_dir/shard-XXXXX.tar``; return the shard paths."""
     from PIL import Image
 
-    out = ensure_dir(out_dir)
-    pixels = to_uint8(images.images)
-    paths = []
-    for s, start in enumerate(range(0, len(images), shard_size)):
-        path = out / f"shard-{s:05d}.tar"
-        with atomic_path(path) as tmp, tarfile.open(tmp, "w") as tar:
-            for i in range(start, min(start + shard_size, len(images))):
-                buf = io.BytesIO()
-                px = pixels[i]
-                Image.fromarray(px[..., 0] if px.shape[-1] == 1 else px).save(buf, format="PNG")
-                members = {f"{i:08d}.png": buf.getvalue()}
-                if images.labels is not None:
-                    members[f"{i:08d}.cls"] = str(int(images.labels[i])).encode()
-                for name, data in members.items():
-                    info = tarfile.TarInfo(name)
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
-        paths.append(path)
-    write_json(out / "classes.json", {"class_names": images.class_names, "channels": images.shape[0]})
-    return paths
+    writer = _ShardWriter(ensure_dir(out_dir), shard_size)
+    for i, px in enumerate(to_uint8(images.images)):
+        png = _png(Image.fromarray(px[..., 0] if px.shape[-1] == 1 else px))
+        writer.add(png, None if images.labels is None else images.labels[i])
+    return writer.finish(images.class_names, images.shape[0])
+
+
+def shard_image_folder(
+    root: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    *,
+    shard_size: int = 1000,
+    skip_bad: bool = False,
+    progress: bool = True,
+) -> tuple[list[Path], int, list[str]]:
+    """Pack an image folder (the layout of :func:`genimage.data.load_image_folder`) into shards, one image at a
+    time, so that a set larger than memory can be packed; ``(shard paths, images written, skipped files)``.
+
+    Images keep their size (lossless PNG; :class:`ShardedImages` resizes when it reads) and their mode:
+    grayscale stays grayscale, anything else becomes RGB; ``classes.json`` says 1 channel when every image is
+    grayscale. An unreadable file stops the packing with its name and leaves no shard behind; with
+    ``skip_bad`` it is skipped and named. A folder that already holds shards is refused.
+    """
+    from tqdm.auto import tqdm
+
+    from genimage.data.folder import GRAY_MODES, list_images
+
+    files, labels, classes = list_images(root)
+    out = Path(out_dir)
+    if out.is_dir() and any(out.glob("shard-*.tar")):
+        raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
+    writer = _ShardWriter(ensure_dir(out), shard_size)
+    skipped: list[str] = []
+    gray = True
+    try:
+        for i, path in enumerate(tqdm(files, disable=not progress, desc="shards", unit="image")):
+            try:
+                img = decode_image(path, str(path))
+            except InputError:
+                if not skip_bad:
+                    raise
+                skipped.append(str(path))
+                continue
+            is_gray = img.mode in GRAY_MODES and img.mode != "P"
+            gray = gray and is_gray
+            writer.add(_png(img.convert("L" if is_gray else "RGB")), None if labels is None else labels[i])
+        if not writer.count:
+            raise InputError(f"no readable images in {str(root)!r} ({len(skipped)} unreadable skipped).")
+    except BaseException as exc:  # also Ctrl-C: no partial set of shards is left to be mistaken for a whole one
+        writer.abort(exc)
+        raise
+    return writer.finish(classes, 1 if gray else 3), writer.count, skipped
 
 
 class ShardedImages(IterableDataset):
@@ -69,6 +154,8 @@ class ShardedImages(IterableDataset):
         seed: int = 0,
     ) -> None:
         base = Path(root)
+        if not base.is_dir():
+            raise InputError(f"shard folder {str(base)!r} does not exist; pack an image folder with 'genimage shards'.")
         self.shards = sorted(base.glob("*.tar"))
         if not self.shards:
             raise InputError(f"{str(base)!r} contains no .tar shards.")
