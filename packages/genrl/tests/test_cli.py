@@ -72,6 +72,20 @@ def test_make_train_evaluate(tmp_path, capsys) -> None:
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
+def _sigterm_once_written(cmd: list[str], log) -> str:
+    """Start ``cmd``, send it SIGTERM once ``log`` holds a record, check it exits 143; its stderr."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    start = time.monotonic()
+    while not (log.is_file() and log.read_text()):
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() - start < 120, "the run did not start"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, err[-2000:]
+    return err
+
+
 def test_sigterm_checkpoints_exits_143_and_resumes(tmp_path, capsys) -> None:
     """A scheduler's SIGTERM mid-run: a checkpoint, no agent (the run is unfinished), exit 128 + 15; then --resume."""
     from gencore.train import find_checkpoints
@@ -80,15 +94,7 @@ def test_sigterm_checkpoints_exits_143_and_resumes(tmp_path, capsys) -> None:
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
     args = ["train", "--agent", "fql", "--data", str(d), "--out", str(run), "--no-progress", "--batch-size", "8"]
     cmd = [sys.executable, "-m", "genrl.cli", *args, "--steps", "1000000", "--log-every", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    start = time.monotonic()
-    while not ((run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text()):
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() - start < 120, "the run did not start"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, err[-2000:]
+    err = _sigterm_once_written(cmd, run / "metrics.jsonl")
     assert "interrupted: checkpoints are saved under" in err and "--resume" in err
     (ckpt,) = find_checkpoints(run / "checkpoints")
     done = int(ckpt.name.split("-")[1])
@@ -108,16 +114,7 @@ def test_sigterm_in_the_online_phase_checkpoints_exits_143_and_resumes(tmp_path)
     assert main(["dataset", "make", "--env", "Pendulum-v1", "--steps", "300", "--out", str(d), "--no-progress"]) == 0
     args = ["train", "--agent", "flow-bc", "--data", str(d), "--out", str(run), "--no-progress", "--steps", "3"]
     cmd = [sys.executable, "-m", "genrl.cli", *args, "--batch-size", "16", "--online-steps", "1000000"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    start = time.monotonic()
-    while not (run / "online" / "metrics.jsonl").is_file():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() - start < 120, "the online phase did not start"
-        time.sleep(0.05)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, err[-2000:]
+    err = _sigterm_once_written(cmd, run / "online" / "metrics.jsonl")
     assert f"interrupted: checkpoints are saved under {run / 'online'}" in err and "--resume" in err
     (ckpt,) = find_checkpoints(run / "online" / "checkpoints")
     done = int(ckpt.name.split("-")[1])

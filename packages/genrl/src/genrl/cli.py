@@ -230,6 +230,7 @@ def _train(args: argparse.Namespace) -> int:
             args.online_steps,
             out / "online",
             seed=args.seed,
+            log_every=args.log_every,
             checkpoint_every=args.checkpoint_every,
             resume=online_resume,
             progress=not args.no_progress,
@@ -343,7 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--config", default=None, help="YAML file of agent config fields")
     tr.add_argument("--batch-size", type=int, default=None)
     tr.add_argument("--seed", type=int, default=0)
-    tr.add_argument("--log-every", type=int, default=50)
+    tr.add_argument("--log-every", type=int, default=50, help="updates (offline) and environment steps (online)")
     tr.add_argument(
         "--checkpoint-every",
         type=int,
