@@ -11,7 +11,15 @@ import torch
 from torch.utils.data import IterableDataset
 
 from gencore.errors import ConfigError, GenError
-from gencore.train import DataPosition, RankBatches, TrainConfig, Trainer, find_checkpoints, run_identity
+from gencore.train import (
+    DataPosition,
+    RankBatches,
+    TrainConfig,
+    Trainer,
+    find_checkpoints,
+    holds_settings,
+    run_identity,
+)
 from gencore.train.data import data_shard
 from gencore.train.example import RegressionTask, regression_data
 
@@ -90,6 +98,14 @@ def test_resume_refuses_a_run_defined_by_other_settings(tmp_path: Path) -> None:
     # a setting added later and off (None) matches a checkpoint written before it existed
     resumed = _run(_cfg(tmp_path, steps=6, resume="auto", identity=identity | {"frames": None}))
     assert resumed.step == 6  # the step count may change too
+
+
+def test_holds_settings_ignores_stored_extras_progress_and_new_unset_settings() -> None:
+    saved = {"data": "moons", "steps": 4, "progress": True, "image_shape": [1, 8, 8]}  # a run record, with extras
+    assert holds_settings(saved, {"data": "moons", "steps": 4, "progress": False, "frames": None})
+    assert not holds_settings(saved, {"data": "moons", "steps": 6})  # more steps: there is more to train
+    assert not holds_settings(saved, {"data": "rings", "steps": 4})
+    assert not holds_settings(saved, {"data": "moons", "steps": 4, "frames": 8})
 
 
 def test_nan_skip_drops_the_update(tmp_path: Path) -> None:

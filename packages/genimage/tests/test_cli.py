@@ -154,6 +154,12 @@ def test_evaluate_writes_finite_fd(digits_run, tmp_path, capsys) -> None:
 def test_existing_run_is_not_overwritten(digits_run, capsys) -> None:
     assert main(["train", "--data", "digits", "--steps", "2", "--out", str(digits_run)]) == 2
     assert "--resume auto" in capsys.readouterr().err
+    # resuming the finished run with its own settings trains and rewrites nothing, and says so
+    before = {str(p): p.read_bytes() for p in digits_run.rglob("*") if p.is_file()}
+    argv = ["train", "--data", "digits", "--steps", "30", "--batch-size", "64", "--out", str(digits_run)]
+    assert main([*argv, "--resume", "auto"]) == 0
+    assert "already holds this run, finished; nothing to train" in capsys.readouterr().out
+    assert {str(p): p.read_bytes() for p in digits_run.rglob("*") if p.is_file()} == before
 
 
 def test_layersync_and_lwd_by_flag(tmp_path) -> None:

@@ -32,7 +32,7 @@ from gencore.checks import check_choice
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError, InputError
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
-from gencore.train import TrainConfig, Trainer, interruption, launch, run_identity, setup, teardown
+from gencore.train import TrainConfig, Trainer, holds_settings, interruption, launch, run_identity, setup, teardown
 from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
 from gengraph.models.digress import DigressConfig, DigressDenoiser, digress_loss, digress_sample
@@ -132,8 +132,7 @@ def is_finished(cfg: RunConfig, out_dir: str | os.PathLike) -> bool:
     path = Path(out_dir) / "run.json"  # written once every stage has finished
     if not path.is_file():
         return False
-    saved = read_json(path).get("config") or {}
-    return run_identity(saved, ("progress",)) == run_identity(cfg, ("progress",))
+    return holds_settings(read_json(path).get("config") or {}, cfg)
 
 
 def train_run(

@@ -160,6 +160,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     outcome = train(cfg, args.out, nproc=args.nproc, **engine)
     if outcome.interrupted:
         raise interruption(args.out)
+    if outcome.already_finished:
+        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
+        return 0
     skipped = outcome.config.get("skipped_files") or []
     if skipped:
         print(f"skipped {len(skipped)} unreadable file(s), e.g. {skipped[0]}")

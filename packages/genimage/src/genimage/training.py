@@ -15,7 +15,6 @@ EMA start afresh.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -27,8 +26,9 @@ import torch
 from torch.utils.data import Dataset, TensorDataset
 
 from gencore.errors import ConfigError, GenError
-from gencore.io import atomic_path, ensure_dir, write_json
-from gencore.train import TrainConfig, Trainer, find_checkpoints, launch, run_identity
+from gencore.io import atomic_path, ensure_dir, read_json, write_json
+from gencore.train import TrainConfig, Trainer, find_checkpoints, holds_settings, launch, run_identity
+from gencore.train.metrics_log import read_metrics
 from genimage.config import ImageTrainConfig
 from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, VideoSet, load_image_set, load_video_set
 from genimage.data.video import write_video_grid
@@ -53,6 +53,7 @@ class TrainOutcome:
     config: dict[str, Any]  # the config.json written
     interrupted: bool
     seconds: float
+    already_finished: bool = False  # a resume of a finished run with its own settings: nothing was trained
 
 
 TrainingData = ImageSet | ShardedImages | VideoSet
@@ -331,6 +332,10 @@ def train(
             f"{str(out / 'checkpoints')!r} already holds checkpoints; pass --resume auto to continue that run "
             "or choose a new --out folder."
         )
+    if engine.get("resume") is not None and (out / "model").is_dir() and (out / "config.json").is_file():
+        saved = read_json(out / "config.json")
+        if holds_settings(saved, cfg):
+            return TrainOutcome(out, saved, False, 0.0, already_finished=True)
     data = load_training_data(cfg) if data is None else data
     if isinstance(data, VideoSet) != cfg.is_video:
         kind = "videos" if isinstance(data, VideoSet) else "images"
@@ -362,12 +367,10 @@ def _final_pictures(out: Path, record: dict[str, Any], cfg: ImageTrainConfig) ->
     for suffix in (".png", ".gif") if cfg.is_video else (".png",):
         with atomic_path(out / f"samples{suffix}") as tmp:
             shutil.copyfile(out / "samples" / f"step-{cfg.steps:07d}{suffix}", tmp)
-    path = out / "metrics.jsonl"
-    if path.is_file():
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        losses = [(int(r["step"]), float(r["loss"])) for r in rows if "loss" in r and r["loss"] == r["loss"]]
-        if losses:
-            loss_curve(losses, out / "loss.png", title=f"{cfg.data}: training loss")
+    rows = read_metrics(out / "metrics.jsonl")
+    losses = [(int(r["step"]), float(r["loss"])) for r in rows if "loss" in r and r["loss"] == r["loss"]]
+    if losses:
+        loss_curve(losses, out / "loss.png", title=f"{cfg.data}: training loss")
 
 
 def check_interrupted(outcome: TrainOutcome) -> None:

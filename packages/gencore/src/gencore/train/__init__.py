@@ -16,7 +16,7 @@ from gencore.train.checkpoint import (
     save_checkpoint,
     unflatten_state,
 )
-from gencore.train.config import Task, TrainConfig, identity_changes, run_identity
+from gencore.train.config import Task, TrainConfig, holds_settings, identity_changes, run_identity
 from gencore.train.data import DataPosition, RankBatches, data_shard
 from gencore.train.distributed import (
     DistInfo,
@@ -51,6 +51,7 @@ __all__ = [
     "find_checkpoints",
     "fit",
     "flatten_state",
+    "holds_settings",
     "identity_changes",
     "in_worker",
     "interruption",

@@ -59,6 +59,13 @@ def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int 
     return "; ".join(changes[:limit]) + ("; ..." if len(changes) > limit else "")
 
 
+def holds_settings(saved: dict[str, Any], current: Any, exclude: tuple[str, ...] = ("progress",)) -> bool:
+    """True when a finished run's stored settings ``saved`` (which may hold more keys) agree with ``current`` on
+    every setting of ``current`` but ``exclude``: resuming that run would train nothing."""
+    now = run_identity(current, exclude)
+    return not identity_changes({k: v for k, v in run_identity(saved).items() if k in now}, now)
+
+
 @runtime_checkable
 class Task(Protocol):
     """What the trainer trains.
