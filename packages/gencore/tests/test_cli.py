@@ -118,6 +118,17 @@ def test_toy_train_with_two_processes_then_refuses_to_overwrite(tmp_path) -> Non
     assert (out / "config.json").read_text() == before
 
 
+def test_resuming_a_finished_toy_run_trains_and_rewrites_nothing(tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    args = ["toy", "train", "--dataset", "moons", "--nfe", "1", "--out", str(out), *TINY]
+    assert main(args) == 0
+    before = {str(p): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([*args, "--resume", "auto"]) == 0
+    assert "already holds this run, finished; nothing to train" in capsys.readouterr().out
+    assert {str(p): p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize("signum", [2, 15])
 def test_an_interrupted_command_exits_128_plus_the_signal(signum: int, capsys) -> None:
     import argparse

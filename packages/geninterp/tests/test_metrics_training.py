@@ -103,9 +103,15 @@ def test_a_resumed_run_reports_the_throughput_of_its_own_steps(tmp_path, store_d
     from gencore.train import find_checkpoints
 
     cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=6, batch_tokens=64, progress=False)
-    train_sae(cfg, store_dir, tmp_path / "run", checkpoint_every=2)
-    for ckpt in find_checkpoints(tmp_path / "run" / "checkpoints")[:1]:  # newest first: drop step 6
-        shutil.rmtree(ckpt)
+    _, first = train_sae(cfg, store_dir, tmp_path / "run", checkpoint_every=2)
+    # resuming the finished run trains nothing and keeps its record (and its throughput) as it was
+    _, again = train_sae(cfg, store_dir, tmp_path / "run", checkpoint_every=2, resume="auto")
+    assert again.pop("already_finished") and again == json.loads((tmp_path / "run" / "run.json").read_text())
+    assert again["tokens_per_second"] == first["tokens_per_second"] > 0
+    # as if killed after step 4: no step-6 checkpoint, no SAE, no run record
+    shutil.rmtree(find_checkpoints(tmp_path / "run" / "checkpoints")[0])  # newest first
+    shutil.rmtree(tmp_path / "run" / "sae")
+    (tmp_path / "run" / "run.json").unlink()
     _, record = train_sae(cfg, store_dir, tmp_path / "run", checkpoint_every=2, resume="auto")
     assert record["steps_run"] == 2 and record["train_tokens"] == 6 * 64
     seconds = record["train_seconds"]  # rounded to 1 ms; the rate was taken from the unrounded time

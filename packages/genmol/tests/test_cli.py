@@ -121,6 +121,11 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     assert main([*args, "--ema-decay", "0.9"]) == 0
     assert (run / "model" / "model.safetensors").is_file() and (run / "run.json").is_file()
     assert json.loads((run / "run.json").read_text())["config"]["ema_decay"] == 0.9
+    before = {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([*args, "--ema-decay", "0.9", "--resume", "auto"]) == 0  # the finished run: nothing to train
+    assert "already holds this run, finished; nothing to train" in capsys.readouterr().out
+    assert {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
     out = tmp_path / "s.sdf"
     sample = ["sample", "--run", str(run), "--n", "4", "--steps", "3", "--out", str(out), "--sampler", "sde"]
     if task == "conformer":

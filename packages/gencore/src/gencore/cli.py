@@ -22,7 +22,7 @@ from gencore.data import DATASETS
 from gencore.discrete.command import register as register_discrete
 from gencore.errors import ConfigError
 from gencore.flowmaps.command import register as register_flowmaps
-from gencore.io import ensure_dir, write_json, write_text
+from gencore.io import ensure_dir, read_json, write_json, write_text
 from gencore.manifolds.command import register as register_manifolds
 from gencore.tables import format_table, pivot
 from gencore.toy_experiment import (
@@ -68,10 +68,14 @@ def _plot_samples(cfg, samples, reference, path: Path, title: str) -> None:
 
 def cmd_toy_train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
-    from gencore.train import interruption
+    from gencore.train import holds_settings, interruption
 
     cfg = _toy_config(args, coupling=args.coupling, ema_decay=args.ema_decay)
     out = ensure_dir(args.out)
+    finished = (out / "metrics.json").is_file() and (out / "config.json").is_file()
+    if args.resume and finished and holds_settings(read_json(out / "config.json"), config_dict(cfg)):
+        print(f"{out} already holds this run, finished; nothing to train (raise --steps to train it further).")
+        return 0
     engine = {
         "resume": args.resume,
         "checkpoint_every": args.checkpoint_every,

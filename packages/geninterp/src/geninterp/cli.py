@@ -97,6 +97,9 @@ def cmd_train_sae(args: argparse.Namespace) -> int:
     )
     engine = {"resume": args.resume} if args.resume else {}
     _, record = train_sae(cfg, args.acts, args.out, nproc=args.nproc, **engine)
+    if record.get("already_finished"):
+        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
+        return 0
     print(
         f"trained {args.arch} SAE (width {args.width}) for {args.steps} steps"
         + (f" ({record['steps_run']} of them in this session)" if record["steps_run"] != args.steps else "")

@@ -27,7 +27,7 @@ import torch
 
 from gencore.errors import ConfigError, StorageError
 from gencore.io import read_json, require_fields, write_json
-from gencore.train import TrainConfig, Trainer, interruption, launch, run_identity
+from gencore.train import TrainConfig, Trainer, holds_settings, interruption, launch, run_identity
 from geninterp.saes import SparseAutoencoder, make_objective, make_sae
 from geninterp.saes.registry import ARCHITECTURES
 from geninterp.store import ActivationStore
@@ -153,6 +153,13 @@ def train_sae(
             f"{nproc} processes; choose --batch-tokens as a multiple of {nproc * store.seq_len}."
         )
     out = Path(out_dir)
+    saved = read_json(out / "run.json") if engine.get("resume") and (out / "run.json").is_file() else {}
+    if (
+        (out / "sae").is_dir()
+        and saved.get("acts") == str(Path(acts).resolve())
+        and holds_settings(saved.get("config") or {}, cfg)
+    ):  # a finished run of these settings: nothing to train, and its record keeps its own throughput
+        return SparseAutoencoder.from_pretrained(out / "sae").eval(), saved | {"already_finished": True}
     outcome = launch(_fit_worker, cfg, str(acts), str(out), seqs, engine, nproc=nproc).get(0)
     if outcome is None or outcome["interrupted"]:
         raise interruption(out)

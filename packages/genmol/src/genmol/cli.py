@@ -120,6 +120,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     info = train_run(cfg, mols, args.out, nproc=args.nproc, data_name=args.data, **engine)
     if info["interrupted"]:
         raise interruption(args.out)
+    if info.get("already_finished"):
+        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
+        return 0
     print(
         f"trained {cfg.backbone}/{cfg.strategy} ({cfg.task}) for {cfg.steps} steps in "
         f"{time.perf_counter() - start:.0f} s, last loss {info['last_loss']:.4f}; run folder {args.out}/"

@@ -20,7 +20,7 @@ from torch.utils.data import TensorDataset
 
 from gencore.errors import ConfigError, InputError
 from gencore.io import ensure_dir, read_json, require_fields, write_json, write_text
-from gencore.train import TrainConfig, Trainer, launch, run_identity
+from gencore.train import TrainConfig, Trainer, holds_settings, launch, run_identity
 from genmol.chem.io import ReadReport, read_sdf, write_sdf
 from genmol.chem.molecule import Molecule
 from genmol.generation.flow import (
@@ -89,6 +89,14 @@ def train_run(
     vocab = AtomVocabulary.from_molecules(molecules)
     tensors = molecule_tensors(molecules, vocab)
     batch = min(cfg.batch_size, len(molecules))
+    saved = read_json(out / "run.json") if engine.get("resume") and (out / "run.json").is_file() else {}
+    if (
+        (out / "model").is_dir()
+        and saved.get("interrupted") is False
+        and saved.get("data") == data_name
+        and holds_settings(saved.get("config") or {}, replace(cfg, batch_size=batch))
+    ):  # a finished run of these settings: nothing to train
+        return {"interrupted": False, "seconds": 0.0, "last_loss": float("nan"), "already_finished": True}
     train_cfg = TrainConfig(
         steps=cfg.steps,
         global_batch_size=batch,
