@@ -76,6 +76,7 @@ def test_clip_motion_is_the_mean_absolute_frame_difference() -> None:
         (["--latent"], "videos train in pixels"),
         (["--frames", "1"], "frames must be at least 2"),
         (["--temporal-patch", "3"], "temporal_patch must be a positive divisor of frames (4)"),
+        (["--video-attention", "axial"], "unknown video attention 'axial'; expected one of: full, factorised"),
     ],
 )
 def test_video_settings_that_do_not_apply_are_one_sentence(tmp_path, capsys, extra, message) -> None:
@@ -84,9 +85,20 @@ def test_video_settings_that_do_not_apply_are_one_sentence(tmp_path, capsys, ext
     assert len(err) == 1 and message in err[0], err
 
 
+def test_factorised_attention_trains_and_reloads(tmp_path) -> None:
+    out = tmp_path / "f"
+    assert main([*TRAIN, "--video-attention", "factorised", "--out", str(out)]) == 0
+    run = load_run(out)
+    assert run.model.config["attention"] == "factorised"
+    assert json.loads((out / "config.json").read_text())["video_attention"] == "factorised"
+    assert generate(run, sample_noise(run, 2), nfe=2).shape == (2, 1, 4, 16, 16)
+
+
 def test_frames_on_image_data_and_gif_for_image_runs_are_refused(digits_run, tmp_path, capsys) -> None:
     with pytest.raises(Exception, match="frames applies to video data"):
         ImageTrainConfig(data="digits", frames=4).validate()
+    with pytest.raises(Exception, match="video_attention applies to video data"):
+        ImageTrainConfig(data="digits", video_attention="full").validate()
     assert main(["sample", "--run", str(digits_run), "--n", "2", "--out", str(tmp_path / "x.gif")]) == 2
     assert "a .gif grid is for video runs" in capsys.readouterr().err
 

@@ -233,3 +233,66 @@ def test_single_frame_matches_dit_when_given_its_positions() -> None:
     video.pos.copy_(dit.pos)
     x, t, y = torch.randn(3, 3, 8, 8), torch.rand(3), torch.tensor([0, 4, 5])
     assert torch.allclose(video(x[:, :, None], t, y=y)[:, :, 0], dit(x, t, y=y), atol=1e-5)
+
+
+def test_axial_blocks_are_dit_blocks_on_one_frame_or_one_position() -> None:
+    """A space block over one frame, or a time block over one position, is the full-attention DiTBlock."""
+    from genimage.models.dit import DiTBlock
+    from genimage.models.video_dit import AxialDiTBlock
+
+    torch.manual_seed(0)
+    full = DiTBlock(32, 4)
+    x, c = torch.randn(2, 6, 32), torch.randn(2, 32)
+    for axis, grid in (("space", {"frames": 1, "positions": 6}), ("time", {"frames": 6, "positions": 1})):
+        axial = AxialDiTBlock(32, 4, 4.0, axis=axis, **grid)
+        axial.load_state_dict(full.state_dict())  # the same parameters
+        torch.testing.assert_close(axial(x, c), full(x, c))
+    with pytest.raises(ConfigError, match="axis must be 'space' or 'time'"):
+        AxialDiTBlock(32, 4, 4.0, axis="depth", frames=1, positions=6)
+
+
+@pytest.mark.parametrize("axis", ["space", "time"])
+def test_axial_attention_sees_only_its_own_frame_or_position(axis) -> None:
+    from genimage.models.video_dit import AxialDiTBlock
+
+    torch.manual_seed(0)
+    frames, positions = 3, 4
+    block = AxialDiTBlock(32, 4, 4.0, axis=axis, frames=frames, positions=positions)
+    x, c = torch.randn(2, frames * positions, 32), torch.randn(2, 32)
+    grid = torch.arange(frames * positions).reshape(frames, positions)  # time-major token index
+    moved = grid[1] if axis == "space" else grid[:, 1]  # every token of frame 1, or of position 1
+    y = x.clone()
+    y[:, moved] += torch.randn(2, len(moved), 32)
+    changed = (block(y, c) - block(x, c)).abs().amax(dim=(0, 2)) > 0
+    assert changed.tolist() == [bool((moved == i).any()) for i in range(frames * positions)]
+
+
+def test_factorised_video_dit_reaches_every_frame_and_position_in_two_blocks() -> None:
+    """One space block keeps frames apart; a space and a time block connect every token to every other."""
+    grad_of_first_pixel = []
+    for depth in (1, 2):
+        net = _net(attention="factorised", size=None, depth=depth, hidden=32, heads=4, patch_size=2)
+        _perturb(net)
+        assert [type(b).__name__ for b in net.blocks] == ["AxialDiTBlock"] * depth
+        x = torch.randn(1, 3, 4, 8, 8, requires_grad=True)
+        net(x, 0.5)[0, :, 0, :2, :2].sum().backward()  # the first token's output (frame 0, patch (0, 0))
+        grad_of_first_pixel.append(x.grad[0].abs().sum(dim=(0, 2, 3)) > 0)  # per frame
+    assert grad_of_first_pixel[0].tolist() == [True, False, False, False]  # space only: frame 0 alone
+    assert grad_of_first_pixel[1].all()
+    full = _net()
+    assert full.config["attention"] == "full" and all(type(b).__name__ == "DiTBlock" for b in full.blocks)
+    with pytest.raises(ConfigError, match="attention must be one of full, factorised"):
+        _net(attention="axial")
+
+
+def test_factorised_weights_fit_the_full_model_and_round_trip(tmp_path) -> None:
+    net = _net(attention="factorised", temporal_patch=2)
+    _perturb(net)
+    net.save_pretrained(tmp_path / "f")
+    again = ImageBackbone.from_pretrained(tmp_path / "f")
+    assert again.config["attention"] == "factorised"
+    x, t = torch.randn(2, 3, 4, 8, 8), torch.rand(2)
+    assert torch.equal(again(x, t), net(x, t))
+    full = _net(temporal_patch=2)
+    full.load_state_dict(net.state_dict())  # the same parameters; only what each attention sees differs
+    assert not torch.allclose(full(x, t), net(x, t))

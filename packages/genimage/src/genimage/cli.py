@@ -40,6 +40,7 @@ TRAIN_FIELDS = {
     "dit_size": str,
     "patch_size": int,
     "temporal_patch": int,
+    "video_attention": str,
     "objective": str,
     "time_sampler": str,
     "label_dropout": float,
@@ -76,6 +77,11 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     m.add_argument("--patch-size", dest="patch_size", type=int, help="DiT patch size (default 2)")
     m.add_argument(
         "--temporal-patch", dest="temporal_patch", type=int, help="video DiT: frames per tubelet (default 1)"
+    )
+    m.add_argument(
+        "--video-attention",
+        dest="video_attention",
+        help="video DiT: full (space-time, default) | factorised (blocks alternate within frames / across frames)",
     )
     m.add_argument("--objective", help=f"one of {', '.join(OBJECTIVES)} (flow matching by default)")
     m.add_argument("--time-sampler", dest="time_sampler", help="uniform | logit_normal | beta")

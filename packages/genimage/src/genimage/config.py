@@ -9,6 +9,7 @@ from gencore.checks import check_choice
 from gencore.errors import ConfigError
 from genimage.data import DATA_SOURCES, VIDEO_SOURCES
 from genimage.models import DIT_SIZES
+from genimage.models.video_dit import ATTENTION as VIDEO_ATTENTION
 
 OBJECTIVES = ("flow", "vp")
 LWD_ENERGY = ("clean", "noisy")
@@ -29,6 +30,7 @@ class ImageTrainConfig:
     dit_size: str = "DiT-Mi"
     patch_size: int = 2
     temporal_patch: int | None = None  # video DiT: frames per tubelet (None: 1)
+    video_attention: str | None = None  # video DiT: full | factorised (alternating space / time blocks; None: full)
     unet_base: int = 32
     unet_mults: tuple[int, ...] = (1, 2)
     objective: str = "flow"  # flow (rectified flow, velocity) | vp (VP diffusion, noise prediction)
@@ -98,7 +100,7 @@ class ImageTrainConfig:
         if self.is_video:
             self._validate_video()
         else:
-            for name in ("frames", "temporal_patch"):
+            for name in ("frames", "temporal_patch", "video_attention"):
                 if getattr(self, name) is not None:
                     raise ConfigError(f"{name} applies to video data; {self.data!r} is an image set.")
         return self
@@ -127,6 +129,8 @@ class ImageTrainConfig:
             )
         if self.model != "dit":
             raise ConfigError(f"video data ({self.data}) trains the video DiT; --model {self.model} is for images.")
+        if self.video_attention is not None:
+            check_choice(self.video_attention, VIDEO_ATTENTION, "video attention")
         if self.lwd:
             raise ConfigError("the LWD wavelet mask is defined on 2-D images; drop --lwd for video data.")
         if self.latent:

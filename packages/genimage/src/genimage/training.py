@@ -119,6 +119,7 @@ def build_backbone(cfg: ImageTrainConfig, record: dict[str, Any]) -> ImageBackbo
             temporal_patch=cfg.tubelet_frames,
             size=cfg.dit_size,
             num_classes=record["num_classes"],
+            attention=cfg.video_attention or "full",
         )
     c, h, _ = record["sample_shape"]
     if cfg.model == "dit":

@@ -1,14 +1,20 @@
-"""Video Diffusion Transformer on spatio-temporal tubelets with full space-time attention.
+"""Video Diffusion Transformer on spatio-temporal tubelets, with full or factorised space-time attention.
 
 The DiT of Peebles & Xie 2023 ("Scalable Diffusion Models with Transformers", ICCV) lifted to video as
-in the unfactorised variant of Ma et al. 2024 ("Latte: Latent Diffusion Transformer for Video
-Generation"): the clip ``[B, C, T, H, W]`` is cut into ``pt x p x p`` tubelets embedded by one 3-D
-convolution (the tubelet embedding of Arnab et al. 2021, "ViViT: A Video Vision Transformer"), giving
-``N = (T/pt)(H/p)(W/p)`` tokens in time-major order with fixed 3-D sine-cosine positions
-(:func:`sincos_3d`); every token attends to every other across space and time in the same adaLN-Zero
+in Ma et al. 2024 ("Latte: Latent Diffusion Transformer for Video Generation"): the clip ``[B, C, T, H, W]``
+is cut into ``pt x p x p`` tubelets embedded by one 3-D convolution (the tubelet embedding of Arnab et al.
+2021, "ViViT: A Video Vision Transformer"), giving ``N = (T/pt)(H/p)(W/p)`` tokens in time-major order with
+fixed 3-D sine-cosine positions (:func:`sincos_3d`), in the same adaLN-Zero
 :class:`~genimage.models.dit.DiTBlock` s as DiT, conditioned on ``c = emb(t) + emb(y)`` exactly as DiT;
 a modulated, zero-initialised final layer maps each token back to its ``pt * p * p * C`` tubelet.
 It works directly on pixels (or whatever cells it is given; no latent autoencoder is involved).
+
+``attention="full"`` (default): every token attends to every other across space and time (Latte's
+unfactorised variant), ``O(N^2)`` per block. ``attention="factorised"``: the blocks alternate, as in Latte's
+variant 1 and ViViT's factorised encoder, between attention within each tubelet frame (even blocks,
+``T/pt`` groups of ``(H/p)(W/p)`` tokens) and attention across frames at each spatial position (odd blocks,
+``(H/p)(W/p)`` groups of ``T/pt`` tokens); the MLPs, the conditioning and the weights' shapes are those of
+the full model, so the two differ only in which tokens each attention sees (:class:`AxialDiTBlock`).
 
 Named taps: block ``i`` is the module ``blocks.{i}`` and returns the tokens ``[B, N, D]`` (what
 :class:`gencore.train.LayerSync` hooks). Time ``t`` is in ``[0, 1]``; the null class is ``num_classes``.
@@ -52,6 +58,29 @@ def sincos_3d(dim: int, t: int, h: int, w: int) -> torch.Tensor:
     return pos.reshape(t * h * w, dim)  # time-major: row f * h * w + i * w + j is (frame f, row i, column j)
 
 
+ATTENTION = ("full", "factorised")
+
+
+class AxialDiTBlock(DiTBlock):
+    """A :class:`~genimage.models.dit.DiTBlock` whose attention runs along one axis of the time-major token grid
+    ``[B, frames * positions, D]``: ``axis="space"`` within each frame, ``axis="time"`` across the frames at each
+    position. Input, output and parameters are those of ``DiTBlock``."""
+
+    def __init__(self, hidden: int, heads: int, mlp_ratio: float, *, axis: str, frames: int, positions: int) -> None:
+        super().__init__(hidden, heads, mlp_ratio)
+        if axis not in ("space", "time"):
+            raise ConfigError(f"axis must be 'space' or 'time', got {axis!r}.")
+        self.axis, self.frames, self.positions = axis, frames, positions
+
+    def attention(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        t, s = self.frames, self.positions
+        if self.axis == "space":
+            return super().attention(x.reshape(b * t, s, d)).reshape(b, n, d)
+        across = x.reshape(b, t, s, d).transpose(1, 2).reshape(b * s, t, d)
+        return super().attention(across).reshape(b, s, t, d).transpose(1, 2).reshape(b, n, d)
+
+
 class VideoDiT(ImageBackbone):
     """Video DiT ``model(x_t: [B, C, T, H, W], t: [B] or scalar, y: [B] | None) -> [B, C, T, H, W]``.
 
@@ -63,6 +92,7 @@ class VideoDiT(ImageBackbone):
         temporal_patch: tubelet length ``pt`` in frames.
         size: a name of :data:`~genimage.models.dit.DIT_SIZES` (sets depth, hidden, heads), or None to give them.
         num_classes: number of classes for class conditioning (None: unconditional).
+        attention: ``"full"`` space-time attention or ``"factorised"`` (alternating space and time blocks).
 
     Example::
 
@@ -86,9 +116,12 @@ class VideoDiT(ImageBackbone):
         heads: int | None = None,
         mlp_ratio: float = 4.0,
         num_classes: int | None = None,
+        attention: str = "full",
     ) -> None:
         super().__init__()
         depth, hidden, heads = dit_dims(size, depth, hidden, heads)
+        if attention not in ATTENTION:
+            raise ConfigError(f"VideoDiT attention must be one of {', '.join(ATTENTION)}, got {attention!r}.")
         if patch_size < 1 or temporal_patch < 1 or image_size < 1 or frames < 1:
             raise ConfigError("image_size, frames, patch_size and temporal_patch must be positive.")
         if image_size % patch_size:
@@ -107,6 +140,7 @@ class VideoDiT(ImageBackbone):
             "heads": heads,
             "mlp_ratio": mlp_ratio,
             "num_classes": num_classes,
+            "attention": attention,
         }
         self.num_classes = num_classes
         self.image_size, self.frames, self.channels = image_size, frames, channels
@@ -116,7 +150,14 @@ class VideoDiT(ImageBackbone):
         self.patch_embed = nn.Conv3d(channels, hidden, kernel_size=kernel, stride=kernel)
         self.register_buffer("pos", sincos_3d(hidden, self.tgrid, self.grid, self.grid)[None], persistent=False)
         self.t_embed, self.y_embed = conditioning_embeddings(hidden, num_classes)
-        self.blocks = nn.ModuleList(DiTBlock(hidden, heads, mlp_ratio) for _ in range(depth))
+        if attention == "full":
+            self.blocks = nn.ModuleList(DiTBlock(hidden, heads, mlp_ratio) for _ in range(depth))
+        else:
+            grid = {"frames": self.tgrid, "positions": self.grid * self.grid}
+            axes = ("space", "time")
+            self.blocks = nn.ModuleList(
+                AxialDiTBlock(hidden, heads, mlp_ratio, axis=axes[i % 2], **grid) for i in range(depth)
+            )
         # a token's output is its tubelet, laid out (frame, row, column, channel): p * p * (pt * C) values
         self.final = FinalLayer(hidden, patch_size, temporal_patch * channels)
         init_dit_weights(self)
