@@ -61,14 +61,17 @@ def test_make_train_evaluate(tmp_path, capsys) -> None:
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
     # --resume continues only a checkpointed run, with the agent, data and config it was started with
     other = [a if a != "value-flows" else "fql" for a in args]
+    more = [a if a != "4" else "6" for a in args]  # a longer run than the finished one
     for argv, message in [
         ([*other, "--batch-size", "32", "--resume"], "trained with other settings (agent: 'value-flows' -> 'fql')"),
         ([*args, "--batch-size", "64", "--resume"], "(config.batch_size: 32 -> 64)"),
-        ([*args, "--batch-size", "32", "--resume"], "a run without checkpoints, so there is nothing to resume"),
+        ([*more, "--batch-size", "32", "--resume"], "a run without checkpoints, so there is nothing to resume"),
     ]:
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
+    assert main([*args, "--batch-size", "32", "--resume"]) == 0  # the finished run itself: nothing to train
+    assert "already holds this run, finished; nothing to train" in capsys.readouterr().out
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 

@@ -139,13 +139,14 @@ def _offline_worker(args: argparse.Namespace) -> list[dict[str, Any]]:
     return _offline(args, agent, ds)
 
 
-def _check_resumable(out: Path, identity: dict[str, Any], agent: Any) -> None:
-    """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with."""
+def _check_resumable(out: Path, identity: dict[str, Any], agent: Any, steps: tuple[int, int]) -> bool:
+    """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with;
+    True when that run is finished at ``steps`` (offline, online), so that there is nothing to train."""
     from gencore.io import read_json
     from gencore.train import find_checkpoints, identity_changes
 
     if not (out / "run.json").is_file():
-        return  # nothing there yet: a fresh run
+        return False  # nothing there yet: a fresh run
     run = read_json(out / "run.json")
     # the agent and data first: another agent's config differs in every field, which says nothing more
     changes = identity_changes({"agent": run.get("agent"), "data": run.get("data")}, identity)
@@ -157,11 +158,14 @@ def _check_resumable(out: Path, identity: dict[str, Any], agent: Any) -> None:
             f"cannot resume the run in {str(out)!r}: it was trained with other settings ({changes}); resume with the "
             "same agent, data and config (the step count may change) or choose a new --out folder."
         )
+    if (out / "agent").is_dir() and (run.get("steps"), run.get("online_steps")) == steps:
+        return True  # agent/ is written when the last phase ends
     if not find_checkpoints(out / "checkpoints") and not find_checkpoints(out / "online" / "checkpoints"):
         raise ConfigError(
             f"{str(out)!r} holds a run without checkpoints, so there is nothing to resume; train with "
             "--checkpoint-every N to make a run resumable, or choose a new --out folder."
         )
+    return False
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -191,8 +195,10 @@ def _train(args: argparse.Namespace) -> int:
             f"{str(args.out)!r} already holds a genrl run (run.json); pass --resume to continue it from its "
             "checkpoints or choose a new --out folder."
         )
-    if args.resume:
-        _check_resumable(Path(args.out), {"agent": args.agent, "data": str(Path(args.data).resolve())}, agent)
+    identity = {"agent": args.agent, "data": str(Path(args.data).resolve())}
+    if args.resume and _check_resumable(Path(args.out), identity, agent, (args.steps, args.online_steps)):
+        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
+        return 0
     out = ensure_dir(args.out)
     run_info = {
         "agent": args.agent,
