@@ -247,9 +247,9 @@ def train_online(
     """
     import gymnasium as gym
 
-    out = Path(out_dir)
     if checkpoint_every and not out_dir:
         raise ConfigError("online checkpoints need an out_dir.")
+    out = Path(out_dir or ".")
     env = gym.make(env_id)
     env.action_space.seed(seed)
     data_gen = torch.Generator().manual_seed(agent.config.seed + 2)
