@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gencore import __version__
-from gencore.command import add_commands, int_list, name_list, output_file, package_parser, run
+from gencore.command import add_commands, int_list, name_list, output_file, package_parser, report_finished, run
 from gencore.config import load_config
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
@@ -74,8 +74,7 @@ def cmd_toy_train(args: argparse.Namespace) -> int:
     out = ensure_dir(args.out)
     finished = (out / "metrics.json").is_file() and (out / "config.json").is_file()
     if args.resume and finished and holds_settings(read_json(out / "config.json"), config_dict(cfg)):
-        print(f"{out} already holds this run, finished; nothing to train (raise --steps to train it further).")
-        return 0
+        return report_finished(out)
     engine = {
         "resume": args.resume,
         "checkpoint_every": args.checkpoint_every,

@@ -90,6 +90,12 @@ def resolve_device(choice: str, nproc: int = 1) -> str:
     return "cuda"
 
 
+def report_finished(out: str | Path) -> int:
+    """Say that ``out`` holds a finished run of the requested settings (a ``--resume`` with nothing to train); 0."""
+    print(f"{out} already holds this run, finished; nothing to train (raise --steps to train it further).")
+    return 0
+
+
 def make_parser(prog: str, version: str, description: str) -> argparse.ArgumentParser:
     """A top-level parser with ``--version`` and a required sub-command slot."""
     parser = _Parser(prog=prog, description=description)

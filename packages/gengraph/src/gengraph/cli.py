@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from gencore.command import name_list, output_file, package_parser, run
+from gencore.command import name_list, output_file, package_parser, report_finished, run
 from gencore.errors import ConfigError
 from gencore.io import write_json
 from gencore.tables import format_table
@@ -88,8 +88,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         code_repulsion=args.code_repulsion, repulsion_radius=args.repulsion_radius,
     )  # fmt: skip
     if args.resume is not None and is_finished(cfg, args.out):
-        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
-        return 0
+        return report_finished(args.out)
     graphs = _graphs(args.data, "train", args.seed)
     start = time.perf_counter()
     engine = {k: getattr(args, k) for k in ("resume", "checkpoint_every", "keep_last") if getattr(args, k) is not None}

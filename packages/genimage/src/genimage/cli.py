@@ -16,7 +16,15 @@ import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
-from gencore.command import add_device_argument, name_list, output_file, package_parser, resolve_device, run
+from gencore.command import (
+    add_device_argument,
+    name_list,
+    output_file,
+    package_parser,
+    report_finished,
+    resolve_device,
+    run,
+)
 from gencore.config import load_config
 from gencore.errors import ConfigError
 from gencore.io import write_json
@@ -167,8 +175,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if outcome.interrupted:
         raise interruption(args.out)
     if outcome.already_finished:
-        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
-        return 0
+        return report_finished(args.out)
     skipped = outcome.config.get("skipped_files") or []
     if skipped:
         print(f"skipped {len(skipped)} unreadable file(s), e.g. {skipped[0]}")

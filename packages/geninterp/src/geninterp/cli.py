@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_device_argument, output_file, package_parser, resolve_device, run
+from gencore.command import add_device_argument, output_file, package_parser, report_finished, resolve_device, run
 from gencore.io import write_json
 from geninterp import __version__
 
@@ -98,8 +98,7 @@ def cmd_train_sae(args: argparse.Namespace) -> int:
     engine = {"resume": args.resume} if args.resume else {}
     _, record = train_sae(cfg, args.acts, args.out, nproc=args.nproc, **engine)
     if record.get("already_finished"):
-        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
-        return 0
+        return report_finished(args.out)
     print(
         f"trained {args.arch} SAE (width {args.width}) for {args.steps} steps"
         + (f" ({record['steps_run']} of them in this session)" if record["steps_run"] != args.steps else "")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_device_argument, output_file, package_parser, resolve_device, run
+from gencore.command import add_device_argument, output_file, package_parser, report_finished, resolve_device, run
 from gencore.errors import ConfigError, InputError
 from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
@@ -121,8 +121,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if info["interrupted"]:
         raise interruption(args.out)
     if info.get("already_finished"):
-        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
-        return 0
+        return report_finished(args.out)
     print(
         f"trained {cfg.backbone}/{cfg.strategy} ({cfg.task}) for {cfg.steps} steps in "
         f"{time.perf_counter() - start:.0f} s, last loss {info['last_loss']:.4f}; run folder {args.out}/"

@@ -11,7 +11,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_commands, add_device_argument, output_file, package_parser, resolve_device, run
+from gencore.command import (
+    add_commands,
+    add_device_argument,
+    output_file,
+    package_parser,
+    report_finished,
+    resolve_device,
+    run,
+)
 from gencore.errors import ConfigError, StorageError
 from gencore.io import ensure_dir, read_json, write_json
 from gencore.tables import format_table
@@ -197,8 +205,7 @@ def _train(args: argparse.Namespace) -> int:
         )
     identity = {"agent": args.agent, "data": str(Path(args.data).resolve())}
     if args.resume and _check_resumable(Path(args.out), identity, agent, (args.steps, args.online_steps)):
-        print(f"{args.out} already holds this run, finished; nothing to train (raise --steps to train it further).")
-        return 0
+        return report_finished(args.out)
     out = ensure_dir(args.out)
     run_info = {
         "agent": args.agent,
