@@ -75,17 +75,18 @@ def test_make_train_evaluate(tmp_path, capsys) -> None:
     assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
-def _sigterm_once_written(cmd: list[str], log) -> str:
-    """Start ``cmd``, send it SIGTERM once ``log`` holds a record, check it exits 143; its stderr."""
+def _sigterm_once_written(cmd: list[str], log, sig: int = signal.SIGTERM) -> str:
+    """Start ``cmd``, send it ``sig`` once ``log`` holds a record, check it exits 128 + ``sig``; its stderr."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     start = time.monotonic()
     while not (log.is_file() and log.read_text()):
         assert proc.poll() is None, proc.stderr.read().decode()
         assert time.monotonic() - start < 120, "the run did not start"
         time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 128 + signal.SIGTERM, err[-2000:]
+    code = proc.wait(timeout=60)
+    assert code in (128 + sig, -sig), (code, err[-2000:])  # -sig: killed outright (SIGKILL cannot be handled)
     return err
 
 
@@ -128,6 +129,26 @@ def test_sigterm_in_the_online_phase_checkpoints_exits_143_and_resumes(tmp_path)
     assert (run / "metrics.jsonl").read_text() == offline_log  # the offline phase did not run again
     steps = [json.loads(line)["step"] for line in (run / "online" / "metrics.jsonl").read_text().splitlines()]
     assert steps[-1] == done + 3
+
+
+def test_a_run_killed_in_its_online_phase_has_no_agent_and_resumes(tmp_path, capsys) -> None:
+    """SIGKILL cannot be handled: a run killed during its online phase must still not look finished. The offline
+    agent goes to offline_agent/, agent/ is written only at the end, evaluate refuses the run, and --resume finishes
+    it (from the offline checkpoint, or from an online one if it was written in time)."""
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "Pendulum-v1", "--steps", "300", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--out", str(run), "--no-progress", "--steps", "3"]
+    args += ["--batch-size", "16", "--checkpoint-every", "3", "--log-every", "1"]
+    cmd = [sys.executable, "-m", "genrl.cli", *args, "--online-steps", "1000000"]
+    _sigterm_once_written(cmd, run / "online" / "metrics.jsonl", signal.SIGKILL)
+    assert not (run / "agent").exists() and (run / "offline_agent" / "model.safetensors").is_file()
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "holds no trained agent (agent/)" in err[0] and "--resume" in err[0], err
+    assert main([*args, "--online-steps", "100", "--resume"]) == 0  # past any online checkpoint the kill left
+    assert (run / "agent" / "model.safetensors").is_file()
+    assert main(["evaluate", "--run", str(run), "--episodes", "1"]) == 0
 
 
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:

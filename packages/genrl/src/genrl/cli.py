@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -116,8 +115,15 @@ def _build_agent(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     return make_agent(args.agent, spec, asdict(config)), ds, card
 
 
+def _offline_agent_dir(args: argparse.Namespace) -> Path:
+    """Where rank 0 saves the agent after the offline updates: ``agent/`` (the run's result) when there is no online
+    phase, else ``offline_agent/``, so that a run killed during its online phase has no ``agent/`` to pass for its
+    result (``agent/`` is written only when the last phase ends)."""
+    return Path(args.out) / ("offline_agent" if args.online_steps else "agent")
+
+
 def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, Any]]:
-    """The offline phase on this rank; rank 0 saves the agent."""
+    """The offline phase on this rank; rank 0 saves the agent (:func:`_offline_agent_dir`)."""
     from gencore.train import setup, signal_received, teardown
     from genrl.training import ReplayBuffer, train_offline
 
@@ -135,7 +141,7 @@ def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, An
             device=info.device,
         )
         if info.is_main and signal_received() is None:  # an interrupted run keeps only its checkpoints
-            agent.save(Path(args.out) / "agent")
+            agent.save(_offline_agent_dir(args))
         return records
     finally:
         teardown(info)
@@ -231,7 +237,7 @@ def _train(args: argparse.Namespace) -> int:
     if signal_received() is not None:
         raise interruption(out, "--resume")
     if args.nproc > 1 and not online_resume:  # rank 0's replica (all are equal); the optimisers start afresh online
-        agent = load_agent(out / "agent", device)
+        agent = load_agent(_offline_agent_dir(args), device)
     if args.online_steps:
         if hasattr(agent, "use_extraction"):
             agent.use_extraction("one-step")
@@ -248,8 +254,7 @@ def _train(args: argparse.Namespace) -> int:
             resume=online_resume,
             progress=not args.no_progress,
         )
-        if signal_received() is not None:  # the offline agent/ is not this unfinished run's result
-            shutil.rmtree(out / "agent", ignore_errors=True)
+        if signal_received() is not None:
             raise interruption(out / "online", "--resume")
         agent.save(out / "agent")
     online = [r | {"step": args.steps + r["step"]} for r in read_metrics(out / "online" / "metrics.jsonl")]
@@ -282,6 +287,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     env_id = args.env or info.get("env_id")
     if env_id in (None, "toy-bimodal"):
         raise ConfigError(f"run {str(run_dir)!r} has no gymnasium environment; pass --env.")
+    if not (run_dir / "agent" / "config.json").is_file():
+        raise StorageError(
+            f"{str(run_dir)!r} holds no trained agent (agent/): its training has not finished; continue it with the "
+            "same `genrl train` command and --resume."
+        )
     agent = load_agent(run_dir / "agent", resolve_device(args.device))
     res = evaluate(agent, env_id, args.episodes, seed=args.seed, deterministic=not args.stochastic)
     res["run"] = str(run_dir)
