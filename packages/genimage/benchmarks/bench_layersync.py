@@ -29,9 +29,9 @@ from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.config import ImageTrainConfig
 from genimage.data import load_digits_set, load_mel_set, load_mnist_set
-from genimage.evaluate import sample_images
 from genimage.metrics import classifier_features, frechet_distance, train_classifier
 from genimage.runs import LoadedRun
+from genimage.sampling import sample_images
 
 N_EVAL = 150
 DOMAINS = {

@@ -39,9 +39,9 @@ from gencore.io import write_json
 from gencore.tables import format_table, mean_sd
 from genimage.config import ImageTrainConfig
 from genimage.data import load_photo_patches
-from genimage.evaluate import sample_images
 from genimage.metrics import efflite0_features, frechet_distance, kernel_inception_distance, spectral_errors
 from genimage.runs import LoadedRun, load_run
+from genimage.sampling import sample_images
 from genimage.training import train
 
 STEPS = 240

@@ -28,9 +28,10 @@ from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.config import ImageTrainConfig
 from genimage.data import MOVING_MNIST_VIDEOS, moving_mnist
-from genimage.evaluate import sample_images, temporal_scores
+from genimage.evaluate import temporal_scores
 from genimage.metrics import efflite0_features, frechet_distance
 from genimage.runs import load_run
+from genimage.sampling import sample_images
 from genimage.training import train, write_samples
 
 INPUT_PX = 96

@@ -191,6 +191,16 @@ def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cfg-scale", dest="cfg_scale", type=float, default=1.0, help="classifier-free guidance (1: none)")
     p.add_argument("--solver", default="euler", choices=FIXED_STEP_METHODS)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--batch-size", dest="batch_size", type=int, default=256, help="images generated at a time (default 256)"
+    )
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _check_sampling_flags(args: argparse.Namespace) -> None:
+    for flag in ("n", "batch_size"):
+        if getattr(args, flag) < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}.")
 
 
 def cmd_sample(args: argparse.Namespace) -> int:
@@ -199,10 +209,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from genimage.data.video import save_video_gif, write_video_grid
     from genimage.imageio import grid_format, save_images, write_grid
     from genimage.runs import load_run
-    from genimage.sampling import generate, sample_noise
+    from genimage.sampling import sample_images
 
-    if args.n < 1:
-        raise ConfigError(f"--n must be a positive integer, got {args.n}.")
+    _check_sampling_flags(args)
     gif = Path(args.out).suffix.lower() == ".gif"
     if not gif:
         grid_format(args.out)  # a grid file name without a known suffix is refused before sampling
@@ -219,8 +228,16 @@ def cmd_sample(args: argparse.Namespace) -> int:
         )
     elif args.label is not None:
         raise ConfigError(f"the run in {args.run} is unconditional; drop --label.")
-    images = generate(
-        run_, sample_noise(run_, args.n, args.seed), labels, nfe=args.nfe, cfg_scale=args.cfg_scale, solver=args.solver
+    images = sample_images(
+        run_,
+        args.n,
+        labels,
+        nfe=args.nfe,
+        cfg_scale=args.cfg_scale,
+        solver=args.solver,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        progress=not args.no_progress,
     )
     nrow = run_.num_classes if run_.num_classes and args.n >= run_.num_classes else None
     if gif:
@@ -255,6 +272,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from genimage.evaluate import evaluate_run
     from genimage.runs import load_run
 
+    _check_sampling_flags(args)
     record = evaluate_run(
         load_run(args.run),
         n=args.n,
@@ -264,6 +282,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         seed=args.seed,
         input_px=args.input_px,
         bpd_images=args.bpd_images,
+        batch_size=args.batch_size,
         progress=not args.no_progress,
     )
     keys = [
@@ -329,7 +348,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--input-px", dest="input_px", type=int, default=224, help="EfficientNet-Lite0 input size (224)")
     ev.add_argument("--bpd-images", dest="bpd_images", type=int, default=32, help="images for bits/dim (0: skip)")
     ev.add_argument("--json", type=output_file, help="write the metrics here")
-    ev.add_argument("--no-progress", action="store_true")
     ev.set_defaults(func=cmd_evaluate)
     sh = commands.add_parser(
         "shards", help="pack an image folder into WebDataset-style tar shards for --data shards (streamed)"

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, load_tensors, save_tensors
@@ -59,7 +58,7 @@ from genimage.metrics import (
     spectral_errors,
 )
 from genimage.runs import LoadedRun
-from genimage.sampling import generate, sample_noise
+from genimage.sampling import sample_images
 
 
 def reference_set(run: LoadedRun) -> ImageSet | VideoSet:
@@ -90,28 +89,6 @@ def _choose(data: ImageSet | VideoSet, n: int, seed: int) -> ImageSet | VideoSet
     return data.subset(idx)
 
 
-@torch.no_grad()
-def sample_images(
-    run: LoadedRun,
-    n: int,
-    labels: torch.Tensor | None,
-    *,
-    nfe: int,
-    cfg_scale: float,
-    solver: str,
-    seed: int,
-    batch_size: int = 256,
-    progress: bool = True,
-) -> torch.Tensor:
-    """``n`` images in ``[-1, 1]`` from seeded noise, generated in batches (progress bar on request)."""
-    noise = sample_noise(run, n, seed)
-    out = []
-    for start in tqdm(range(0, n, batch_size), desc="sample", disable=None if progress else True, leave=False):
-        y = None if labels is None else labels[start : start + batch_size]
-        out.append(generate(run, noise[start : start + batch_size], y, nfe=nfe, cfg_scale=cfg_scale, solver=solver))
-    return torch.cat(out)
-
-
 def _cached_features(cache: Path | None, key: dict[str, Any], compute) -> torch.Tensor:
     if cache is None:
         return compute()
@@ -136,6 +113,7 @@ def evaluate_run(
     bpd_images: int = 64,
     reference: ImageSet | VideoSet | None = None,
     cache_dir: str | Path | None = "auto",
+    batch_size: int = 256,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Score ``run`` (see the module docstring); returns a JSON-ready dict of metrics and settings."""
@@ -150,7 +128,15 @@ def evaluate_run(
         cache = ensure_dir(cache_dir) if cache_dir is not None else None
     labels = ref.labels if run.num_classes and ref.labels is not None else None
     fake = sample_images(
-        run, len(ref), labels, nfe=nfe, cfg_scale=cfg_scale, solver=solver, seed=seed + 1, progress=progress
+        run,
+        len(ref),
+        labels,
+        nfe=nfe,
+        cfg_scale=cfg_scale,
+        solver=solver,
+        seed=seed + 1,
+        batch_size=batch_size,
+        progress=progress,
     )
     key = {
         "data": run.config.get("data"),

@@ -10,12 +10,13 @@ evaluations' worth of steps: ``steps = nfe // evals_per_step`` (Euler 1, midpoin
 from __future__ import annotations
 
 import torch
+from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError, InputError
 from gencore.solvers import FIXED_STEP_METHODS, solve_ode
 from genimage.runs import LoadedRun
 
-__all__ = ["EVALS_PER_STEP", "generate", "invert", "sample_noise", "time_grid"]
+__all__ = ["EVALS_PER_STEP", "generate", "invert", "sample_images", "sample_noise", "time_grid"]
 
 EVALS_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
 
@@ -98,3 +99,27 @@ def invert(
     grid = time_grid(run, nfe, solver).flip(0)
     z = run.encode(images.float().to(device))
     return solve_ode(lambda x, t: run.velocity(x, t, y, cfg_scale), z, grid, method=solver).x.cpu()
+
+
+@torch.no_grad()
+def sample_images(
+    run: LoadedRun,
+    n: int,
+    labels: torch.Tensor | None,
+    *,
+    nfe: int,
+    cfg_scale: float,
+    solver: str,
+    seed: int,
+    batch_size: int = 256,
+    progress: bool = True,
+) -> torch.Tensor:
+    """``n`` images (or videos) in ``[-1, 1]`` from :func:`sample_noise` ``(run, n, seed)``, generated
+    ``batch_size`` at a time (so the model's memory does not grow with ``n``), with a progress bar on request;
+    ``labels: [n]`` class indices, or None."""
+    noise = sample_noise(run, n, seed)
+    out = []
+    for start in tqdm(range(0, n, batch_size), desc="sample", disable=None if progress else True, leave=False):
+        y = None if labels is None else labels[start : start + batch_size]
+        out.append(generate(run, noise[start : start + batch_size], y, nfe=nfe, cfg_scale=cfg_scale, solver=solver))
+    return torch.cat(out)
