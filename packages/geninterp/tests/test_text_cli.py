@@ -31,6 +31,12 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "does not exist" in err[0]
     assert main(["train-sae", "--acts", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    capsys.readouterr()
+    for flag in ("--tokens", "--batch-size", "--shard-sequences"):  # refused by the flag's name, before any model
+        assert main(["capture", "--layer", "3", flag, "0", "--out", str(tmp_path / "acts")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"geninterp: error: {flag} must be a positive integer, got 0."], err
+        assert not (tmp_path / "acts").exists()
 
 
 def test_capture_on_cuda_without_cuda_is_one_line(tmp_path, capsys, monkeypatch):

@@ -39,6 +39,9 @@ def cmd_capture(args: argparse.Namespace) -> int:
     from geninterp.store import check_new_store
     from geninterp.text import stdlib_texts, token_chunks
 
+    for flag in ("tokens", "batch_size", "shard_sequences"):  # named as the user typed them, before the model loads
+        if getattr(args, flag) < 1:
+            raise_config(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}")
     check_new_store(args.out)  # before the model is loaded
     lm = load_model(args.model, resolve_device(args.device))
     module = lm.module_name(args.layer)
