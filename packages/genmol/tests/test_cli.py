@@ -165,6 +165,9 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
         assert main(sample) == 2
         assert "holds no readable molecular graphs" in capsys.readouterr().err
         assert len(read_sdf(out, sanitize=False)[0]) == 8  # the earlier output is untouched
+        (tmp_path / "g.smi").write_text("CCO\n[Na+].[Cl-] salt\n")  # an atom the model never saw
+        assert main(sample) == 2
+        assert "g.smi: molecular graph 2 (salt): atom Na(+1) is not in" in capsys.readouterr().err
         (tmp_path / "g.smi").write_text("CCO\nCOC\n")
     meta = json.loads((run / "run.json").read_text())
     broken = tmp_path / "broken"
@@ -256,3 +259,31 @@ def test_sample_on_cuda_without_cuda_is_one_line(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no usable CUDA device" in err[0]
     assert not out.exists()
+
+
+def test_prepare_reads_sdf_and_refuses_input_without_molecules(tmp_path, capsys):
+    sdf = write_sdf(tmp_path / "in.sdf", [embedded("CCO", 0, "ethanol"), embedded("c1cc[nH+]cc1", 0, "pyr")])
+    out = tmp_path / "out.sdf"
+    assert main(["prepare", "--data", str(sdf), "--out", str(out), "--no-progress"]) == 0  # not read as SMILES
+    assert "2 records read, 0 skipped" in capsys.readouterr().out
+    assert [m.to_smiles() for m in read_sdf(out)[0]] == ["CCO", "c1cc[nH+]cc1"]
+    before = out.read_bytes()
+    (tmp_path / "empty.smi").write_text("")
+    for args in (["--data", str(tmp_path / "empty.smi")], ["--data", str(sdf), "--subset", "-1"]):
+        assert main(["prepare", *args, "--out", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and ("holds no readable molecules" in err[0] or "--subset must be" in err[0])
+    assert out.read_bytes() == before
+
+
+def test_evaluate_and_train_refuse_files_without_records_or_coordinates(tmp_path, capsys):
+    for name in ("empty.sdf", "empty.smi"):
+        (tmp_path / name).write_text("")
+        out = tmp_path / "e.json"
+        assert main(["evaluate", str(tmp_path / name), "--json", str(out), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{name}' holds no records" in err[0] and not out.exists()
+    flat = write_sdf(tmp_path / "flat.sdf", [Molecule.from_smiles(s, name=s) for s in ("CCO", "CCN", "COC")])
+    assert main(["train", "--data", str(flat), "--steps", "2", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "flat.sdf': 3 of 3 molecules have no coordinates" in err and not (tmp_path / "r").exists()

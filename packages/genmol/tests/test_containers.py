@@ -219,3 +219,136 @@ def test_mmcif_syntax_error_names_file_and_line(tmp_path):
     path.write_text('data_x\nloop_\n_atom_site.id\n_atom_site.Cartn_x\n1 1.0\n2 "unterminated\n')
     with pytest.raises(InputError, match=r"bad.cif:6"):
         ProteinStructure.read(path)
+
+
+def _with_extras_pdb(tmp_path):
+    """The peptide plus an alternative location on one CA, a selenomethionine, a water and a zinc ion."""
+    lines = [line for line in _peptide_pdb(tmp_path).read_text().splitlines() if line.startswith(("ATOM", "HETATM"))]
+    k = next(i for i, line in enumerate(lines) if line[12:16] == " CA ")
+    first = lines[k][:16] + "A" + lines[k][17:54] + "  0.60" + lines[k][60:]
+    second = lines[k][:16] + "B" + lines[k][17:30] + f"{float(lines[k][30:38]) + 0.5:8.3f}" + lines[k][38:54]
+    second += "  0.40" + lines[k][60:]
+    extra = [
+        "HETATM  900  N   MSE B   1      10.000  10.000  10.000  1.00  0.00           N",
+        "HETATM  901  CA  MSE B   1      11.400  10.000  10.000  1.00  0.00           C",
+        "HETATM  902  O   HOH B 101      20.000  20.000  20.000  1.00  0.00           O",
+        "HETATM  903 ZN    ZN B 102      25.000  20.000  20.000  1.00  0.00          ZN",
+    ]
+    path = tmp_path / "extras.pdb"
+    path.write_text("\n".join([*lines[:k], first, second, *lines[k + 1 :], *extra, "END"]) + "\n")
+    return path, first
+
+
+def test_sequence_leaves_out_waters_and_ions_and_altlocs_keep_the_first(tmp_path):
+    path, first = _with_extras_pdb(tmp_path)
+    s = ProteinStructure.read(path)
+    assert s.sequence("A") == "ACDGK"
+    assert s.sequence("B") == "M"  # selenomethionine by its parent's letter; HOH and ZN are no residues of it
+    assert [r[3] for r in s.residues("B")] == ["MSE", "HOH", "ZN"]
+    ca = s.backbone("A")[0, 1]
+    np.testing.assert_allclose(ca, [float(first[30:38]), float(first[38:46]), float(first[46:54])])
+    assert s.num_atoms == len(ProteinStructure.read(_peptide_pdb(tmp_path)).atom_names) + 4  # one CA, not two
+    back = ProteinStructure.read(s.to_pdb(tmp_path / "back.pdb"))
+    assert back.num_atoms == s.num_atoms and back.sequence("A") == "ACDGK"
+
+
+def test_gzipped_pdb_and_mmcif_are_read_and_checked(tmp_path):
+    import gzip
+
+    s = ProteinStructure.read(_peptide_pdb(tmp_path))
+    for writer, name in ((s.to_pdb, "p.pdb"), (s.to_mmcif, "p.cif")):
+        plain = writer(tmp_path / name)
+        packed = tmp_path / (name + ".gz")
+        packed.write_bytes(gzip.compress(plain.read_bytes()))
+        back = ProteinStructure.read(packed)
+        np.testing.assert_allclose(back.coords, s.coords, atol=1e-3)
+        assert back.sequence("A") == "ACDGK"
+    lines = (tmp_path / "p.pdb").read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith("ATOM"))
+    lines[k] = lines[k][:30] + "   xx.yyy" + lines[k][39:]
+    (tmp_path / "bad.pdb.gz").write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    with pytest.raises(InputError, match=rf"bad.pdb.gz: line {k + 1}:"):  # not read as 0.0
+        ProteinStructure.read(tmp_path / "bad.pdb.gz")
+
+
+def test_malformed_mmcif_atoms_and_empty_files_are_input_errors(tmp_path):
+    s = ProteinStructure.read(_peptide_pdb(tmp_path))
+    text = s.to_mmcif(tmp_path / "p.cif").read_text().splitlines()
+    k = next(i for i, line in enumerate(text) if line.startswith("ATOM 3 "))
+    fields = text[k].split()
+    header = [line for line in text if line.startswith("_atom_site.")]
+    x, num = header.index("_atom_site.Cartn_x"), header.index("_atom_site.auth_seq_id")
+    for column, value, message in ((x, "abc", "non-numeric coordinates"), (num, "?", "no residue number")):
+        bad = list(fields)
+        bad[column] = value
+        path = tmp_path / "bad.cif"
+        path.write_text("\n".join([*text[:k], " ".join(bad), *text[k + 1 :]]) + "\n")
+        with pytest.raises(InputError, match=rf"bad.cif: atom 3 \(.*\) has {message}"):
+            ProteinStructure.read(path)
+    for name in ("empty.cif", "empty.pdb", "blank.cif"):
+        (tmp_path / name).write_text("" if name.startswith("empty") else "\n\n")
+        with pytest.raises(InputError, match=rf"{name}: "):
+            ProteinStructure.read(tmp_path / name)
+
+
+def test_a_molecule_without_coordinates_stays_without_them_through_sdf(tmp_path):
+    flat = Molecule.from_smiles("CCO", name="ethanol")  # no coordinates: the mol block holds zeros, not 3D
+    helium = Molecule([2], [0], np.zeros((0, 2)), [], [0], np.zeros((1, 3)), "helium")  # 3-D, at the origin
+    back, _ = read_sdf(write_sdf(tmp_path / "m.sdf", [flat, helium]))
+    assert back[0].coordinates is None and back[0].to_smiles() == "CCO"
+    np.testing.assert_array_equal(back[1].coordinates, np.zeros((1, 3)))
+
+
+def test_gzipped_sdf_and_binary_records(tmp_path, small_3d):
+    import gzip
+
+    text = write_sdf(tmp_path / "m.sdf", small_3d[:2]).read_text()
+    (tmp_path / "m.SDF.GZ").write_bytes(gzip.compress(text.encode()))
+    mols, report = read_sdf(tmp_path / "m.SDF.GZ")
+    assert report.n_read == 2 and [m.name for m in mols] == [m.name for m in small_3d[:2]]
+    (tmp_path / "cut.sdf.gz").write_bytes(gzip.compress(text.encode())[:60])
+    with pytest.raises(InputError, match=r"cut.sdf.gz: cannot decompress"):
+        read_sdf(tmp_path / "cut.sdf.gz")
+    # gzip bytes under a plain .sdf name: one unparsable record, no exception out of RDKit's logging
+    (tmp_path / "packed.sdf").write_bytes(gzip.compress(text.encode()))
+    mols, report = read_sdf(tmp_path / "packed.sdf")
+    assert not mols and report.n_skipped >= 1
+    (tmp_path / "m.SMI.GZ").write_bytes(gzip.compress(b"CCO ethanol\nc1ccccc1 benzene\n"))
+    assert [m.name for m in read_smiles(tmp_path / "m.SMI.GZ")[0]] == ["ethanol", "benzene"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (b"-1\n\n", "line 1 must hold an atom count"),
+        (b"\x1f\x8b\x08\x00binary\xff\xfe\n", "line 1 must hold an atom count"),
+        (b"1\n\nO 0 0 nan\n", "line 3 is not 'symbol x y z'"),
+        (b"1\n\nO 0 0\n", "line 3 is not 'symbol x y z'"),
+    ],
+)
+def test_malformed_xyz_is_one_input_error(tmp_path, text, message):
+    path = tmp_path / "m.xyz"
+    path.write_bytes(text)
+    with pytest.raises(InputError, match=message):
+        read_xyz(path)
+
+
+def test_a_chain_name_pdb_cannot_hold_is_an_input_error_and_mmcif_keeps_it(tmp_path):
+    s = ProteinStructure.read(_peptide_pdb(tmp_path))
+    s.chain_ids = np.full(s.num_atoms, "AAA")  # mmCIF files of large assemblies use such names
+    out = tmp_path / "long.pdb"
+    with pytest.raises(InputError, match=r"long.pdb: cannot be written as PDB .*chain name"):
+        s.to_pdb(out)
+    assert not out.exists()
+    assert ProteinStructure.read(s.to_mmcif(tmp_path / "long.cif")).chains == ["AAA"]
+
+
+def test_a_truncated_pdb_line_is_a_one_line_error(tmp_path):
+    path = _peptide_pdb(tmp_path)
+    lines = path.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith("ATOM"))
+    lines[k + 1] = lines[k + 1][:50]  # the z coordinate cut off
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"pep.pdb: .*line {k + 2}") as exc:
+        ProteinStructure.read(path)
+    assert "\n" not in str(exc.value)

@@ -141,3 +141,13 @@ def test_strain_of_a_heavy_atom_molecule_places_its_hydrogens_first():
     # hydrogens MMFF would type and score a hydrogen-free molecule (2.6 kcal/mol here)
     assert mmff_strain(heavy) == pytest.approx(0.0, abs=0.1)
     assert mmff_strain(heavy.with_coordinates(heavy.coordinates * 1.05)) > 1.0
+
+
+def test_a_non_finite_strain_is_an_error_not_a_nan_median():
+    good = embedded("CCO", 0, "ethanol")
+    collapsed = good.with_coordinates(np.zeros((good.num_atoms, 3)))  # every atom on one point: MMFF gives NaN
+    result = evaluate_molecules([good, collapsed, embedded("CCN", 0)], with_fcd=False)
+    row = result.rows[1]
+    assert row["mmff_strain"] is None and "not finite" in row["error"]
+    expected = np.median([result.rows[0]["mmff_strain"], result.rows[2]["mmff_strain"]])
+    assert result.summary["mmff_strain_median"] == pytest.approx(expected)

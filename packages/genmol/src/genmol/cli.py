@@ -59,11 +59,13 @@ def _read_molecule_file(path: str | Path, on_error: str = "skip", what: str = "m
 
 # prepare ----------------------------------------------------------------------------------------
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from genmol.chem.io import check_output_suffix, read_smiles, write_molecules
+    from genmol.chem.io import check_output_suffix, molecule_file_kind, read_sdf, read_smiles, write_molecules
     from genmol.data.conformers import generate_conformers
 
     if args.out:
         check_output_suffix(args.out)  # before the data are read
+    if args.subset is not None and args.subset < 1:
+        raise ConfigError(f"--subset must be a positive number of molecules, got {args.subset}.")
     if args.data == "qm9":
         from genmol.data.qm9 import qm9_subset
 
@@ -72,13 +74,16 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         from genmol.data.smiles_sets import nci_5k
 
         mols, report = nci_5k()
-    else:
-        mols, report = read_smiles(args.data, on_error=args.on_error)
+    else:  # an SDF or SMILES file, by its suffix
+        reader = read_sdf if molecule_file_kind(args.data) == "sdf" else read_smiles
+        mols, report = reader(args.data, on_error=args.on_error)
     if args.data != "qm9" and args.subset is not None:
         mols = mols[: args.subset]
     print(report.summary())
     for bad in report.bad[:5]:
         print(f"  skipped {bad}")
+    if not mols:
+        raise InputError(f"{args.data!r} holds no readable molecules ({report.n_skipped} bad records); nothing to do.")
     if args.conformers:
         ensembles, conf_report = generate_conformers(
             mols, args.conformers, seed=args.seed, workers=args.workers, progress=not args.no_progress
@@ -174,6 +179,15 @@ def cmd_sample(args: argparse.Namespace) -> int:
             graphs = [Molecule.from_rdkit(Chem.AddHs(m.to_rdkit()), name=m.name) for m in graphs]
             for m in graphs:
                 m.num_hs[:] = 0
+        from genmol.metrics.chemistry import canonical_smiles
+
+        for k, m in enumerate(graphs):  # every graph's atoms are checked before any sampling
+            try:
+                for z, q in zip(m.atomic_numbers, m.formal_charges, strict=True):
+                    vocab.token(z, q)
+            except InputError as exc:
+                what = m.name or canonical_smiles(m) or "unnamed"
+                raise InputError(f"{args.graphs}: molecular graph {k + 1} ({what}): {exc}") from None
         ens = sample_conformers(
             model,
             vocab,
@@ -232,6 +246,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         args.file, reference, strain=not args.no_strain, with_fcd=not args.no_fcd, progress=not args.no_progress
     )
     rows = result.rows
+    if not rows:
+        raise InputError(f"{str(args.file)!r} holds no records; expected at least one molecule to evaluate.")
     shown = rows if args.rows is None else rows[: args.rows]
     table_rows = [
         {
@@ -273,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser, commands = package_parser("genmol", __version__, DESCRIPTION)
 
     pr = commands.add_parser("prepare", help="build a data set: QM9 subset with bonds, or ETKDG+MMFF conformers")
-    pr.add_argument("--data", required=True, help="qm9 | nci (RDKit's NCI 5K) | a SMILES file")
+    pr.add_argument("--data", required=True, help="qm9 | nci (RDKit's NCI 5K) | an SDF or SMILES file")
     pr.add_argument("--subset", type=int, help="number of molecules (QM9: seeded random subset)")
     pr.add_argument("--conformers", type=int, default=0, help="ETKDG+MMFF conformers per molecule (0: none)")
     pr.add_argument("--workers", type=int, default=1, help="worker processes for conformer generation")

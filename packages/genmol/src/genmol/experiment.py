@@ -49,10 +49,19 @@ def load_dataset(
         from genmol.data.qm9 import qm9_subset
 
         return qm9_subset(subset, seed=seed, cache=cache, progress=progress)
+    if subset is not None and subset < 1:
+        raise ConfigError(f"subset must be a positive number of molecules, got {subset}.")
     path = Path(name)
     if path.suffix.lower() != ".sdf":
         raise ConfigError(f"--data must be 'qm9' or an .sdf file with 3-D coordinates, got {name!r}.")
     mols, report = read_sdf(path, on_error="skip")
+    flat = [k for k, m in enumerate(mols) if m.coordinates is None]
+    if flat:
+        first = mols[flat[0]].name or f"molecule {flat[0]}"
+        raise InputError(
+            f"{str(path)!r}: {len(flat)} of {len(mols)} molecules have no coordinates (the first: {first!r}); "
+            "training needs 3-D coordinates (`genmol prepare --conformers N` writes them)."
+        )
     if subset is not None:
         order = torch.randperm(len(mols), generator=torch.Generator().manual_seed(seed)).tolist()
         mols = [mols[k] for k in sorted(order[:subset])]

@@ -107,14 +107,15 @@ def _reason(messages: list[str], fallback: str) -> str:
 def molecule_file_kind(path: str | os.PathLike) -> str:
     """``"sdf"`` or ``"smiles"`` from a file's suffix; one :class:`InputError` sentence for any other name."""
     suffixes = [x.lower() for x in Path(path).suffixes]
-    if suffixes[-1:] == [".sdf"]:
-        return "sdf"
     if suffixes[-1:] == [".gz"]:
         suffixes = suffixes[:-1]
+    if suffixes[-1:] == [".sdf"]:
+        return "sdf"
     if suffixes[-1:] and suffixes[-1] in SMILES_SUFFIXES:
         return "smiles"
     raise InputError(
-        f"{str(path)!r}: expected an SDF file (.sdf) or a SMILES file ({', '.join(SMILES_SUFFIXES)}, optionally .gz)."
+        f"{str(path)!r}: expected an SDF file (.sdf) or a SMILES file ({', '.join(SMILES_SUFFIXES)}), "
+        "either optionally gzipped (.gz)."
     )
 
 
@@ -123,15 +124,34 @@ def _check_readable(path: Path) -> None:
         raise StorageError(f"{str(path)!r} does not exist or is not a file.")
 
 
+def _open_text(path: Path):
+    """A text stream of ``path``, decompressed when its name ends in ``.gz`` (any case)."""
+    import gzip
+
+    opener = gzip.open if path.suffix.lower() == ".gz" else open
+    return opener(path, "rt", encoding="utf-8", errors="replace")
+
+
+def _lines(fh, path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of an open text file; a broken gzip stream is one :class:`InputError` sentence."""
+    lineno = 0
+    try:
+        for lineno, line in enumerate(fh, start=1):
+            yield lineno, line
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{path}: cannot decompress the file after line {lineno} ({exc}).") from None
+
+
 def sdf_blocks(path: str | os.PathLike) -> Iterator[tuple[int, int, str]]:
-    """Yield ``(index, first_line, mol_block_with_data)`` for each ``$$$$``-terminated record of an SDF."""
+    """Yield ``(index, first_line, mol_block_with_data)`` for each ``$$$$``-terminated record of an SDF
+    (``.sdf.gz`` is decompressed on the fly)."""
     p = Path(path)
     _check_readable(p)
     lines: list[str] = []
     start = 1
     index = 0
-    with p.open(encoding="utf-8", errors="replace") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with _open_text(p) as fh:
+        for lineno, line in _lines(fh, p):
             if line.rstrip("\r\n") == "$$$$":
                 yield index, start, "".join(lines)
                 index += 1
@@ -146,7 +166,10 @@ def sdf_blocks(path: str | os.PathLike) -> Iterator[tuple[int, int, str]]:
 def parse_molblock(block: str, *, sanitize: bool) -> tuple[Chem.Mol | None, str]:
     """``(mol, "")`` or ``(None, reason)``; data fields after ``M  END`` become properties."""
     with rdkit_messages() as messages:
-        mol = Chem.MolFromMolBlock(block, sanitize=False, removeHs=False, strictParsing=True)
+        try:
+            mol = Chem.MolFromMolBlock(block, sanitize=False, removeHs=False, strictParsing=True)
+        except (SystemError, UnicodeError):  # RDKit's message quoted a line cut inside a multi-byte character
+            mol = None
     if mol is None:
         return None, _reason(messages, "RDKit could not parse the mol block")
     _read_data_fields(block, mol)
@@ -224,14 +247,11 @@ def smiles_records(
     path: str | os.PathLike, *, column: int = 0, delimiter: str | None = None
 ) -> Iterator[tuple[int, int, str, str]]:
     """Yield ``(index, line, smiles, name)`` for each record of a SMILES file (see :func:`read_smiles`)."""
-    import gzip
-
     p = Path(path)
     _check_readable(p)
-    opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt", encoding="utf-8", errors="replace") as fh:
+    with _open_text(p) as fh:
         index = 0
-        for lineno, line in enumerate(fh, start=1):
+        for lineno, line in _lines(fh, p):
             text = line.strip()
             if not text or text.startswith("#"):
                 continue
@@ -319,7 +339,7 @@ def read_xyz(path: str | os.PathLike, *, bonds: str = "none") -> list[Molecule]:
     """Read a (multi-frame) XYZ file; a malformed frame raises :class:`InputError` naming the line."""
     p = Path(path)
     _check_readable(p)
-    lines = p.read_text(encoding="utf-8").splitlines()
+    lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
     out, k = [], 0
     while k < len(lines):
         if not lines[k].strip():
@@ -328,7 +348,9 @@ def read_xyz(path: str | os.PathLike, *, bonds: str = "none") -> list[Molecule]:
         try:
             n = int(lines[k].split()[0])
         except ValueError:
-            raise InputError(f"{p}: line {k + 1} must hold an atom count, got {lines[k]!r}.") from None
+            n = -1
+        if n < 0:
+            raise InputError(f"{p}: line {k + 1} must hold an atom count (0 or more), got {lines[k]!r}.")
         block = "\n".join(lines[k : k + n + 2])
         out.append(Molecule.from_xyz(block, bonds=bonds, source=f"{p} (frame at line {k + 1})"))
         k += n + 2

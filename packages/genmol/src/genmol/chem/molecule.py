@@ -110,7 +110,11 @@ class Molecule:
     # RDKit --------------------------------------------------------------------------------
     @classmethod
     def from_rdkit(cls, mol: Chem.Mol, conf_id: int = -1, name: str | None = None) -> Molecule:
-        """Read atoms, charges, bonds, attached hydrogen counts and (if any) a conformer's coordinates."""
+        """Read atoms, charges, bonds, attached hydrogen counts and (if any) a conformer's coordinates.
+
+        A conformer that is not marked 3-D and has every atom at the origin (what a mol block without
+        coordinates reads as, and what :meth:`to_molblock` writes for a molecule without them) is no coordinates.
+        """
         if mol is None:
             raise InputError("expected an RDKit molecule, got None (an RDKit parser failed earlier).")
         mol.UpdatePropertyCache(strict=False)
@@ -129,7 +133,10 @@ class Molecule:
             orders.append(order)
         coords = None
         if mol.GetNumConformers():
-            coords = mol.GetConformer(conf_id).GetPositions()
+            conf = mol.GetConformer(conf_id)
+            coords = conf.GetPositions()
+            if not conf.Is3D() and not coords.any():  # a mol block's "no coordinates": all at 0, not marked 3D
+                coords = None
         props = {k: str(v) for k, v in mol.GetPropsAsDict(includePrivate=False, includeComputed=False).items()}
         title = name if name is not None else (mol.GetProp("_Name") if mol.HasProp("_Name") else "")
         return cls(z, q, np.asarray(pairs, dtype=np.int64).reshape(-1, 2), orders, hs, coords, title, props)
@@ -227,7 +234,9 @@ class Molecule:
         try:
             n = int(lines[0].split()[0])
         except (IndexError, ValueError):
-            raise InputError(f"{source}: line 1 must hold the atom count, got {lines[:1]!r}.") from None
+            n = -1
+        if n < 0:
+            raise InputError(f"{source}: line 1 must hold the atom count (0 or more), got {lines[:1]!r}.")
         if len(lines) < n + 2:
             raise InputError(f"{source}: expected {n} atom lines after the comment, found {max(len(lines) - 2, 0)}.")
         z, xyz = [], []
@@ -236,6 +245,8 @@ class Molecule:
             try:
                 z.append(atomic_number(parts[0]) if not parts[0].isdigit() else int(parts[0]))
                 xyz.append([float(v.replace("*^", "e")) for v in parts[1:4]])
+                if len(xyz[-1]) < 3 or not np.isfinite(xyz[-1]).all():
+                    raise ValueError(f"expected three finite coordinates, got {parts[1:4]}")
             except (IndexError, ValueError, InputError) as exc:
                 raise InputError(f"{source}: line {k} is not 'symbol x y z' ({exc}).") from None
         mol = cls(z, np.zeros(n), np.zeros((0, 2)), np.zeros(0), np.zeros(n), np.asarray(xyz), lines[1].strip())

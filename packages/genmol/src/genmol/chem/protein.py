@@ -1,13 +1,16 @@
 """``ProteinStructure``: chains, residues and atoms of a macromolecular model, from/to PDB and mmCIF.
 
 Reading and writing go through gemmi (Wojdyr 2022, "GEMMI: A library for structural biology", JOSS;
-MPL-2.0). Only the first model of a file is kept. The container is a flat atom table (one row per
-atom, like biotite's ``AtomArray``) with per-atom chain, residue and atom names; ``backbone()``
-gathers N, CA, C, O per residue. A malformed coordinate line is reported with file and line number.
+MPL-2.0). Only the first model of a file is kept, and of atoms with alternative locations only the
+first location (biotite's default, ``altloc="first"``). Files may be gzipped (``.pdb.gz``, ``.cif.gz``).
+The container is a flat atom table (one row per atom, like biotite's ``AtomArray``) with per-atom
+chain, residue and atom names; ``backbone()`` gathers N, CA, C, O per residue. A malformed coordinate
+line is reported with file and line number (PDB) or with the atom's serial number (mmCIF).
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,15 +54,23 @@ class ProteinStructure:
         return [k for k in out if chain is None or k[0] == chain]
 
     def sequence(self, chain: str) -> str:
-        """One-letter sequence of the polymer residues of ``chain`` ('X' for unknown residues)."""
+        """One-letter sequence of the polymer residues of ``chain``: amino acids and nucleotides (a modified
+        one by its parent's letter, 'X' for an unknown residue of an ATOM record); waters, ions and ligands
+        are left out."""
         import gemmi
 
-        return "".join(
-            gemmi.find_tabulated_residue(n).one_letter_code.upper()
-            if gemmi.find_tabulated_residue(n) and gemmi.find_tabulated_residue(n).one_letter_code != " "
-            else "X"
-            for _, _, _, n in self.residues(chain)
-        )
+        hetero = {}
+        keys = zip(self.chain_ids, self.res_ids, self.ins_codes, self.res_names, self.hetero, strict=True)
+        for c, r, i, n, h in keys:
+            hetero.setdefault((str(c), int(r), str(i), str(n)), bool(h))
+        letters = []
+        for key in self.residues(chain):
+            info = gemmi.find_tabulated_residue(key[3])
+            if info is not None and (info.is_amino_acid() or info.is_nucleic_acid()):
+                letters.append(info.one_letter_code.upper() if info.one_letter_code.strip() else "X")
+            elif not hetero[key] and (info is None or not info.is_water()):
+                letters.append("X")
+        return "".join(letters)
 
     def backbone(self, chain: str | None = None) -> np.ndarray:
         """``[R, 4, 3]`` N, CA, C, O coordinates per residue (NaN where an atom is missing)."""
@@ -77,10 +88,16 @@ class ProteinStructure:
     def _from_gemmi(cls, st, name: str) -> ProteinStructure:
         if len(st) == 0:
             raise InputError(f"{name}: the file holds no model.")
+        st.remove_alternative_conformations()  # the first of each atom's alternative locations
         cols: dict[str, list] = {k: [] for k in ("c", "r", "i", "n", "a", "e", "x", "o", "b", "h")}
         for chain in st[0]:
             for res in chain:
                 for atom in res:
+                    if res.seqid.num is None or not np.isfinite(atom.pos.tolist()).all():
+                        where = f"atom {atom.serial} ({atom.name} of residue {res.name} in chain {chain.name})"
+                        if res.seqid.num is None:
+                            raise InputError(f"{name}: {where} has no residue number; expected an integer.")
+                        raise InputError(f"{name}: {where} has non-numeric coordinates; expected x, y, z numbers.")
                     cols["c"].append(chain.name)
                     cols["r"].append(res.seqid.num)
                     cols["i"].append(res.seqid.icode.strip())
@@ -150,14 +167,22 @@ class ProteinStructure:
         p = Path(path)
         if not p.is_file():
             raise StorageError(f"{str(p)!r} does not exist or is not a file.")
-        text = p.read_text(encoding="utf-8", errors="replace")
-        is_cif = p.suffix.lower() in (".cif", ".mmcif") or text.lstrip().startswith("data_")
+        gzipped = p.suffix.lower() == ".gz"
+        try:
+            raw = gzip.decompress(p.read_bytes()) if gzipped else p.read_bytes()
+        except (OSError, EOFError) as exc:
+            raise InputError(f"{p}: cannot decompress the gzipped file ({exc}).") from None
+        text = raw.decode("utf-8", errors="replace")
+        if not text.strip():
+            raise InputError(f"{p}: the file is empty; expected a PDB or mmCIF structure.")
+        suffix = Path(p.stem).suffix if gzipped else p.suffix
+        is_cif = suffix.lower() in (".cif", ".mmcif") or text.lstrip().startswith("data_")
         if not is_cif:
             _check_pdb_lines(text, str(p))
         try:
             st = gemmi.read_structure(str(p), format=gemmi.CoorFormat.Mmcif if is_cif else gemmi.CoorFormat.Pdb)
-        except (RuntimeError, ValueError) as exc:
-            raise InputError(f"{p}: {exc}") from None
+        except (RuntimeError, ValueError, IndexError) as exc:  # gemmi's message may quote the line on a line of its own
+            raise InputError(f"{p}: {' '.join(str(exc).split())}") from None
         structure = cls._from_gemmi(st, str(p))
         if structure.num_atoms == 0:
             raise InputError(f"{p}: no ATOM or HETATM records; expected a PDB or mmCIF structure.")
@@ -167,7 +192,10 @@ class ProteinStructure:
     from_mmcif = read
 
     def to_pdb(self, path: str | os.PathLike) -> Path:
-        text = self._to_gemmi().make_pdb_string()
+        try:
+            text = self._to_gemmi().make_pdb_string()
+        except RuntimeError as exc:  # what PDB's fixed columns cannot hold, e.g. a chain name of 3+ characters
+            raise InputError(f"{path}: cannot be written as PDB ({exc}); write mmCIF with to_mmcif.") from None
         with atomic_path(path) as tmp:
             tmp.write_text(text, encoding="utf-8")
         return Path(path)

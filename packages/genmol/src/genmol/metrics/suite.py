@@ -92,9 +92,14 @@ def _molecule_row(index: int, mol: Molecule, *, strain: bool) -> dict[str, Any]:
     }
     if strain and valid and mol.coordinates is not None:
         try:
-            row["mmff_strain"] = mmff_strain(mol)
+            value = mmff_strain(mol)
         except Exception as exc:
             row["error"] = f"mmff: {exc}"
+        else:
+            if np.isfinite(value):
+                row["mmff_strain"] = value
+            else:  # coincident atoms: an infinite or NaN energy would make the summary's median NaN
+                row["error"] = f"mmff: the energy is not finite ({value}); are two atoms on top of each other?"
     return row
 
 
