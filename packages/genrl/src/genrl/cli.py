@@ -293,7 +293,9 @@ def _evaluate(args: argparse.Namespace) -> int:
             "same `genrl train` command and --resume."
         )
     agent = load_agent(run_dir / "agent", resolve_device(args.device))
-    res = evaluate(agent, env_id, args.episodes, seed=args.seed, deterministic=not args.stochastic)
+    res = evaluate(
+        agent, env_id, args.episodes, seed=args.seed, deterministic=not args.stochastic, progress=not args.no_progress
+    )
     res["run"] = str(run_dir)
     keys = ("agent", "env_id", "episodes", "return_mean", "return_std", "nfe_per_decision", "latency_ms")
     print(format_table([{k: res[k] for k in keys}]))
@@ -395,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the deterministic policy")
     ev.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    ev.add_argument("--no-progress", action="store_true")
     add_device_argument(ev)
     ev.set_defaults(func=_evaluate)
 

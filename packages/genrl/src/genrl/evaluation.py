@@ -44,10 +44,13 @@ def evaluate(
     deterministic: bool = True,
     max_envs: int = 8,
     latency_calls: int = 30,
+    progress: bool = False,
 ) -> dict[str, Any]:
     """Return per-episode returns and their mean/std, success rate where the env reports ``success``,
-    the agent's ``nfe_per_decision`` and the median wall time of one single-observation decision."""
+    the agent's ``nfe_per_decision`` and the median wall time of one single-observation decision
+    (``progress``: a bar of finished episodes)."""
     import gymnasium as gym
+    from tqdm.auto import tqdm
 
     if episodes < 1:
         raise ConfigError(f"episodes must be a positive integer, got {episodes}.")
@@ -68,10 +71,12 @@ def evaluate(
     agent.eval()
     first_obs = None
     seen_success = False
+    bar = tqdm(total=episodes, desc=f"evaluate {agent.name}", unit="episode", disable=None if progress else True)
     for rnd in range((episodes + n_envs - 1) // n_envs):
         obs, _ = venv.reset(seed=[seed + rnd * n_envs + i for i in range(n_envs)])
         first_obs = obs[0] if first_obs is None else first_obs
         active = np.ones(n_envs, bool)
+        take = min(n_envs, episodes - len(returns))  # copies whose episode counts this round
         ep_ret, ep_len, ep_succ = np.zeros(n_envs), np.zeros(n_envs, int), np.zeros(n_envs)
         while active.any():
             action = agent.act(obs.reshape(n_envs, -1).astype(np.float32), deterministic=deterministic)
@@ -81,12 +86,14 @@ def evaluate(
             if "success" in infos:
                 seen_success = True
                 ep_succ = np.maximum(ep_succ, np.where(active, np.asarray(infos["success"], float), 0.0))
-            active &= ~(term | trunc)
-        take = min(n_envs, episodes - len(returns))
+            ended = active & (term | trunc)
+            bar.update(int(ended[:take].sum()))
+            active &= ~ended
         returns += ep_ret[:take].tolist()
         lengths += ep_len[:take].tolist()
         successes += ep_succ[:take].tolist()
     venv.close()
+    bar.close()
     latencies = []
     single = np.asarray(first_obs, np.float32).ravel()
     with torch.no_grad():
