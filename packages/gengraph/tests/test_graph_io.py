@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import math
+import subprocess
+import sys
+
 import networkx as nx
 import pytest
 import torch
@@ -128,3 +133,94 @@ def test_cli_output_format_follows_the_suffix(tmp_path, capsys) -> None:
     ):
         assert main(["data", *argv]) == 2
         assert message in capsys.readouterr().err
+
+
+def test_graphml_scalar_x_is_not_a_feature_and_types_must_be_whole(tmp_path) -> None:
+    """Gephi / yEd write each node's layout position as scalar ``x``/``y`` attributes; they are not features.
+    A fractional ``type`` is refused instead of truncated, in one sentence without a doubled prefix."""
+    g = nx.Graph()
+    g.add_node("a", x=1.5, y=2.0, type=1)
+    g.add_node("b", x=0.5, y=1.0)
+    g.add_edge("a", "b", x=3.0)
+    nx.write_graphml(g, tmp_path / "layout.graphml")
+    h = read_graphml(tmp_path / "layout.graphml")
+    assert h.n_nodes == 2 and h.n_edges == 1 and h.node_types.tolist() == [1, 0]
+    assert h.node_features is None and h.edge_features is None
+    for value, message in ((1.7, "must be an integer category, got 1.7"), (-1, "layout.graphml: node and edge")):
+        g.nodes["a"]["type"] = value
+        nx.write_graphml(g, tmp_path / "layout.graphml")
+        with pytest.raises(InputError, match=message) as info:
+            read_graphml(tmp_path / "layout.graphml")
+        assert "graph: " not in str(info.value)
+
+
+def test_features_of_a_graph_without_edges_roundtrip(tmp_path) -> None:
+    """``to_dict`` writes ``"edge_features": []`` for a graph without edges; reading it back must work."""
+    graphs = [
+        Graph(n_nodes=3, edges=[[0, 1]], edge_features=[[1.0, 2.0]]),
+        Graph(n_nodes=2, edge_features=torch.zeros(0, 2)),
+        Graph(n_nodes=0, node_features=torch.zeros(0, 3)),
+    ]
+    back = read_graph_set(write_graph_set(tmp_path / "f.json", graphs))
+    assert back[1].n_edges == 0 and back[1].edge_features.shape[0] == 0 and back[2].node_features.shape[0] == 0
+    with pytest.raises(InputError, match="node_features must hold one row for each of the 3 nodes, got shape"):
+        Graph(n_nodes=3, node_features=[[1.0, 2.0]])
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ('{"n_nodes": 3, "edges": [[0, 1.5]]}', "graph 0: edges must be integers, got 1.5"),
+        ('{"n_nodes": 2, "edges": [[0, 1]], "node_types": [0, 0.5]}', "node_types must be integers, got 0.5"),
+        ('{"n_nodes": 2, "edges": [[0, 1]], "directed": "false"}', "'directed' must be true or false, got 'false'"),
+        ('{"n_nodes": true, "edges": []}', "n_nodes must be a non-negative integer, got True"),
+    ],
+)
+def test_graph_set_values_are_not_coerced(tmp_path, record: str, message: str) -> None:
+    """A fractional endpoint is not truncated, ``"directed": "false"`` is not read as true, ``true`` is no count."""
+    path = tmp_path / "g.json"
+    path.write_text('{"format": "gengraph.graph-set", "version": 1, "graphs": [' + record + "]}")
+    with pytest.raises(InputError, match=message):
+        read_graph_set(path)
+
+
+def test_graph_set_version_and_repeated_edge_lines(tmp_path) -> None:
+    path = tmp_path / "g.json"
+    path.write_text('{"format": "gengraph.graph-set", "version": 2, "graphs": [{"n_nodes": 2, "edges": [[0, 1]]}]}')
+    with pytest.raises(InputError, match=r"g\.json: graph-set version 2, this gengraph reads version 1"):
+        read_graph_set(path)
+    el = tmp_path / "g.edgelist"
+    el.write_text("a b\nb c\n# the reverse of line 1:\nb a\n")
+    with pytest.raises(InputError, match=r"g\.edgelist, line 4: the edge b a repeats line 1"):
+        read_edgelist(el)
+    assert read_edgelist(el, directed=True).n_edges == 3
+
+
+def test_evaluate_reads_empty_and_directed_graphs(tmp_path) -> None:
+    """A graph without nodes crashed orbit-count (segfault) and a directed reciprocal pair aborted it; run in a
+    child process so that a crash fails this test rather than the session."""
+    ref = write_graph_set(tmp_path / "ref.json", [Graph(n_nodes=3, edges=[[0, 1], [1, 2]])] * 2)
+    gen = tmp_path / "gen.json"
+    gen.write_text(
+        '{"graphs": [{"n_nodes": 0, "edges": []}, {"n_nodes": 1, "edges": []},'
+        ' {"n_nodes": 3, "directed": true, "edges": [[0, 1], [1, 0], [2, 1]]}]}'
+    )
+    out = tmp_path / "m.json"
+    argv = ["evaluate", "--reference", str(ref), "--generated", str(gen), "--json", str(out)]
+    done = subprocess.run([sys.executable, "-m", "gengraph.cli", *argv], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    assert record["n_generated"] == 3 and record["valid"] == pytest.approx(2 / 3)  # the empty graph is invalid
+    assert all(math.isfinite(v) for k, v in record.items() if k not in ("reference", "generated"))
+
+
+@pytest.mark.parametrize("suffix", [".json", ".edgelist", ".graphml"])
+def test_a_folder_is_not_a_graph_file(tmp_path, capsys, suffix: str) -> None:
+    """A folder with a graph file's name was an IsADirectoryError traceback (GraphML: 'no such file')."""
+    folder = tmp_path / f"graphs{suffix}"
+    folder.mkdir()
+    with pytest.raises(InputError, match=f"graphs{suffix}: is a folder, not a graph file"):
+        load_graphs(folder)
+    assert main(["data", "--dataset", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a folder" in err[0]

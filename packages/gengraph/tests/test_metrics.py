@@ -8,6 +8,7 @@ import pytest
 import torch
 from scipy.stats import wasserstein_distance
 
+from gencore.errors import InputError
 from gengraph.datasets import generate
 from gengraph.graph import Graph
 from gengraph.metrics import (
@@ -111,6 +112,34 @@ def test_bootstrap_interval_covers_the_expected_mmd() -> None:
         assert low <= float(mmd2_from_gram(kxx, kyy, kxy)) <= high
         covered.append(low <= truth <= high)
     assert 0.8 <= sum(covered) / len(covered) <= 0.99
+
+
+def test_bootstrap_refuses_sets_too_small_for_half_draws(sets) -> None:
+    """With 2 or 3 graphs a half-set draw holds one graph, has no U-statistic, and the interval's upper end fell
+    below its own point estimate (and was 0 wide for one graph): refused in one sentence instead."""
+    a, b = sets
+    with pytest.raises(InputError, match=r"at least 4 graphs in each set .* got 3 reference and 10 generated"):
+        graph_mmd(a[:3], b, ["degree_mmd_gaussian_tv"], n_boot=50)
+    fa, fb = degree_histograms(a[:4]), degree_histograms(b[:4])
+    kxx, kyy, kxy = (gram(p, q, "gaussian_tv", 1.0) for p, q in ((fa, fa), (fb, fb), (fa, fb)))
+    low, high = mmd_bootstrap(kxx, kyy, kxy, n_boot=200, seed=0)
+    assert 0 <= low <= float(mmd2_from_gram(kxx, kyy, kxy)) <= high
+    with pytest.raises(InputError, match="got 2 reference and 4 generated"):
+        mmd_bootstrap(kxx[:2, :2], kyy, kxy[:2], n_boot=10)
+
+
+def test_directed_and_empty_graphs_are_read_as_undirected() -> None:
+    """A directed graph is described by its undirected view in every descriptor (its reciprocal pair counted
+    once in the degree too), and V.U.N. reads it the same way; a graph without nodes has zero descriptors."""
+    path = Graph(n_nodes=3, edges=[[0, 1], [1, 2]])
+    directed = Graph(n_nodes=3, edges=[[0, 1], [1, 0], [2, 1]], directed=True)
+    assert directed.to_undirected().edges.tolist() == path.edges.tolist()
+    keys = ["degree_mmd_gaussian_tv", "clustering_mmd_gaussian_emd", "spectral_mmd_gaussian_tv"]
+    assert all(v == 0 for v in graph_mmd([path], [directed], keys).values())
+    assert vun([directed, path], [path], "tree") == {"valid": 1.0, "unique": 0.5, "novel": 0.0, "vun": 0.0}
+    empty = Graph(n_nodes=0)
+    for rows in (degree_histograms([empty, path]), clustering_histograms([empty, path])):
+        assert rows[0].abs().sum() == 0 and rows[1].sum() == pytest.approx(1.0)
 
 
 def test_vun() -> None:

@@ -350,3 +350,17 @@ def test_two_process_training_from_the_command_line(tmp_path) -> None:
     assert main(["sample", "--run", str(run), "--n", "4", "--steps", "3", "--out", str(out)]) == 0
     assert len(read_graph_set(out)) == 4
     assert main([*argv, "--nproc", "3", "--out", str(tmp_path / "odd")]) == 2  # 8 graphs do not split 3 ways
+
+
+def test_a_run_refused_before_its_first_step_can_be_trained_again(tmp_path, capsys) -> None:
+    """A batch larger than the data is refused by the engine after it made the (empty) stage folder; the corrected
+    command used to be refused too, as if the folder held a run."""
+    data = tmp_path / "two.json"
+    data.write_text(
+        '{"graphs": [{"n_nodes": 3, "edges": [[0, 1], [1, 2]]}, {"n_nodes": 4, "edges": [[0, 1], [2, 3]]}]}'
+    )
+    argv = ["train", "--data", str(data), "--model", "digress", "--steps", "2", "--out", str(tmp_path / "d")]
+    assert main([*argv, "--no-progress"]) == 2
+    assert "smaller global batch size" in capsys.readouterr().err
+    assert main([*argv, "--batch-size", "2", "--no-progress"]) == 0
+    assert (tmp_path / "d" / "run.json").is_file()

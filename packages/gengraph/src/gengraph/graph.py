@@ -13,6 +13,7 @@ features in ``"x"``), :meth:`Graph.to_pyg` / :meth:`Graph.from_pyg` (torch-geome
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,9 +28,29 @@ __all__ = ["Graph"]
 
 def _long(values: Any, shape_name: str, where: str) -> torch.Tensor:
     try:
-        return torch.as_tensor(values, dtype=torch.long)
+        t = torch.as_tensor(values)
     except (TypeError, ValueError, RuntimeError) as exc:
         raise InputError(f"{where}: {shape_name} must be integers ({exc}).") from None
+    if t.is_floating_point():  # 1.5 would silently become 1
+        wrong = ~torch.isfinite(t) | (t != t.round())
+        if bool(wrong.any()):
+            raise InputError(f"{where}: {shape_name} must be integers, got {t[wrong][0].item()!r}.")
+    return t.to(torch.long)
+
+
+def _float_rows(values: Any, rows: int, name: str, unit: str, where: str) -> torch.Tensor:
+    """``values`` as a float32 ``[rows, F]`` table (one row per node or edge; zero rows for an empty graph)."""
+    try:
+        t = torch.as_tensor(values, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise InputError(f"{where}: {name} must be a table of numbers ({exc}).") from None
+    if t.dim() == 2 and t.shape[0] == rows:
+        return t
+    if rows and t.numel() and t.numel() % rows == 0:
+        return t.reshape(rows, -1)
+    if not rows and not t.numel():
+        return t.reshape(0, 0)  # what to_dict writes for a graph without nodes (or edges): []
+    raise InputError(f"{where}: {name} must hold one row for each of the {rows} {unit}, got shape {tuple(t.shape)}.")
 
 
 @dataclass(eq=False)
@@ -46,7 +67,7 @@ class Graph:
 
     def __post_init__(self) -> None:
         where = "graph"
-        if not isinstance(self.n_nodes, int) or self.n_nodes < 0:
+        if not isinstance(self.n_nodes, int) or isinstance(self.n_nodes, bool) or self.n_nodes < 0:
             raise InputError(f"{where}: n_nodes must be a non-negative integer, got {self.n_nodes!r}.")
         e = _long(self.edges, "edges", where).reshape(-1, 2) if len(self.edges) else torch.zeros(0, 2, dtype=torch.long)
         if e.numel() and (int(e.min()) < 0 or int(e.max()) >= self.n_nodes):
@@ -77,9 +98,9 @@ class Graph:
         if (self.node_types < 0).any() or (self.edge_types < 0).any():
             raise InputError(f"{where}: node and edge types must be non-negative category indices.")
         if self.node_features is not None:
-            self.node_features = torch.as_tensor(self.node_features, dtype=torch.float32).reshape(n, -1)
+            self.node_features = _float_rows(self.node_features, n, "node_features", "nodes", where)
         if self.edge_features is not None:
-            self.edge_features = torch.as_tensor(self.edge_features, dtype=torch.float32).reshape(m, -1)[order]
+            self.edge_features = _float_rows(self.edge_features, m, "edge_features", "edges", where)[order]
 
     # ------------------------------------------------------------------ views
     @property
@@ -98,7 +119,24 @@ class Graph:
         return a
 
     def degrees(self) -> torch.Tensor:
+        """Edges at each node (in + out for a directed graph, so a reciprocal pair counts twice)."""
         return torch.bincount(self.edges.reshape(-1), minlength=self.n_nodes)
+
+    def to_undirected(self) -> Graph:
+        """The undirected graph on the same connections (``self`` when undirected): a reciprocal pair ``u -> v``,
+        ``v -> u`` becomes one edge, keeping the type and features of ``(min, max)``."""
+        if not self.directed:
+            return self
+        e = torch.sort(self.edges, dim=1).values
+        key = e[:, 0] * max(self.n_nodes, 1) + e[:, 1]
+        _, group = torch.unique(key, return_inverse=True)
+        first = torch.full((int(group.max()) + 1 if self.n_edges else 0,), self.n_edges, dtype=torch.long)
+        first = first.scatter_reduce(0, group, torch.arange(self.n_edges), "amin")  # edges are sorted by (u, v)
+        return Graph(
+            n_nodes=self.n_nodes, edges=e[first], node_types=self.node_types, edge_types=self.edge_types[first],
+            node_features=self.node_features,
+            edge_features=None if self.edge_features is None else self.edge_features[first],
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ constructors and conversions
     @classmethod
@@ -128,7 +166,8 @@ class Graph:
     @classmethod
     def from_networkx(cls, g: nx.Graph, *, type_key: str = "type", feature_key: str = "x") -> Graph:
         """Nodes are relabelled ``0..N-1`` in iteration order; integer ``type_key`` attributes become the
-        categorical channels (missing: 0); list-valued ``feature_key`` attributes become features."""
+        categorical channels (missing: 0); list-valued ``feature_key`` attributes become features (scalar ones,
+        such as a GraphML layout coordinate ``x``, are not features and are ignored)."""
         if g.is_multigraph():
             raise InputError("multigraphs are not supported: merge parallel edges first.")
         g = nx.Graph(g) if not g.is_directed() else g
@@ -143,16 +182,22 @@ class Graph:
                 value = r.get(type_key, 0)
                 try:
                     out.append(int(value))
-                except (TypeError, ValueError):
+                    if isinstance(value, float) and value != out[-1]:  # int(1.7) would be 1
+                        raise ValueError
+                except (TypeError, ValueError, OverflowError):
                     raise InputError(
                         f"{what} attribute {type_key!r} must be an integer category, got {value!r}."
                     ) from None
             return out
 
         def features(rows: list[Mapping[str, Any]]) -> list[list[float]] | None:
-            if rows and all(feature_key in r for r in rows):
-                return [list(map(float, r[feature_key])) for r in rows]
-            return None
+            values = [r.get(feature_key) for r in rows]
+            if not rows or any(v is None or isinstance(v, (str, bytes, numbers.Number)) for v in values):
+                return None
+            try:
+                return [list(map(float, v)) for v in values]
+            except (TypeError, ValueError):
+                raise InputError(f"attribute {feature_key!r} must hold lists of numbers as features.") from None
 
         return cls(
             n_nodes=len(index),
@@ -215,15 +260,17 @@ class Graph:
     def from_dict(cls, d: Mapping[str, Any], where: str = "graph") -> Graph:
         if not isinstance(d, Mapping) or "n_nodes" not in d:
             raise InputError(f"{where}: expected an object with 'n_nodes' and 'edges'.")
+        if not isinstance(d.get("directed", False), bool):  # bool("false") is True
+            raise InputError(f"{where}: 'directed' must be true or false, got {d['directed']!r}.")
         try:
             return cls(
                 n_nodes=d["n_nodes"],
-                edges=torch.tensor(d.get("edges", []), dtype=torch.long).reshape(-1, 2),
+                edges=_long(d.get("edges", []), "edges", "graph").reshape(-1, 2),
                 node_types=d.get("node_types"),
                 edge_types=d.get("edge_types"),
                 node_features=d.get("node_features"),
                 edge_features=d.get("edge_features"),
-                directed=bool(d.get("directed", False)),
+                directed=d.get("directed", False),
             )
         except InputError as exc:
             raise InputError(f"{where}: {str(exc).removeprefix('graph: ')}") from None

@@ -65,12 +65,23 @@ def write_graphs(path: str | os.PathLike, graphs: list[Graph], **meta) -> Path:
     return write_graph_set(path, graphs, **meta)
 
 
+def _check_file(path: Path) -> None:
+    """One sentence when ``path`` cannot be read as a file (missing, a folder, no permission)."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file.")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder, not a graph file.")
+    if not path.is_file():
+        raise InputError(f"{path}: not a regular file.")
+    if not os.access(path, os.R_OK):
+        raise InputError(f"{path}: not readable (permission denied).")
+
+
 def read_graph_set(path: str | os.PathLike) -> list[Graph]:
     path = Path(path)
+    _check_file(path)
     try:
         doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid JSON ({exc}).") from None
     if isinstance(doc, list):
@@ -78,6 +89,8 @@ def read_graph_set(path: str | os.PathLike) -> list[Graph]:
     elif isinstance(doc, dict) and isinstance(doc.get("graphs"), list):
         if doc.get("format", FORMAT) != FORMAT:
             raise InputError(f"{path}: expected format {FORMAT!r}, got {doc.get('format')!r}.")
+        if doc.get("version", 1) != 1:
+            raise InputError(f"{path}: graph-set version {doc.get('version')!r}, this gengraph reads version 1.")
         records = doc["graphs"]
     else:
         raise InputError(f"{path}: expected a JSON object with a 'graphs' list (format {FORMAT!r}).")
@@ -88,14 +101,14 @@ def read_graph_set(path: str | os.PathLike) -> list[Graph]:
 
 def read_edgelist(path: str | os.PathLike, *, directed: bool = False) -> Graph:
     path = Path(path)
+    _check_file(path)
     try:
         lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file.") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text edge list.") from None
     index: dict[str, int] = {}
     edges, types = [], []
+    seen: dict[tuple[int, int], int] = {}
     for lineno, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
@@ -106,6 +119,13 @@ def read_edgelist(path: str | os.PathLike, *, directed: bool = False) -> Graph:
         u, v = (index.setdefault(p, len(index)) for p in parts[:2])
         if u == v:
             raise InputError(f"{path}, line {lineno}: self-loop on node {parts[0]!r} is not supported.")
+        pair = (u, v) if directed else (min(u, v), max(u, v))
+        if pair in seen:
+            raise InputError(
+                f"{path}, line {lineno}: the edge {parts[0]} {parts[1]} repeats line {seen[pair]}"
+                f"{'' if directed else ' (edges are undirected)'}; list each edge once."
+            )
+        seen[pair] = lineno
         try:
             types.append(int(parts[2]) if len(parts) == 3 else 0)
         except ValueError:
@@ -127,8 +147,7 @@ def write_edgelist(path: str | os.PathLike, graph: Graph) -> Path:
 
 def read_graphml(path: str | os.PathLike) -> Graph:
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file.")
+    _check_file(path)
     try:
         g = nx.read_graphml(path)
     except Exception as exc:  # networkx raises several parser exception types
@@ -136,7 +155,7 @@ def read_graphml(path: str | os.PathLike) -> Graph:
     try:
         return Graph.from_networkx(g)
     except InputError as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise InputError(f"{path}: {str(exc).removeprefix('graph: ')}") from None
 
 
 def write_graphml(path: str | os.PathLike, graph: Graph) -> Path:

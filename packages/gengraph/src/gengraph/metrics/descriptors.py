@@ -9,6 +9,9 @@ operation over the whole set.
   2014), averaged over nodes; from ``orbit-count`` (C++), falling back to ``orca-graphlets`` (pure Python).
 - :func:`spectral_histograms`: ``[G, bins]`` histogram of normalised-Laplacian eigenvalues on
   ``(-1e-5, 2)``, normalised; eigenvalues computed by one batched ``eigvalsh`` per graph size.
+
+Directed graphs are read as undirected (a reciprocal pair is one edge), and a graph without nodes has an
+all-zero row in every descriptor.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ def _histogram_rows(values: torch.Tensor, mask: torch.Tensor, bins: int, lo: flo
 
 
 def degree_histograms(graphs: list[Graph]) -> torch.Tensor:
-    deg = [g.degrees() for g in graphs]
+    deg = [g.to_undirected().degrees() for g in graphs]
     width = max((int(d.max()) + 1 for d in deg if d.numel()), default=1)
     out = torch.zeros(len(graphs), width, dtype=torch.float64)
     for i, d in enumerate(deg):
@@ -93,9 +96,14 @@ def _orbit_backend():
 
 
 def orbit_counts(graphs: list[Graph]) -> torch.Tensor:
-    nxg = [g.to_networkx() for g in graphs]
-    counts = _orbit_backend()(nxg)
-    return torch.tensor(np.stack([np.asarray(c, dtype=np.float64).mean(0) for c in counts]), dtype=torch.float64)
+    out = torch.zeros(len(graphs), 15, dtype=torch.float64)
+    # orbit-count crashes the process on a graph without nodes (and aborts on a directed graph's reciprocal pair)
+    real = [i for i, g in enumerate(graphs) if g.n_nodes]
+    if real:
+        counts = _orbit_backend()([graphs[i].to_undirected().to_networkx() for i in real])
+        rows = np.stack([np.asarray(c, dtype=np.float64).mean(0) for c in counts])
+        out[real] = torch.from_numpy(rows)
+    return out
 
 
 def normalized_laplacian_eigenvalues(graphs: list[Graph]) -> list[torch.Tensor]:

@@ -8,6 +8,8 @@
   against ``p_in = 0.3`` / ``p_out = 0.05`` must have a mean chi-square(1) p-value above 0.9.
 - every other set (community-small, ego-small, users' files): connected.
 
+Directed graphs are read as undirected (:meth:`~gengraph.graph.Graph.to_undirected`), as by the MMD descriptors.
+
 Uniqueness: not isomorphic to an earlier generated graph. Novelty: not isomorphic to any training graph.
 Candidates are bucketed by Weisfeiler-Lehman hash, and only graphs in the same bucket are compared with an
 exact isomorphism test.
@@ -89,9 +91,9 @@ def _wl_hash(g: nx.Graph) -> str:
 
 def vun(generated: list[Graph], train: list[Graph], dataset: str | None = None) -> dict[str, float]:
     """Fractions ``valid``, ``unique``, ``novel`` and ``vun`` (valid and unique and novel) of ``generated``."""
-    gen = [g.to_networkx() for g in generated]
+    gen = [g.to_undirected().to_networkx() for g in generated]
     seen_train: dict[str, list[nx.Graph]] = defaultdict(list)
-    for h in (t.to_networkx() for t in train):
+    for h in (t.to_undirected().to_networkx() for t in train):
         seen_train[_wl_hash(h)].append(h)
     seen_gen: dict[str, list[nx.Graph]] = defaultdict(list)
     valid = unique = novel = both = 0
