@@ -76,6 +76,14 @@ def test_resume_from_checkpoint_is_bit_identical(tmp_path: Path) -> None:
     assert steps == list(range(1, 11))
 
 
+def test_a_data_set_smaller_than_a_batch_is_refused_before_out_dir_exists(tmp_path: Path) -> None:
+    """A refused run leaves nothing behind: a corrected command must not find a half-made output folder."""
+    out = tmp_path / "run"
+    with pytest.raises(ConfigError, match="the dataset has 8 samples, fewer than one micro-batch"):
+        Trainer(_cfg(out), device="cpu").fit(RegressionTask(), regression_data(8))
+    assert not out.exists()
+
+
 def test_existing_checkpoints_need_resume(tmp_path: Path) -> None:
     _run(_cfg(tmp_path, steps=2))
     with pytest.raises(ConfigError, match="resume"):

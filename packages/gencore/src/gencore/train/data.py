@@ -55,6 +55,24 @@ class DataPosition:
     micro: int = 0
 
 
+def per_rank_batches(dataset: Dataset, micro_batch_size: int, world_size: int) -> int:
+    """Micro-batches per epoch on each rank (0 for an iterable dataset, whose length is unknown); one
+    :class:`ConfigError` sentence when a map-style dataset has no length or is smaller than one micro-batch per rank."""
+    if isinstance(dataset, IterableDataset):
+        return 0
+    try:
+        n = len(dataset)  # type: ignore[arg-type]
+    except TypeError:
+        raise ConfigError("dataset must be a torch IterableDataset or a map-style Dataset with a length.") from None
+    per_epoch = (n // world_size) // micro_batch_size
+    if per_epoch < 1:
+        raise ConfigError(
+            f"the dataset has {n} samples, fewer than one micro-batch on every rank "
+            f"({world_size} x {micro_batch_size}); use a smaller global batch size (--batch-size)."
+        )
+    return per_epoch
+
+
 class RankBatches:
     """Endless iterator of this rank's micro-batches, with a resumable :class:`DataPosition`."""
 
@@ -71,15 +89,7 @@ class RankBatches:
         position: DataPosition | None = None,
     ) -> None:
         self.iterable = isinstance(dataset, IterableDataset)
-        if self.iterable:
-            n = 0
-        else:
-            try:
-                n = len(dataset)  # type: ignore[arg-type]
-            except TypeError:
-                raise ConfigError(
-                    "dataset must be a torch IterableDataset or a map-style Dataset with a length."
-                ) from None
+        self.per_epoch = per_rank_batches(dataset, micro_batch_size, world_size)
         self.dataset = dataset
         self.micro = micro_batch_size
         self.rank = rank
@@ -88,12 +98,6 @@ class RankBatches:
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.position = position or DataPosition()
-        self.per_epoch = (n // world_size) // micro_batch_size
-        if not self.iterable and self.per_epoch < 1:
-            raise ConfigError(
-                f"the dataset has {n} samples, fewer than one micro-batch on every rank "
-                f"({world_size} x {micro_batch_size}); use a smaller global batch size (--batch-size)."
-            )
         self._it: Iterator[Any] | None = None
 
     def _epoch_indices(self, epoch: int) -> torch.Tensor:

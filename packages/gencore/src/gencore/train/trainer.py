@@ -54,7 +54,7 @@ from gencore.io import ensure_dir
 from gencore.train import checkpoint as ckpt
 from gencore.train import sharding
 from gencore.train.config import Task, TrainConfig, identity_changes
-from gencore.train.data import DataPosition, RankBatches
+from gencore.train.data import DataPosition, RankBatches, per_rank_batches
 from gencore.train.distributed import (
     DistInfo,
     all_reduce_sum,
@@ -236,10 +236,11 @@ class Trainer:
     def _fit(self, task: Task, dataset: Dataset, info: DistInfo) -> TrainResult:
         cfg = self.cfg
         out = Path(cfg.out_dir)
+        micro = cfg.micro_batch_size(info.world_size)
+        per_rank_batches(dataset, micro, info.world_size)  # a data set too small is refused before out_dir exists
         if info.is_main:
             ensure_dir(out)
         barrier(info)
-        micro = cfg.micro_batch_size(info.world_size)
         model = task.model.to(info.device)
         fsdp = cfg.parallel == "fsdp" and info.distributed
         loaded = self._load(info)
