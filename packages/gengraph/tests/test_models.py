@@ -247,6 +247,21 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
         main(["sample", "--run", str(tmp_path / "d"), "--n", "3", "--steps", "3", "--out", str(tmp_path / "d.json")])
         == 0
     )
+    # --batch-size bounds memory: n graphs in batches, reproducible for one (seed, batch size); a batch of at least
+    # n is the single batch it always was
+    from gengraph.experiment import sample_run
+
+    def drawn(folder, **kw) -> list[dict]:
+        return [g.to_dict() for g in sample_run(folder, 5, seed=1, steps=3, **kw)]
+
+    for folder in (tmp_path / "d", run):  # DiGress and GGBall
+        batched = drawn(folder, batch_size=2)
+        assert len(batched) == 5 and batched == drawn(folder, batch_size=2)
+        assert drawn(folder, batch_size=5) == drawn(folder, batch_size=256)
+    capsys.readouterr()
+    argv = ["sample", "--run", str(tmp_path / "d"), "--n", "3", "--batch-size", "0", "--out", str(tmp_path / "z.json")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip().splitlines() == ["gengraph: error: the batch size must be positive, got 0."]
     assert main(["sample", "--run", str(tmp_path / "missing"), "--n", "3", "--out", str(tmp_path / "x.json")]) == 2
     assert "not a gengraph run folder" in capsys.readouterr().err
     # training into a finished run's folder (another model or the same) is refused; the run is untouched

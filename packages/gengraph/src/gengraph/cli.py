@@ -104,7 +104,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from gengraph.io import check_graphs_output, write_graphs
 
     check_graphs_output(args.out, args.n)  # before any sampling
-    graphs = sample_run(args.run, args.n, seed=args.seed, steps=args.steps)
+    graphs = sample_run(
+        args.run, args.n, seed=args.seed, steps=args.steps, batch_size=args.batch_size, progress=not args.no_progress
+    )
     write_graphs(args.out, graphs, run=str(args.run), seed=args.seed)
     print(f"wrote {len(graphs)} graphs to {args.out}")
     return 0
@@ -229,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=50, help="ODE / diffusion steps")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, type=output_file, help="output .json graph set (.graphml for --n 1)")
+    s.add_argument("--batch-size", type=int, default=256, dest="batch_size", help="graphs generated at a time (256)")
+    s.add_argument("--no-progress", action="store_true", dest="no_progress")
     s.set_defaults(func=cmd_sample)
 
     e = commands.add_parser("evaluate", help="MMDs (kernel-named), V.U.N. and bootstrap intervals")

@@ -278,27 +278,46 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
 
 
 @torch.no_grad()
-def sample_run(run_dir: str | os.PathLike, n: int, *, seed: int = 0, steps: int = 50) -> list[Graph]:
-    """``n`` graphs from a trained run (node counts drawn from the training sizes)."""
+def sample_run(
+    run_dir: str | os.PathLike,
+    n: int,
+    *,
+    seed: int = 0,
+    steps: int = 50,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> list[Graph]:
+    """``n`` graphs from a trained run (node counts drawn from the training sizes), generated ``batch_size`` at
+    a time so that memory does not grow with ``n`` (the same ``seed`` and ``batch_size`` give the same graphs)."""
+    from tqdm.auto import tqdm
+
     if n < 1:
         raise ConfigError(f"the number of graphs must be positive, got {n}.")
+    if batch_size < 1:
+        raise ConfigError(f"the batch size must be positive, got {batch_size}.")
     info = read_run(run_dir)
     run = Path(run_dir)
     g = torch.Generator().manual_seed(seed)
-    mask = _size_mask(info, n, g)
+    masks = _size_mask(info, n, g).split(batch_size)
     if info["config"]["model"] == "digress":
         model = DigressDenoiser.from_pretrained(run / "denoiser" / "model").eval()
-        e, x = digress_sample(
-            model,
-            MarginalTransitionDiffusion(info["node_marginal"]),
-            MarginalTransitionDiffusion(info["edge_marginal"]),
-            mask,
-            steps=steps,
-            generator=g,
-        )
-        return unpack(e, x, mask)
-    ae, prior = load_latent_run(run)
-    z = sample_latent_sets(prior, ae.geometry, mask, steps=steps, generator=g)
-    zq, _, _ = ae.quantise(z, mask)
-    e, x = ae.decode_graphs(zq, mask, generator=g)
-    return unpack(e, x, mask)
+        nodes = MarginalTransitionDiffusion(info["node_marginal"])
+        edges = MarginalTransitionDiffusion(info["edge_marginal"])
+
+        def draw(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return digress_sample(model, nodes, edges, mask, steps=steps, generator=g)
+
+    else:
+        ae, prior = load_latent_run(run)
+
+        def draw(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            z = sample_latent_sets(prior, ae.geometry, mask, steps=steps, generator=g)
+            zq, _, _ = ae.quantise(z, mask)
+            return ae.decode_graphs(zq, mask, generator=g)
+
+    graphs: list[Graph] = []
+    with tqdm(total=n, desc="sample", unit="graph", disable=None if progress else True) as bar:
+        for mask in masks:
+            graphs += unpack(*draw(mask), mask)
+            bar.update(len(mask))
+    return graphs
