@@ -299,6 +299,26 @@ def test_a_molecule_without_coordinates_stays_without_them_through_sdf(tmp_path)
     np.testing.assert_array_equal(back[1].coordinates, np.zeros((1, 3)))
 
 
+def test_a_2d_drawing_is_not_read_as_3d_coordinates(tmp_path):
+    """A flat depiction (ChemDraw, PubChem 2-D) has no geometry: the 3-D metrics must not score it as a conformer."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    from genmol.metrics.suite import evaluate_file
+
+    drawing = Chem.MolFromSmiles("c1ccccc1O")
+    AllChem.Compute2DCoords(drawing)
+    (tmp_path / "drawn.sdf").write_text(Chem.MolToMolBlock(drawing) + "$$$$\n")
+    untagged = Chem.MolToMolBlock(drawing).splitlines()
+    untagged[1] = "  other-tool"  # no dimension code; every z is 0
+    (tmp_path / "untagged.sdf").write_text("\n".join(untagged) + "\n$$$$\n")
+    for name in ("drawn.sdf", "untagged.sdf"):
+        (mol,), _ = read_sdf(tmp_path / name)
+        assert mol.coordinates is None and mol.to_smiles() == "Oc1ccccc1"
+    result = evaluate_file(tmp_path / "drawn.sdf", None, strain=True, with_fcd=False, progress=False)
+    assert result.rows[0]["mmff_strain"] is None and result.rows[0]["valid"] and not result.rows[0]["error"]
+
+
 def test_gzipped_sdf_and_binary_records(tmp_path, small_3d):
     import gzip
 

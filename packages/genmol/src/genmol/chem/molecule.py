@@ -112,8 +112,10 @@ class Molecule:
     def from_rdkit(cls, mol: Chem.Mol, conf_id: int = -1, name: str | None = None) -> Molecule:
         """Read atoms, charges, bonds, attached hydrogen counts and (if any) a conformer's coordinates.
 
-        A conformer that is not marked 3-D and has every atom at the origin (what a mol block without
-        coordinates reads as, and what :meth:`to_molblock` writes for a molecule without them) is no coordinates.
+        A conformer that is not 3-D is no coordinates: a 2-D drawing (a mol block tagged ``2D``, or untagged
+        with every z at 0, which RDKit reads as 2-D) has no geometry for the 3-D metrics or for training, and a
+        mol block without coordinates (every atom at the origin, what :meth:`to_molblock` writes for a
+        molecule without them) reads the same way.
         """
         if mol is None:
             raise InputError("expected an RDKit molecule, got None (an RDKit parser failed earlier).")
@@ -135,7 +137,7 @@ class Molecule:
         if mol.GetNumConformers():
             conf = mol.GetConformer(conf_id)
             coords = conf.GetPositions()
-            if not conf.Is3D() and not coords.any():  # a mol block's "no coordinates": all at 0, not marked 3D
+            if not conf.Is3D():  # a 2-D drawing, or a mol block's "no coordinates" (all at 0)
                 coords = None
         props = {k: str(v) for k, v in mol.GetPropsAsDict(includePrivate=False, includeComputed=False).items()}
         title = name if name is not None else (mol.GetProp("_Name") if mol.HasProp("_Name") else "")
