@@ -124,6 +124,20 @@ def test_smiles_reader_counts_bad_lines(tmp_path):
     assert rep.n_skipped == 1 and rep.bad[0].index == 1
 
 
+def test_a_csv_header_names_the_smiles_and_name_columns(tmp_path):
+    """ChEMBL/MoleculeNet-style CSVs put an id or a label before the SMILES; the header says which column is which."""
+    (tmp_path / "a.csv").write_text("mol_id,activity,SMILES\nm1,0.5,CCO\nm2,1.2,c1ccccc1\n")
+    (tmp_path / "b.csv").write_text('"smiles","split"\nCCO,train\nCCN,test\n')  # MOSES: no name column
+    (tmp_path / "c.csv").write_text('id,smiles\n"ethyl alcohol, absolute",CCO\n')  # a quoted name with a comma
+    mols, report = read_smiles(tmp_path / "a.csv")
+    assert [(m.to_smiles(), m.name) for m in mols] == [("CCO", "m1"), ("c1ccccc1", "m2")] and not report.bad
+    assert [(m.to_smiles(), m.name) for m in read_smiles(tmp_path / "b.csv")[0]] == [("CCO", ""), ("CCN", "")]
+    mols, _ = read_smiles(tmp_path / "c.csv", column=1)  # an explicit column still skips the header
+    assert [(m.to_smiles(), m.name) for m in mols] == [("CCO", "ethyl alcohol, absolute")]
+    (tmp_path / "d.smi").write_text("CCO ethanol\nCCN\n")  # no header: the first line is a molecule
+    assert [m.name for m in read_smiles(tmp_path / "d.smi")[0]] == ["ethanol", ""]
+
+
 def test_write_sdf_is_all_or_nothing(tmp_path, small_3d):
     out = tmp_path / "out.sdf"
     write_sdf(out, small_3d[:1])

@@ -11,6 +11,7 @@ never leave a half-written output.
 from __future__ import annotations
 
 import contextlib
+import csv
 import logging
 import os
 from collections.abc import Iterable, Iterator
@@ -243,26 +244,40 @@ def write_sdf(path: str | os.PathLike, molecules: Iterable[Molecule]) -> Path:
     return Path(path)
 
 
+SMILES_HEADERS = ("smiles", "smi", "canonical_smiles", "isomeric_smiles")
+NAME_HEADERS = ("name", "id", "title", "mol_id", "molecule_id", "compound_id")
+
+
 def smiles_records(
-    path: str | os.PathLike, *, column: int = 0, delimiter: str | None = None
+    path: str | os.PathLike, *, column: int | None = None, delimiter: str | None = None
 ) -> Iterator[tuple[int, int, str, str]]:
     """Yield ``(index, line, smiles, name)`` for each record of a SMILES file (see :func:`read_smiles`)."""
     p = Path(path)
     _check_readable(p)
+    suffixes = [x.lower() for x in p.suffixes if x.lower() != ".gz"]
+    is_csv = delimiter is None and suffixes[-1:] == [".csv"]  # quoted fields may hold commas and spaces
+    smi_col = column if column is not None else 0
+    name_col: int | None = smi_col + 1  # without a header, the field after the SMILES
     with _open_text(p) as fh:
-        index = 0
+        index, first = 0, True
         for lineno, line in _lines(fh, p):
             text = line.strip()
             if not text or text.startswith("#"):
                 continue
-            fields = text.split(delimiter) if delimiter else text.replace(",", " ").split()
-            if column >= len(fields):
-                smi, name = "", ""
+            if is_csv:
+                fields = [f.strip() for f in next(csv.reader([text]))]
             else:
-                smi = fields[column]
-                name = fields[column + 1] if column + 1 < len(fields) else ""
-            if index == 0 and smi.lower() in ("smiles", "smi"):
-                continue
+                fields = text.split(delimiter) if delimiter else text.replace(",", " ").split()
+            if first:  # a header line names the columns: SMILES from its column, the name from an id column
+                first = False
+                header = [f.strip().strip('"').lower() for f in fields]
+                if any(h in SMILES_HEADERS for h in header):
+                    if column is None:
+                        smi_col = next(k for k, h in enumerate(header) if h in SMILES_HEADERS)
+                    name_col = next((k for k, h in enumerate(header) if h in NAME_HEADERS), None)
+                    continue
+            smi = fields[smi_col] if smi_col < len(fields) else ""
+            name = fields[name_col] if name_col is not None and name_col < len(fields) else ""
             yield index, lineno, smi, name
             index += 1
 
@@ -283,10 +298,13 @@ def parse_smiles(smi: str, *, sanitize: bool = True) -> tuple[Chem.Mol | None, s
 
 
 def read_smiles(
-    path: str | os.PathLike, *, on_error: str = "skip", column: int = 0, delimiter: str | None = None
+    path: str | os.PathLike, *, on_error: str = "skip", column: int | None = None, delimiter: str | None = None
 ) -> tuple[list[Molecule], ReadReport]:
-    """Read a SMILES file (one molecule per line; ``column`` picks the field; ``#`` lines and a
-    ``smiles`` header are skipped; ``.gz`` files are read transparently)."""
+    """Read a SMILES file: one molecule per line, fields split at ``delimiter`` (default: commas and
+    whitespace); ``#`` lines are skipped and ``.gz`` files are read transparently. A first line that names a
+    column ``smiles`` (or ``smi``, ``canonical_smiles``, ``isomeric_smiles``; any case) is a header: the SMILES
+    come from that column (unless ``column`` is given) and the names from a ``name`` / ``id`` / ``title`` column
+    (none without one). Without a header the SMILES are field ``column`` (default 0) and the name the field after."""
     check_policy(on_error)
     report = ReadReport(str(path))
     out: list[Molecule] = []
