@@ -88,6 +88,10 @@ def test_toy_compare_records(tmp_path) -> None:
             ["toy", "compare", "--couplings", "independent", "--nfe", "1,x", "--json", "{tmp}/o.json"],
             "comma-separated",
         ),
+        (
+            ["toy", "compare", "--couplings", " , ", "--json", "{tmp}/o.json"],
+            "expected one or more comma-separated names such as a,b, got ' , '",
+        ),
         (["toy", "train", "--out", "{tmp}/file/sub"], "cannot create output folder"),
         (["toy", "train", "--steps", "0", "--out", "{tmp}/x"], "steps must be a positive integer"),
         (["toy", "compare", "--couplings", "independent", "--json", "{tmp}/file/o.json"], "is a file, not a folder"),

@@ -48,8 +48,11 @@ def output_file(text: str) -> Path:
 
 
 def name_list(text: str) -> tuple[str, ...]:
-    """argparse type: comma-separated names such as ``rfm,gfm-lsd`` (blanks dropped)."""
-    return tuple(v.strip() for v in text.split(",") if v.strip())
+    """argparse type: comma-separated names such as ``rfm,gfm-lsd`` (blanks dropped; at least one)."""
+    names = tuple(v.strip() for v in text.split(",") if v.strip())
+    if not names:  # an empty list would run a command that computes nothing
+        raise argparse.ArgumentTypeError(f"expected one or more comma-separated names such as a,b, got {text!r}")
+    return names
 
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
