@@ -90,7 +90,7 @@ def test_edgelist_and_graphml(tmp_path) -> None:
     with pytest.raises(InputError, match="line 1: self-loop"):
         read_edgelist(el)
     el.write_text("a b x\n")
-    with pytest.raises(InputError, match="edge type must be an integer"):
+    with pytest.raises(InputError, match="edge type must be a non-negative integer"):
         read_edgelist(el)
     gm = write_graphml(tmp_path / "g.graphml", _typed())
     h = read_graphml(gm)
@@ -194,6 +194,11 @@ def test_graph_set_version_and_repeated_edge_lines(tmp_path) -> None:
     with pytest.raises(InputError, match=r"g\.edgelist, line 4: the edge b a repeats line 1"):
         read_edgelist(el)
     assert read_edgelist(el, directed=True).n_edges == 3
+    el.write_text("a b 1\nb c -1\n")
+    with pytest.raises(
+        InputError, match=r"g\.edgelist, line 2: the edge type must be a non-negative integer, got '-1'"
+    ):
+        read_edgelist(el)
 
 
 def test_evaluate_reads_empty_and_directed_graphs(tmp_path) -> None:

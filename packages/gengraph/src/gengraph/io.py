@@ -128,8 +128,12 @@ def read_edgelist(path: str | os.PathLike, *, directed: bool = False) -> Graph:
         seen[pair] = lineno
         try:
             types.append(int(parts[2]) if len(parts) == 3 else 0)
+            if types[-1] < 0:
+                raise ValueError
         except ValueError:
-            raise InputError(f"{path}, line {lineno}: the edge type must be an integer, got {parts[2]!r}.") from None
+            raise InputError(
+                f"{path}, line {lineno}: the edge type must be a non-negative integer, got {parts[2]!r}."
+            ) from None
         edges.append((u, v))
     if not index:
         raise InputError(f"{path}: the edge list has no edges.")
