@@ -19,3 +19,13 @@ def test_pivot_and_markdown_table() -> None:
     md = format_table(rows, ["m", "s=0", "s=1"], markdown=True).splitlines()
     assert md[:2] == ["| m | s=0 | s=1 |", "|---|---|---|"]
     assert md[3] == "| b | 3.0000 |  |"
+
+
+def test_text_table_aligns_numbers_right_and_text_left() -> None:
+    rows = [{"name": "a", "value": 1.5, "note": "x"}, {"name": "longer", "value": 12.25, "note": True}]
+    assert format_table(rows).splitlines() == [
+        "name    value    note",
+        "------  -------  ----",
+        "a        1.5000  x",
+        "longer  12.2500  True",
+    ]
