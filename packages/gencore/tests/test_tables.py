@@ -21,11 +21,11 @@ def test_pivot_and_markdown_table() -> None:
     assert md[3] == "| b | 3.0000 |  |"
 
 
-def test_text_table_aligns_numbers_right_and_text_left() -> None:
-    rows = [{"name": "a", "value": 1.5, "note": "x"}, {"name": "longer", "value": 12.25, "note": True}]
+def test_text_table_aligns_number_columns_right_and_other_columns_left() -> None:
+    rows = [{"name": "a", "value": 1.5, "note": 3}, {"name": "longer", "value": 12.25, "note": "many"}]
     assert format_table(rows).splitlines() == [
         "name    value    note",
         "------  -------  ----",
-        "a        1.5000  x",
-        "longer  12.2500  True",
+        "a        1.5000  3",
+        "longer  12.2500  many",
     ]

@@ -18,22 +18,21 @@ def _fmt(v: Any) -> str:
 def format_table(
     records: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, *, markdown: bool = False
 ) -> str:
-    """Render ``records`` as an aligned text table (numbers right-aligned, text left-aligned, so a column of
-    numbers lines up on its units and a long text does not push short ones to the right), or a GitHub Markdown
-    table."""
+    """Render ``records`` as an aligned text table (a column of numbers right-aligned, so that it lines up on
+    its units; any other column left-aligned), or a GitHub Markdown table."""
     if not records:
         return "(no records)"
     cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in records for k in r))
     rows = [[_fmt(r.get(c, "")) for c in cols] for r in records]
-    numeric = [[_is_number(r.get(c)) for c in cols] for r in records]
+    numeric = [all(_is_number(r[c]) for r in records if r.get(c) not in (None, "")) for c in cols]
     if markdown:
         lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         return "\n".join(lines)
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
-    for row, num in zip(rows, numeric):
-        out.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, n, w in zip(row, num, widths)).rstrip())
+    out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    for row in rows:
+        out.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, n, w in zip(row, numeric, widths)).rstrip())
     return "\n".join(out)
 
 
