@@ -68,3 +68,25 @@ def test_synthetic_set_is_seeded() -> None:
     a = load_mel_set(n=8)
     b = load_mel_set(n=8)
     assert torch.equal(a.images, b.images) and a.num_classes in (4, 10)
+
+
+def test_silence_is_the_quietest_image_not_the_loudest() -> None:
+    cfg = MelConfig()
+    x = audio_to_mel(np.zeros(cfg.clip_samples, dtype=np.float32), cfg)
+    assert x.shape == (1, cfg.n_mels, cfg.frames) and bool((x == -1).all())  # -top_db everywhere, as padding
+    t = np.arange(cfg.clip_samples) / cfg.sr
+    quiet = audio_to_mel(1e-3 * np.sin(2 * np.pi * 500 * t), cfg)  # quiet but not silent: relative to its maximum
+    assert float(quiet.max()) == pytest.approx(1.0)
+
+
+def test_wav_folder_suffix_case_hidden_files_and_empty_class_folders(tmp_path) -> None:
+    cfg = MelConfig()
+    clips, _ = synth_clips(2, cfg)
+    for name, clip in zip(("LOUD", "soft"), clips, strict=True):
+        (tmp_path / name).mkdir()
+        write_wav(tmp_path / name / "CLIP.WAV", clip, cfg.sr)  # upper-case suffix, as some recorders write
+        (tmp_path / name / "._CLIP.WAV").write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    (tmp_path / "aa-empty").mkdir()
+    (tmp_path / ".Trash").mkdir()
+    data = load_mel_set(tmp_path, cfg=cfg)
+    assert data.class_names == ["LOUD", "soft"] and data.labels.tolist() == [0, 1]

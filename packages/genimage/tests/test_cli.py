@@ -76,6 +76,21 @@ def test_unwritable_outputs_are_refused_before_sampling(digits_run, tmp_path, ca
     assert (tmp_path / "file").read_text() == "occupied"
 
 
+def test_refusals_that_need_the_run_come_before_sampling_and_writing(digits_run, tmp_path, capsys) -> None:
+    grid, individual = tmp_path / "g.png", tmp_path / "each"
+    argv = ["sample", "--run", str(digits_run), "--n", "2", "--nfe", "2", "--out", str(grid)]
+    assert main([*argv, "--individual", str(individual), "--wav", str(tmp_path / "w"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--wav needs a run trained on --data mel" in err[0]
+    assert not grid.exists() and not individual.exists()
+    path = tmp_path / "m.json"
+    argv = ["evaluate", "--run", str(digits_run), "--n", "4", "--input-px", "16", "--json", str(path), "--no-progress"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "input size must be an integer of at least 32 pixels, got 16" in err[0]
+    assert not path.exists()
+
+
 def test_sample_writes_a_valid_png_grid_and_files(digits_run, tmp_path) -> None:
     out = tmp_path / "grid.png"
     assert (

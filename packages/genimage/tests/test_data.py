@@ -201,3 +201,96 @@ def test_grayscale_folders_pack_to_one_channel_and_a_missing_shard_folder_is_one
     assert ShardedImages(tmp_path / "s").channels == 1
     with pytest.raises(InputError, match=r"shard folder .*nope' does not exist; pack an image folder with"):
         ShardedImages(tmp_path / "nope")
+
+
+def test_sixteen_bit_and_exif_rotated_images_are_read_as_displayed(tmp_path) -> None:
+    from genimage.data.shards import shard_image_folder
+
+    root = tmp_path / "imgs"
+    root.mkdir()
+    ramp = (np.arange(256, dtype=np.uint16).reshape(16, 16) * 257).astype(np.uint16)  # 16-bit PNG, 0..65535
+    Image.fromarray(ramp).save(root / "a16.png")
+    assert Image.open(root / "a16.png").mode.startswith("I")
+    data = load_image_folder(root, image_size=16)
+    assert data.shape == (1, 16, 16)  # still grayscale, and 8-bit v = 16-bit v / 257 rather than saturated white
+    assert np.array_equal(to_uint8(data.images)[0, ..., 0], np.arange(256).reshape(16, 16))
+    shard_image_folder(root, tmp_path / "s16", progress=False)
+    (x,) = next(iter(ShardedImages(tmp_path / "s16", image_size=16)))
+    assert torch.equal(x, data.images[0])
+    # a camera JPEG stored landscape with "rotate 90 degrees clockwise to display" is read upright (portrait)
+    photo = np.zeros((16, 32, 3), dtype=np.uint8)
+    photo[:, :16] = 255  # stored: left half white, so displayed: top half white
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    (tmp_path / "cam").mkdir()
+    Image.fromarray(photo).save(tmp_path / "cam" / "p.jpg", exif=exif.tobytes(), quality=95)
+    up = load_image_folder(tmp_path / "cam", image_size=16).images[0].mean(dim=0)
+    assert float(up[:4].mean()) > 0.9 and float(up[-4:].mean()) < -0.9  # top white, bottom black
+    shard_image_folder(tmp_path / "cam", tmp_path / "scam", progress=False)
+    (x,) = next(iter(ShardedImages(tmp_path / "scam", image_size=16)))
+    assert float(x.mean(dim=0)[:4].mean()) > 0.9 and float(x.mean(dim=0)[-4:].mean()) < -0.9
+
+
+def test_hidden_files_and_empty_sub_folders_are_not_images_or_classes(tmp_path) -> None:
+    root = _write_folder(tmp_path / "pets", n_per_class=2)
+    (root / "cat" / "._0.png").write_bytes(b"\x00\x05\x16\x07 macOS AppleDouble resource fork")
+    (root / "dog" / ".ipynb_checkpoints").mkdir()
+    (root / "dog" / ".ipynb_checkpoints" / "0-checkpoint.png").write_bytes(b"not a png")
+    (root / "empty").mkdir()  # sorts between cat and dog
+    data = load_image_folder(root, image_size=8)
+    assert data.class_names == ["cat", "dog"] and data.labels.tolist() == [0, 0, 1, 1]
+    write_shards(data, tmp_path / "s")
+    (tmp_path / "s" / "._shard-00000.tar").write_bytes(b"\x00\x05\x16\x07 AppleDouble")
+    assert len(list(ShardedImages(tmp_path / "s", image_size=8))) == 4
+
+
+def test_an_image_over_the_decompression_bomb_limit_is_one_sentence_or_skipped(tmp_path, monkeypatch) -> None:
+    root = _write_folder(tmp_path / "pets", n_per_class=1)
+    Image.new("RGB", (40, 40)).save(root / "dog" / "big.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 400)  # 1,600 pixels is over twice the limit
+    with pytest.raises(InputError, match=r"big\.png: too large to decode safely"):
+        load_image_folder(root, image_size=8)
+    data = load_image_folder(root, image_size=8, skip_bad=True)
+    assert len(data) == 2 and data.skipped == [str(root / "dog" / "big.png")]
+
+
+def _tar(path, members) -> None:
+    import io
+
+    with tarfile.open(path, "w") as tar:
+        for name, payload in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+
+
+def test_shard_labels_outside_the_classes_or_missing_are_named_or_skipped(tmp_path, capsys) -> None:
+    import io
+
+    png = io.BytesIO()
+    Image.new("L", (8, 8)).save(png, format="PNG")
+    png = png.getvalue()
+    root = tmp_path / "s"
+    root.mkdir()
+    (root / "classes.json").write_text('{"class_names": ["a", "b"], "channels": 1}')
+    _tar(root / "shard-00000.tar", [("0.png", png), ("0.cls", b"1"), ("1.png", png), ("1.cls", b"2")])
+    with pytest.raises(InputError, match=r"shard-00000\.tar:1\.cls: the class label must be in 0\.\.1 .*got 2"):
+        list(ShardedImages(root, image_size=8))  # 2 would silently train as the null class
+    _tar(root / "shard-00000.tar", [("0.png", png), ("1.png", png), ("1.cls", b"1"), ("2.png", png), ("2.cls", b"-1")])
+    with pytest.raises(InputError, match=r"sample '0' has no \.cls label, but classes\.json lists 2 classes"):
+        list(ShardedImages(root, image_size=8))  # with the labelled samples it would break collation
+    stream = ShardedImages(root, image_size=8, skip_bad=True)
+    assert [int(y) for _, y in stream] == [1] and len(stream.skipped) == 2
+    # through the command line: one sentence, exit code 2
+    argv = ["train", "--data", "shards", "--data-path", str(root), "--steps", "1", "--batch-size", "1"]
+    assert main([*argv, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no .cls label" in err[0]
+
+
+@pytest.mark.parametrize("meta", ["[1, 2]", '{"channels": "rgb"}', '{"class_names": "ab", "channels": 3}'])
+def test_a_malformed_classes_json_is_one_sentence(tmp_path, meta) -> None:
+    write_shards(ImageSet(torch.zeros(2, 1, 8, 8)), tmp_path / "s")
+    (tmp_path / "s" / "classes.json").write_text(meta)
+    with pytest.raises(InputError, match=r"classes\.json': expected a JSON object with 'class_names'"):
+        ShardedImages(tmp_path / "s")

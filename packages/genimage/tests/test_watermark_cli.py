@@ -104,6 +104,25 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
             ["watermark", "detect", "--key", "missing.json", "--run", "gaussian:1,8,8", "--images", "."],
             "does not exist",
         ),
+        (
+            [
+                "watermark",
+                "keygen",
+                "--scheme",
+                "tree-ring",
+                "--out",
+                "k.json",
+                "--shape",
+                "1,8,8",
+                "--param",
+                "radius=x",
+            ],
+            "tree-ring key parameter 'radius' must be an integer, got 'x'",
+        ),
+        (
+            "watermark keygen --scheme gaussian-shading --out k.json --shape 1,8,8 --param hw_factor=0".split(),
+            "gaussian-shading key parameter 'hw_factor' must be a positive integer, got 0",
+        ),
     ],
 )
 def test_user_mistakes_are_one_line_errors(argv, message, tmp_path, monkeypatch, capsys):
@@ -111,3 +130,26 @@ def test_user_mistakes_are_one_line_errors(argv, message, tmp_path, monkeypatch,
     assert _main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_attack_reads_16_bit_gray_and_palette_images(tmp_path, monkeypatch, capsys):
+    import numpy as np
+    from PIL import Image
+
+    monkeypatch.chdir(tmp_path)
+    ramp = np.arange(64, dtype=np.uint16).reshape(8, 8) * 4
+    Image.fromarray(ramp * 257).save(tmp_path / "a16.png")  # 16-bit gray: 8-bit value v stored as 257 v
+    colour = np.random.default_rng(0).integers(0, 256, (8, 8, 3), dtype=np.uint8)
+    Image.fromarray(colour).quantize(16).save(tmp_path / "pal.png")  # a colour palette image stays colour
+    big = tmp_path / "big"
+    big.mkdir()
+    Image.new("L", (8, 8)).save(big / "b.png")
+    for name in ("a16.png", "pal.png"):
+        assert _main(["watermark", "attack", "--images", str(tmp_path / name), "--attack", "none", "--out", "o"]) == 0
+    got = Image.open("o/a16.png")
+    assert got.mode == "L" and np.array_equal(np.asarray(got), ramp.astype(np.uint8))
+    assert Image.open("o/pal.png").mode == "RGB"
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 16)  # 64 pixels: over twice the limit
+    assert _main(["watermark", "attack", "--images", str(big), "--attack", "none", "--out", "o2"]) == 2
+    err = capsys.readouterr().err
+    assert "b.png" in err and "too large to decode safely" in err and "Traceback" not in err

@@ -228,6 +228,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
         )
     elif args.label is not None:
         raise ConfigError(f"the run in {args.run} is unconditional; drop --label.")
+    if args.wav is not None and run_.config.get("data") != "mel":  # before sampling and writing anything
+        raise ConfigError("--wav needs a run trained on --data mel.")
     images = sample_images(
         run_,
         args.n,
@@ -258,8 +260,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if args.wav is not None:
         from genimage.data.audio import MelConfig, mel_to_audio, write_wav
 
-        if run_.config.get("data") != "mel":
-            raise ConfigError("--wav needs a run trained on --data mel.")
         mel = MelConfig()
         for i in range(args.n):
             write_wav(Path(args.wav) / f"sample-{i:05d}.wav", mel_to_audio(images[i], mel), mel.sr)

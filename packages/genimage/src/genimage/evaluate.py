@@ -57,6 +57,7 @@ from genimage.metrics import (
     knn_precision_recall,
     spectral_errors,
 )
+from genimage.metrics.efflite import check_input_px
 from genimage.runs import LoadedRun
 from genimage.sampling import sample_images
 
@@ -119,6 +120,7 @@ def evaluate_run(
     """Score ``run`` (see the module docstring); returns a JSON-ready dict of metrics and settings."""
     if n < 4:
         raise ConfigError(f"evaluation needs n >= 4 images (k-NN precision/recall uses k = 3), got {n}.")
+    check_input_px(input_px)  # before any sampling
     start = time.perf_counter()
     data = reference if reference is not None else reference_set(run)
     ref = _choose(data, n, seed)

@@ -1,9 +1,9 @@
 """Audio as images: WAV folders, log-mel spectrograms, Griffin-Lim inversion, offline demo audio.
 
 A clip becomes a log-mel spectrogram (librosa: STFT with ``n_fft`` and ``hop``, ``n_mels`` mel bands,
-power to dB relative to the clip's maximum, clipped to ``[-top_db, 0]``) scaled to ``[-1, 1]`` as
-``x = 2 (dB + top_db) / top_db - 1``, cut or padded (silence = -1) to ``frames`` columns: an image
-``[1, n_mels, frames]`` that trains through the same models as pictures. :func:`mel_to_audio` inverts
+power to dB relative to the clip's maximum, clipped to ``[-top_db, 0]``; a silent clip is all ``-top_db``)
+scaled to ``[-1, 1]`` as ``x = 2 (dB + top_db) / top_db - 1``, cut or padded (silence = -1) to ``frames``
+columns: an image ``[1, n_mels, frames]`` that trains through the same models as pictures. :func:`mel_to_audio` inverts
 it (dB -> mel power -> linear spectrogram by NNLS -> Griffin-Lim, Griffin & Lim 1984) so generated
 spectrograms can be listened to; the loudness is relative (the dB reference is lost).
 
@@ -81,7 +81,10 @@ def audio_to_mel(wave: np.ndarray, cfg: MelConfig) -> torch.Tensor:
     mel = librosa.feature.melspectrogram(
         y=np.asarray(wave, dtype=np.float32), sr=cfg.sr, n_fft=cfg.n_fft, hop_length=cfg.hop, n_mels=cfg.n_mels
     )
-    db = librosa.power_to_db(mel, ref=np.max, top_db=cfg.top_db)
+    if not mel.max() > 1e-10:  # digital silence (power_to_db's floor): no maximum to be relative to
+        db = np.full_like(mel, -cfg.top_db)
+    else:
+        db = librosa.power_to_db(mel, ref=np.max, top_db=cfg.top_db)
     x = torch.from_numpy(np.clip(2 * (db + cfg.top_db) / cfg.top_db - 1, -1, 1)).float()
     if x.shape[1] < cfg.frames:
         x = torch.nn.functional.pad(x, (0, cfg.frames - x.shape[1]), value=-1.0)
@@ -155,6 +158,9 @@ def load_wav_folder(
 ) -> tuple[list[np.ndarray], list[int] | None, list[str], list[str]]:
     """Clips (first ``clip_samples`` of every file) from ``root/<class>/*.wav`` or ``root/*.wav``.
 
+    Suffixes ``.wav``, ``.flac`` and ``.ogg`` in any case; hidden files and folders are ignored, and a sub-folder
+    without audio files is not a class.
+
     Returns ``(clips, labels or None, class names, skipped files)``: an unreadable file raises
     :class:`InputError` naming it, or with ``skip_bad=True`` is skipped and listed.
     """
@@ -162,11 +168,16 @@ def load_wav_folder(
     if not base.is_dir():
         raise InputError(f"audio folder {str(base)!r} does not exist.")
     suffixes = (".wav", ".flac", ".ogg")
-    classes = sorted(p.name for p in base.iterdir() if p.is_dir())
-    pairs = [(p, k) for k, c in enumerate(classes) for p in sorted((base / c).glob("*")) if p.suffix in suffixes]
+
+    def audio(folder: Path) -> list[Path]:  # hidden files (macOS ``._*``) are ignored
+        return sorted(p for p in folder.glob("*") if p.suffix.lower() in suffixes and not p.name.startswith("."))
+
+    folders = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+    classes = [c for c in folders if audio(base / c)]  # a sub-folder without audio files is not a class
+    pairs = [(p, k) for k, c in enumerate(classes) for p in audio(base / c)]
     labelled = bool(pairs)
     if not labelled:
-        pairs = [(p, 0) for p in sorted(base.glob("*")) if p.suffix.lower() in suffixes]
+        pairs = [(p, 0) for p in audio(base)]
     if not pairs:
         raise InputError(f"{str(base)!r} contains no audio files ({', '.join(suffixes)}).")
     clips, kept, skipped = [], [], []

@@ -1,12 +1,16 @@
 """Image folders: PNG/JPEG (also BMP, WebP, TIFF) files, class labels from sub-folders.
 
 Layout: ``root/<class>/<file>`` gives one class per sub-folder (sorted names, label = index), or
-``root/<file>`` for an unlabelled set (not both). Every image goes through the ``fit_square``
-policy (shorter side to ``size``, centre crop) and is converted to grayscale (``channels=1``) or
-RGB (``channels=3``); ``channels=None`` takes 1 when every image is single-channel, else 3.
+``root/<file>`` for an unlabelled set (not both). Hidden files and folders (names starting with ``.``,
+such as macOS ``._*`` files or ``.ipynb_checkpoints``) are ignored, and a sub-folder without images is not
+a class. Every image is turned upright by its EXIF orientation tag, 16-bit grayscale is scaled to 8 bits
+(``round(v / 257)``), and the image goes through the ``fit_square`` policy (shorter side to ``size``, centre
+crop) and is converted to grayscale (``channels=1``) or RGB (``channels=3``); ``channels=None`` takes 1 when
+every image is single-channel, else 3.
 
-A file that cannot be decoded raises :class:`~gencore.errors.InputError` naming it; with
-``skip_bad=True`` it is skipped and listed in ``ImageSet.skipped`` instead.
+A file that cannot be decoded, or is larger than Pillow's decompression-bomb limit, raises
+:class:`~gencore.errors.InputError` naming it; with ``skip_bad=True`` it is skipped and listed in
+``ImageSet.skipped`` instead.
 """
 
 from __future__ import annotations
@@ -15,13 +19,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from gencore.errors import InputError
 from genimage.data.imageset import ImageSet, fit_square, pil_to_tensor
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
-GRAY_MODES = ("1", "L", "LA", "I", "I;16", "F", "P")
+GRAY_MODES = ("1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F", "P")
+WIDE_GRAY_MODES = ("I", "I;16", "I;16B", "I;16L", "I;16N")  # 16-bit grayscale (PNG, TIFF) opens as one of these
+EXIF_ORIENTATION = 0x0112
 
 
 def list_images(root: str | os.PathLike) -> tuple[list[Path], list[int] | None, list[str] | None]:
@@ -36,12 +43,16 @@ def list_labelled_files(
     base = Path(root)
     if not base.is_dir():
         raise InputError(f"{kind[:-1]} folder {str(base)!r} does not exist or is not a folder.")
-    direct = sorted(p for p in base.iterdir() if p.is_file() and p.suffix.lower() in suffixes)
-    classes = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
-    labelled: list[tuple[Path, int]] = []
-    for k, name in enumerate(classes):
-        files = sorted(p for p in (base / name).rglob("*") if p.is_file() and p.suffix.lower() in suffixes)
-        labelled += [(p, k) for p in files]
+
+    def wanted(path: Path, top: Path) -> bool:  # hidden files and folders are ignored
+        hidden = any(part.startswith(".") for part in path.relative_to(top).parts)
+        return not hidden and path.is_file() and path.suffix.lower() in suffixes
+
+    direct = sorted(p for p in base.iterdir() if wanted(p, base))
+    folders = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+    found = {name: sorted(p for p in (base / name).rglob("*") if wanted(p, base / name)) for name in folders}
+    classes = [name for name in folders if found[name]]  # a sub-folder without such files is not a class
+    labelled = [(p, k) for k, name in enumerate(classes) for p in found[name]]
     if direct and labelled:
         raise InputError(
             f"{str(base)!r} holds {kind} both directly and in class sub-folders; use one layout or the other."
@@ -79,10 +90,28 @@ def decode_image(path_or_file, name: str):
     try:
         img = Image.open(path_or_file)
         img.load()
+    except Image.DecompressionBombError as exc:
+        raise InputError(f"{name}: too large to decode safely ({str(exc).rstrip('.')}).") from exc
     except UnidentifiedImageError as exc:  # its message names a file object for in-memory members
         raise InputError(f"{name}: not a readable image (no image format recognised).") from exc
     except (OSError, ValueError, SyntaxError) as exc:
         raise InputError(f"{name}: not a readable image ({type(exc).__name__}: {exc}).") from exc
+    return img
+
+
+def decode_still(path_or_file, name: str):
+    """:func:`decode_image` of a still image, turned upright by its EXIF orientation, 16-bit gray scaled to 8 bits."""
+    from PIL import Image, ImageOps
+
+    img = decode_image(path_or_file, name)
+    try:
+        if img.getexif().get(EXIF_ORIENTATION, 1) in range(2, 9):
+            img = ImageOps.exif_transpose(img)
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise InputError(f"{name}: unreadable EXIF data ({type(exc).__name__}: {exc}).") from exc
+    if img.mode in WIDE_GRAY_MODES:
+        wide = np.asarray(img).astype(np.float64)
+        img = Image.fromarray(np.clip(np.round(wide / 257.0), 0, 255).astype(np.uint8))  # mode L
     return img
 
 
@@ -96,7 +125,7 @@ def load_image_folder(
 ) -> ImageSet:
     """Load a whole image folder into memory (see the module docstring)."""
     files, labels, classes = list_images(root)
-    decoded, kept, skipped = decode_files(files, lambda path: decode_image(path, str(path)), skip_bad, root, "image")
+    decoded, kept, skipped = decode_files(files, lambda path: decode_still(path, str(path)), skip_bad, root, "image")
     if channels is None:
         channels = 1 if all(im.mode in GRAY_MODES and im.mode != "P" for im in decoded) else 3
     if channels not in (1, 3):

@@ -7,8 +7,9 @@ such shards (each atomically) plus ``classes.json``; :class:`ShardedImages` stre
 (shard ``i`` goes to consumer ``i mod count``, :func:`gencore.train.data_shard`), in an order
 shuffled per epoch from the seed, decoding and resizing one sample at a time (``fit_square``).
 With fewer shards than consumers the samples of every shard are split instead. A member that does
-not decode raises :class:`~gencore.errors.InputError` naming the shard and member, or is skipped and
-counted (``skipped``) with ``skip_bad=True``.
+not decode, a ``.cls`` label that is not an integer or (when ``classes.json`` names the classes) lies outside
+``0 .. classes - 1`` or is missing raises :class:`~gencore.errors.InputError` naming the shard and member, or
+is skipped and counted (``skipped``) with ``skip_bad=True``.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from torch.utils.data import IterableDataset
 from gencore.errors import InputError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
 from gencore.train import data_shard
-from genimage.data.folder import convert, decode_image
+from genimage.data.folder import convert, decode_still
 from genimage.data.imageset import ImageSet
 from genimage.imageio import to_uint8
 
@@ -124,7 +125,7 @@ def shard_image_folder(
     try:
         for i, path in enumerate(tqdm(files, disable=not progress, desc="shards", unit="image")):
             try:
-                img = decode_image(path, str(path))
+                img = decode_still(path, str(path))
             except InputError:
                 if not skip_bad:
                     raise
@@ -156,12 +157,24 @@ class ShardedImages(IterableDataset):
         base = Path(root)
         if not base.is_dir():
             raise InputError(f"shard folder {str(base)!r} does not exist; pack an image folder with 'genimage shards'.")
-        self.shards = sorted(base.glob("*.tar"))
+        self.shards = sorted(p for p in base.glob("*.tar") if not p.name.startswith("."))  # not macOS ``._*``
         if not self.shards:
             raise InputError(f"{str(base)!r} contains no .tar shards.")
         meta = read_json(base / "classes.json") if (base / "classes.json").is_file() else {}
-        self.class_names = meta.get("class_names")
-        self.channels = channels or int(meta.get("channels", 3))
+        names = meta.get("class_names") if isinstance(meta, dict) else None
+        stored = meta.get("channels", 3) if isinstance(meta, dict) else None
+        if not (
+            isinstance(meta, dict)
+            and (names is None or (isinstance(names, list) and all(isinstance(n, str) for n in names)))
+            and stored in (1, 3)
+            and not isinstance(stored, bool)
+        ):
+            raise InputError(
+                f"{str(base / 'classes.json')!r}: expected a JSON object with 'class_names' (a list of names, or null) "
+                "and 'channels' (1 or 3), as 'genimage shards' writes it."
+            )
+        self.class_names = names
+        self.channels = channels or stored
         self.image_size = image_size
         self.skip_bad = skip_bad
         self.seed = seed
@@ -228,13 +241,23 @@ class ShardedImages(IterableDataset):
         image_ext = next((e for e in ("png", "jpg", "jpeg", "webp") if e in group), None)
         if image_ext is None:
             raise InputError(f"{shard}: sample {key!r} has no image member.")
-        img = decode_image(io.BytesIO(group[image_ext]), f"{shard}:{key}.{image_ext}")
+        img = decode_still(io.BytesIO(group[image_ext]), f"{shard}:{key}.{image_ext}")
         x = convert(img, self.channels, self.image_size)
+        classes = len(self.class_names) if self.class_names else None
         if "cls" not in group:
+            if classes:  # a labelled set: a sample without its label would break every batch it lands in
+                raise InputError(
+                    f"{shard}: sample {key!r} has no .cls label, but classes.json lists {classes} classes."
+                )
             return (x,)
         text = group["cls"].decode("utf-8", errors="replace").strip()
         try:
             label = int(text)
         except ValueError:
             raise InputError(f"{shard}:{key}.cls: the class label must be an integer, got {text[:20]!r}.") from None
+        if classes and not 0 <= label < classes:
+            raise InputError(
+                f"{shard}:{key}.cls: the class label must be in 0..{classes - 1} ({classes} classes in classes.json), "
+                f"got {label}."
+            )
         return x, torch.tensor(label, dtype=torch.long)

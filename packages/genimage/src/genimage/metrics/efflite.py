@@ -42,10 +42,22 @@ def efficientnet_lite0() -> torch.nn.Module:
     return net.eval().requires_grad_(False)
 
 
+MIN_INPUT_PX = 32  # the network downsamples 32 times; a smaller input has no pixel left for its last kernels
+
+
+def check_input_px(input_px: int) -> None:
+    """Raise :class:`~gencore.errors.ConfigError` unless ``input_px`` is an integer of at least ``MIN_INPUT_PX``."""
+    if isinstance(input_px, bool) or not isinstance(input_px, int) or input_px < MIN_INPUT_PX:
+        raise ConfigError(
+            f"the EfficientNet-Lite0 input size must be an integer of at least {MIN_INPUT_PX} pixels, got {input_px!r}."
+        )
+
+
 @torch.inference_mode()
 def efflite0_features(images: torch.Tensor, *, input_px: int = 224, batch_size: int = 64) -> torch.Tensor:
     """1280-d EfficientNet-Lite0 features ``[N, 1280]`` of images ``[N, C, H, W]`` in ``[-1, 1]``."""
     check_images(images)
+    check_input_px(input_px)
     net = efficientnet_lite0()
     out = []
     for chunk in images.split(batch_size):

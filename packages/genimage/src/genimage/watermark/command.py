@@ -45,8 +45,7 @@ def _generator(spec: str, steps: int, solver: str):
 
 
 def _read_images(paths: list[Path]) -> tuple[torch.Tensor, list[Path]]:
-    from PIL import Image, UnidentifiedImageError
-
+    from genimage.data.folder import GRAY_MODES, decode_still
     from genimage.imageio import from_uint8
 
     files: list[Path] = []
@@ -62,11 +61,13 @@ def _read_images(paths: list[Path]) -> tuple[torch.Tensor, list[Path]]:
     arrays = []
     for f in files:
         try:
-            with Image.open(f) as im:
-                mode = "L" if im.mode in ("L", "1", "P", "I;16") else "RGB"
-                arrays.append(torch.from_numpy(np.array(im.convert(mode))))
-        except (UnidentifiedImageError, OSError) as exc:
-            raise StorageError(f"{str(f)!r} is not a readable image ({exc}).") from None
+            im = decode_still(f, repr(str(f)))  # 16-bit gray scaled to 8 bits, EXIF orientation applied
+        except InputError as exc:
+            raise StorageError(str(exc)) from None
+        pixels = np.array(im.convert("L" if im.mode in GRAY_MODES and im.mode != "P" else "RGB"))
+        if im.mode == "P" and (pixels[..., :1] == pixels[..., 1:]).all():  # a gray palette stays one channel
+            pixels = pixels[..., 0]
+        arrays.append(torch.from_numpy(pixels))
     shapes = {tuple(a.shape) for a in arrays}
     if len(shapes) != 1:
         raise InputError(f"all images must have one size; found {sorted(shapes)}.")

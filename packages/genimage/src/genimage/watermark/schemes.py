@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from gencore.errors import ConfigError
 from genimage.watermark.gaussian_shading import GaussianShadingWatermark
 from genimage.watermark.keys import WatermarkKey
@@ -16,6 +18,9 @@ NOISE_SCHEMES = {
     "gaussian-shading": GaussianShadingWatermark,
 }
 
+REAL_PARAMS = ("soft_beta",)  # every other key parameter is an integer
+POSITIVE_PARAMS = ("ch_factor", "hw_factor", "rotation_layers")  # divisors of the noise shape; layer count
+
 
 def noise_scheme(key: WatermarkKey):
     """The initial-noise watermark object for ``key`` (spherical, tree-ring or gaussian-shading)."""
@@ -29,4 +34,11 @@ def noise_scheme(key: WatermarkKey):
         raise ConfigError(
             f"{key.scheme} keys take the parameters {', '.join(cls.PARAMS)}; got unknown {', '.join(unknown)}."
         )
+    for name, value in key.params.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        if not number or (name not in REAL_PARAMS and not float(value).is_integer()):
+            kind = "a number" if name in REAL_PARAMS else "an integer"
+            raise ConfigError(f"{key.scheme} key parameter {name!r} must be {kind}, got {value!r}.")
+        if name in POSITIVE_PARAMS and value < 1:
+            raise ConfigError(f"{key.scheme} key parameter {name!r} must be a positive integer, got {value!r}.")
     return cls(key)
