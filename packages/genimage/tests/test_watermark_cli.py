@@ -153,3 +153,10 @@ def test_attack_reads_16_bit_gray_and_palette_images(tmp_path, monkeypatch, caps
     assert _main(["watermark", "attack", "--images", str(big), "--attack", "none", "--out", "o2"]) == 2
     err = capsys.readouterr().err
     assert "b.png" in err and "too large to decode safely" in err and "Traceback" not in err
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    Image.new("L", (8, 8)).save(big / "a16.jpg")  # the same stem as a16.png: one output name for two images
+    argv = ["watermark", "attack", "--images", str(tmp_path / "a16.png"), str(big), "--attack", "none", "--out", "o3"]
+    assert _main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "would both be written as a16.png" in err[0] and not (tmp_path / "o3").exists()

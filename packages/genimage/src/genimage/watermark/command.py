@@ -140,6 +140,14 @@ def cmd_attack(args: argparse.Namespace) -> int:
     from genimage.watermark.attacks import apply_attack
 
     images, files = _read_images(args.images)
+    first: dict[str, Path] = {}
+    for f in files:  # every output is OUT/<stem>.png: two inputs of one stem would overwrite each other
+        if f.stem in first:
+            raise InputError(
+                f"{str(first[f.stem])!r} and {str(f)!r} would both be written as {f.stem}.png; give inputs with "
+                "distinct names."
+            )
+        first[f.stem] = f
     attacked = apply_attack(images, args.attack, seed=args.seed)
     out = ensure_dir(args.out)
     for f, img in zip(files, attacked):
