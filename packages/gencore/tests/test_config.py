@@ -22,6 +22,7 @@ def test_yaml_then_overrides(tmp_path) -> None:
         ("stepz: 3\n", "unknown field"),
         ("steps: many\n", "field 'steps' must be an integer"),
         ("steps: 2.5\n", "must be an integer"),
+        ("steps: .inf\n", "field 'steps' must be an integer, got inf"),
         ("progress: 3\n", "true or false"),
         ("- 1\n- 2\n", "mapping"),
         ("a: [1\n", "not valid YAML"),
@@ -38,6 +39,12 @@ def test_bad_yaml_names_file_and_field(tmp_path, text: str, match: str) -> None:
 def test_missing_file(tmp_path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(ToyConfig, tmp_path / "nope.yaml")
+    (tmp_path / "latin1.yaml").write_bytes(b"dataset: caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"latin1\.yaml' is not UTF-8 text"):
+        load_config(ToyConfig, tmp_path / "latin1.yaml")
+    (tmp_path / "folder.yaml").mkdir()
+    with pytest.raises(ConfigError, match=r"folder\.yaml' is a folder"):
+        load_config(ToyConfig, tmp_path / "folder.yaml")
 
 
 def test_validate_rejects_bad_values() -> None:

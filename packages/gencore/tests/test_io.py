@@ -142,3 +142,18 @@ def test_written_files_get_the_usual_permissions(tmp_path) -> None:
     finally:
         os.umask(umask)
     assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_read_json_names_the_file_for_every_unreadable_kind(tmp_path) -> None:
+    (tmp_path / "latin1.json").write_bytes(b'{"name": "caf\xe9"}')
+    (tmp_path / "broken.json").write_text('{"a": ')
+    (tmp_path / "folder.json").mkdir()
+    for name, message in [
+        ("missing.json", "does not exist"),
+        ("latin1.json", r"is not valid JSON \(not UTF-8 text"),
+        ("broken.json", r"is not valid JSON \(line 1"),
+        ("folder.json", "is a folder, not a JSON file"),
+    ]:
+        with pytest.raises(StorageError, match=message) as exc:
+            read_json(tmp_path / name)
+        assert name in str(exc.value)

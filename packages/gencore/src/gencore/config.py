@@ -53,7 +53,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             raise ConfigError(f"{where} must be a number, got {value!r}.")
         try:
             out = hint(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
             raise ConfigError(
                 f"{where} must be {'an integer' if hint is int else 'a number'}, got {value!r}."
             ) from None
@@ -89,6 +89,10 @@ def load_config(cls: type[C], path: str | os.PathLike | None = None, overrides: 
             loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise ConfigError(f"config file {str(p)!r} does not exist.") from None
+        except IsADirectoryError:
+            raise ConfigError(f"config file {str(p)!r} is a folder, not a YAML file.") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {str(p)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {str(p)!r} is not valid YAML ({str(exc).splitlines()[0]}).") from None
         if loaded is None:

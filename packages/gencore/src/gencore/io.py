@@ -99,12 +99,18 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    """Read a JSON file, raising :class:`StorageError` with the file name on failure."""
+    """Read a JSON file, raising :class:`StorageError` with the file name on failure (missing, a folder, not
+    UTF-8 text, not JSON)."""
     p = Path(path)
     try:
         return json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise StorageError(f"{str(p)!r} does not exist.") from exc
+    except IsADirectoryError as exc:
+        raise StorageError(f"{str(p)!r} is a folder, not a JSON file.") from exc
+    except UnicodeDecodeError as exc:
+        reason = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+        raise StorageError(f"{str(p)!r} is not valid JSON ({reason}).") from None
     except json.JSONDecodeError as exc:
         raise StorageError(f"{str(p)!r} is not valid JSON (line {exc.lineno}: {exc.msg}).") from exc
 
