@@ -174,10 +174,12 @@ def test_out_of_range_settings_are_one_line_exit_2(tmp_path, capsys) -> None:
     d = tmp_path / "d"
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
     (tmp_path / "c.yaml").write_text("discount: 1.5\n")
+    (tmp_path / "inf.yaml").write_text("lr: .inf\n")  # trained to NaN weights before
     base = ["train", "--agent", "value-flows", "--data", str(d), "--steps", "2", "--no-progress"]
     cases = [
         (["--batch-size", "0"], "agent config field 'batch_size' must be a positive integer, got 0"),
         (["--config", str(tmp_path / "c.yaml")], "agent config field 'discount' must be in [0, 1], got 1.5"),
+        (["--config", str(tmp_path / "inf.yaml")], "agent config field 'lr' must be a finite number, got inf"),
         (["--log-every", "0"], "--log-every must be a positive integer"),
         (["--online-steps", "-3"], "--online-steps must be 0 (none) or positive"),
     ]
@@ -204,3 +206,74 @@ def test_device_cuda_without_cuda_is_one_line_exit_2(tmp_path, capsys, monkeypat
     args = ["train", "--agent", "fql", "--data", str(d), "--steps", "2", "--out", str(run), "--no-progress"]
     assert main([*args, "--batch-size", "16"]) == 0  # auto falls back to the CPU
     assert json.loads((run / "run.json").read_text())["device"] == "cpu"
+
+
+def test_config_file_seed_is_used_unless_seed_is_given(tmp_path) -> None:
+    """--seed and --batch-size override the --config file only when given (a default --seed 0 hid the file's seed)."""
+    d = tmp_path / "d"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    (tmp_path / "c.yaml").write_text("seed: 7\nbatch_size: 8\n")
+    base = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--no-progress"]
+    base += ["--config", str(tmp_path / "c.yaml")]
+    assert main([*base, "--out", str(tmp_path / "r1")]) == 0
+    assert json.loads((tmp_path / "r1" / "run.json").read_text())["config"]["seed"] == 7
+    assert main([*base, "--out", str(tmp_path / "r2"), "--seed", "3", "--batch-size", "4"]) == 0
+    config = json.loads((tmp_path / "r2" / "run.json").read_text())["config"]
+    assert config["seed"] == 3 and config["batch_size"] == 4
+
+
+def test_bad_run_json_is_one_line_exit_2(tmp_path, capsys) -> None:
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(run), "--no-progress"]
+    assert main([*args, "--batch-size", "8"]) == 0
+    for text, message in [("[1]", "does not hold a JSON object"), ('{"env_id": 5}', "field 'env_id' must be")]:
+        (run / "run.json").write_text(text)
+        capsys.readouterr()
+        for argv in (["evaluate", "--run", str(run), "--episodes", "1"], [*args, "--resume"]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and "run.json" in err[0] and message in err[0], err
+
+
+def test_resume_with_another_nproc_is_refused_before_run_json_changes(tmp_path, capsys) -> None:
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--out", str(run), "--no-progress", "--batch-size", "8"]
+    assert main([*args, "--steps", "2", "--checkpoint-every", "2"]) == 0
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main([*args, "--steps", "4", "--nproc", "2", "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "was written by 1 process(es); resume it with --nproc 1" in err[0], err
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_a_finished_run_extended_and_stopped_keeps_no_stale_agent(tmp_path, capsys) -> None:
+    """--resume with more --steps, stopped by SIGTERM: agent/ is not the run's result any more, so it is gone
+    (evaluate refuses the run) and the same --resume command goes on training instead of saying 'finished'."""
+    from gencore.train import find_checkpoints
+
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--out", str(run), "--no-progress", "--batch-size", "8"]
+    args += ["--log-every", "1"]
+    assert main([*args, "--steps", "2", "--checkpoint-every", "2"]) == 0 and (run / "agent").is_dir()
+    log = run / "metrics.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "genrl.cli", *args, "--steps", "1000000", "--resume"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    start = time.monotonic()
+    while len(log.read_text().splitlines()) < 4:  # two records of the resumed run beside the first run's two
+        assert proc.poll() is None, proc.stderr.read().decode()
+        assert time.monotonic() - start < 120, "the run did not start"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 143, err[-2000:]
+    done = int(find_checkpoints(run / "checkpoints")[0].name.split("-")[1])  # newest first
+    assert done > 2 and not (run / "agent").exists()
+    assert main([*args, "--steps", str(done + 1), "--resume"]) == 0
+    assert (run / "agent" / "model.safetensors").is_file() and "nothing to train" not in capsys.readouterr().out

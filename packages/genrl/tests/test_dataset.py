@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -204,3 +205,67 @@ def test_replay_dataset_reads_terminations_and_resets_off_the_buffer() -> None:
     assert ds.truncations.tolist() == [False, False, False, True, True]
     with pytest.raises(ConfigError, match="between 1 and"):
         replay_dataset(buf, 6)
+
+
+def test_edited_card_fields_are_clear_errors(tmp_path, pendulum_dataset) -> None:
+    """A card whose fields no longer describe data.npz, or hold the wrong types, is one sentence naming the
+    field (`genrl dataset info` and `train` read them), not a KeyError or a shape error in the first update."""
+    ds, card = pendulum_dataset
+    good = {**card}
+    cases = [
+        ({"n_transitions": None}, "field 'n_transitions' is None, but data.npz holds 450"),
+        ({"observation_shape": [3, 2]}, "field 'observation_shape' is [3, 2], but data.npz holds [3]"),
+        ({"returns": "x"}, "field 'returns' must be null or an object of mean, std, min, max"),
+        ({"terminal_fraction": None}, "field 'terminal_fraction' must be a number, got None"),
+        ({"action_low": [-2.0, -2.0]}, "field 'action_low' must be a list of 1 finite numbers"),
+        ({"action_high": 2.0}, "field 'action_high' must be a list of 1 finite numbers"),
+        ({"action_low": [2.0]}, "field 'action_low' must be below 'action_high'"),
+        ({"env_id": 5}, "field 'env_id' must be a string or null, got 5"),
+    ]
+    for k, (edit, message) in enumerate(cases):
+        d = tmp_path / f"d{k}"
+        save_dataset(d, ds, {**good, **edit})
+        with pytest.raises(InputError, match="card.json: " + re.escape(message)):
+            load_dataset(d)
+    (tmp_path / "d0" / CARD_NAME).write_bytes(b"\xff\xfe{}")
+    with pytest.raises(StorageError, match=r"card.json' is not valid JSON \(not UTF-8 text"):
+        load_dataset(tmp_path / "d0")
+
+
+def test_npz_members_that_are_not_arrays_are_clear_errors(tmp_path, toy_dataset) -> None:
+    """np.load hands back a member without the .npy header as raw bytes, and a broken deflate stream raises
+    zlib.error: both are one sentence naming the file (and the member)."""
+    import io
+    import zipfile
+
+    save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
+    path = tmp_path / "d" / DATA_NAME
+    with zipfile.ZipFile(path, "w") as z:
+        for k, v in _arrays(toy_dataset).items():
+            buf = io.BytesIO()
+            np.save(buf, v)
+            z.writestr(f"{k}.npy", buf.getvalue() if k != "rewards" else b"not an array")
+    with pytest.raises(InputError, match=r"member 'rewards' is not a NumPy \.npy array"):
+        load_dataset(tmp_path / "d", verify=False)
+    np.savez_compressed(path, **_arrays(toy_dataset))
+    raw = bytearray(path.read_bytes())
+    info = zipfile.ZipFile(path).infolist()[0]
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    raw[start + 45 : start + 53] = b"\xff" * 8  # inside the first member's deflate stream
+    path.write_bytes(bytes(raw))
+    with pytest.raises(StorageError, match=r"is not a readable \.npz file"):
+        load_dataset(tmp_path / "d", verify=False)
+
+
+def test_unsigned_episode_starts_load_like_signed_ones(tmp_path, toy_dataset) -> None:
+    arrays = _arrays(toy_dataset)
+    arrays["episode_starts"] = arrays["episode_starts"].astype(np.uint64)
+    back = OfflineDataset(**arrays)
+    np.testing.assert_array_equal(back.episode_starts, toy_dataset.episode_starts)
+    save_dataset(tmp_path / "d", back, make_card(back, env_id="toy-bimodal"))  # as a file written elsewhere
+    np.savez_compressed(tmp_path / "d" / DATA_NAME, **arrays)
+    np.testing.assert_array_equal(load_dataset(tmp_path / "d", verify=False)[0].episode_starts, back.episode_starts)
+    arrays["episode_starts"] = arrays["episode_starts"].astype(np.float64)
+    np.savez_compressed(tmp_path / "d" / DATA_NAME, **arrays)
+    with pytest.raises(InputError, match=r"1-D integer array, got float64 \(100,\)"):
+        load_dataset(tmp_path / "d", verify=False)

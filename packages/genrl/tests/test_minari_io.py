@@ -149,3 +149,17 @@ def test_missing_h5py_is_one_sentence(monkeypatch, tmp_path, toy_dataset) -> Non
     monkeypatch.setattr(builtins, "__import__", no_h5py)
     with pytest.raises(ConfigError, match=r"install it with pip install 'genrl\[minari\]'"):
         export_minari((toy_dataset, {}), tmp_path / "m")
+
+
+def test_import_refuses_unbounded_actions_before_writing(tmp_path, capsys, toy_dataset) -> None:
+    """An unbounded Box (Minari serialises its bounds as +-Infinity) cannot scale actions: import wrote such a
+    card, which every later load then refused; now it is one sentence and nothing is written."""
+    data = export_minari((toy_dataset, {"env_id": "toy-bimodal"}), tmp_path / "m")
+    meta = json.loads((data / METADATA_FILE).read_text())
+    space = {"type": "Box", "dtype": "float32", "shape": [2], "low": [-np.inf, -1.0], "high": [np.inf, 1.0]}
+    (data / METADATA_FILE).write_text(json.dumps({**meta, "action_space": json.dumps(space)}))
+    with pytest.raises(InputError, match=r"'action_space' has bounds \[-inf, -1\.0\] to \[inf, 1\.0\]"):
+        import_minari(tmp_path / "m")
+    capsys.readouterr()
+    assert main(["dataset", "import", str(tmp_path / "m"), "--out", str(tmp_path / "x")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()

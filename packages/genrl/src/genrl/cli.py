@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -20,7 +21,7 @@ from gencore.command import (
     run,
 )
 from gencore.errors import ConfigError, StorageError
-from gencore.io import ensure_dir, read_json, write_json
+from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
 from genrl import __version__
 
@@ -108,9 +109,7 @@ def _build_agent(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     torch.set_num_threads(max(1, args.threads))
     ds, card = load_dataset(args.data)
     spec = EnvSpec.from_dataset(ds, card)
-    overrides: dict[str, Any] = {"seed": args.seed}
-    if args.batch_size is not None:
-        overrides["batch_size"] = args.batch_size
+    overrides = {"seed": args.seed, "batch_size": args.batch_size}  # None (not given): the config file's or default
     config = load_config(AGENTS[args.agent].config_class, args.config, overrides)
     return make_agent(args.agent, spec, asdict(config)), ds, card
 
@@ -153,15 +152,28 @@ def _offline_worker(args: argparse.Namespace) -> list[dict[str, Any]]:
     return _offline(args, agent, ds)
 
 
-def _check_resumable(out: Path, identity: dict[str, Any], agent: Any, steps: tuple[int, int]) -> bool:
-    """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with;
-    True when that run is finished at ``steps`` (offline, online), so that there is nothing to train."""
+def _read_run(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/run.json`` as a dict whose ``env_id`` is a string or null (else one sentence naming the file)."""
     from gencore.io import read_json
-    from gencore.train import find_checkpoints, identity_changes
+
+    path = run_dir / "run.json"
+    run = read_json(path)
+    if not isinstance(run, dict):
+        raise StorageError(f"{str(path)!r} does not hold a JSON object; it was not written by `genrl train`.")
+    if run.get("env_id") is not None and not isinstance(run["env_id"], str):
+        raise StorageError(f"{str(path)!r}: field 'env_id' must be a gymnasium id or null, got {run['env_id']!r}.")
+    return run
+
+
+def _check_resumable(out: Path, identity: dict[str, Any], agent: Any, steps: tuple[int, int], nproc: int) -> bool:
+    """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with;
+    True when that run is finished at ``steps`` (offline, online), so that there is nothing to train. Everything
+    that would refuse the resume is checked here, before ``run.json`` is rewritten."""
+    from gencore.train import find_checkpoints, identity_changes, load_latest
 
     if not (out / "run.json").is_file():
         return False  # nothing there yet: a fresh run
-    run = read_json(out / "run.json")
+    run = _read_run(out)
     # the agent and data first: another agent's config differs in every field, which says nothing more
     changes = identity_changes({"agent": run.get("agent"), "data": run.get("data")}, identity)
     if not changes:
@@ -174,10 +186,17 @@ def _check_resumable(out: Path, identity: dict[str, Any], agent: Any, steps: tup
         )
     if (out / "agent").is_dir() and (run.get("steps"), run.get("online_steps")) == steps:
         return True  # agent/ is written when the last phase ends
-    if not find_checkpoints(out / "checkpoints") and not find_checkpoints(out / "online" / "checkpoints"):
+    online = bool(find_checkpoints(out / "online" / "checkpoints"))
+    if not find_checkpoints(out / "checkpoints") and not online:
         raise ConfigError(
             f"{str(out)!r} holds a run without checkpoints, so there is nothing to resume; train with "
             "--checkpoint-every N to make a run resumable, or choose a new --out folder."
+        )
+    ckpt = None if online and steps[1] else load_latest(out / "checkpoints")  # the offline phase's, if it runs
+    saved = int(ckpt.extra.get("world_size", 1)) if ckpt is not None else nproc
+    if saved != nproc:
+        raise ConfigError(
+            f"checkpoint {str(ckpt.path)!r} was written by {saved} process(es); resume it with --nproc {saved}."
         )
     return False
 
@@ -210,9 +229,12 @@ def _train(args: argparse.Namespace) -> int:
             "checkpoints or choose a new --out folder."
         )
     identity = {"agent": args.agent, "data": str(Path(args.data).resolve())}
-    if args.resume and _check_resumable(Path(args.out), identity, agent, (args.steps, args.online_steps)):
+    if args.resume and _check_resumable(Path(args.out), identity, agent, (args.steps, args.online_steps), args.nproc):
         return report_finished(args.out)
     out = ensure_dir(args.out)
+    if args.resume and (out / "agent").is_dir():
+        # the run trains on, so its old agent/ is not its result any more: a stop before the end must leave none
+        shutil.rmtree(out / "agent")
     run_info = {
         "agent": args.agent,
         "data": str(Path(args.data).resolve()),
@@ -248,7 +270,7 @@ def _train(args: argparse.Namespace) -> int:
             buffer,
             args.online_steps,
             out / "online",
-            seed=args.seed,
+            seed=agent.config.seed,
             log_every=args.log_every,
             checkpoint_every=args.checkpoint_every,
             resume=online_resume,
@@ -283,7 +305,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     run_dir = Path(args.run)
     if not (run_dir / "run.json").is_file():
         raise StorageError(f"{str(run_dir)!r} is not a genrl run folder (no run.json); make one with `genrl train`.")
-    info = read_json(run_dir / "run.json")
+    info = _read_run(run_dir)
     env_id = args.env or info.get("env_id")
     if env_id in (None, "toy-bimodal"):
         raise ConfigError(f"run {str(run_dir)!r} has no gymnasium environment; pass --env.")
@@ -367,8 +389,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--online-steps", type=int, default=0, help="environment steps of offline-to-online fine-tuning")
     tr.add_argument("--out", required=True, help="run folder")
     tr.add_argument("--config", default=None, help="YAML file of agent config fields")
-    tr.add_argument("--batch-size", type=int, default=None)
-    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--batch-size", type=int, default=None, help="overrides the --config file's (default 256)")
+    tr.add_argument("--seed", type=int, default=None, help="overrides the --config file's (default 0)")
     tr.add_argument("--log-every", type=int, default=50, help="updates (offline) and environment steps (online)")
     tr.add_argument(
         "--checkpoint-every",

@@ -33,6 +33,7 @@ import hashlib
 import io
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,7 +165,10 @@ def validate_arrays(arrays: dict[str, np.ndarray], where: str) -> None:
             raise InputError(f"{where}: '{key}' holds NaN or infinite values.")
     starts = arrays["episode_starts"]
     if starts.ndim != 1 or starts.shape[0] == 0 or not np.issubdtype(starts.dtype, np.integer):
-        raise InputError(f"{where}: 'episode_starts' must be a non-empty 1-D integer array, got {starts.shape}.")
+        raise InputError(
+            f"{where}: 'episode_starts' must be a non-empty 1-D integer array, got {starts.dtype} {starts.shape}."
+        )
+    starts = starts.astype(np.int64)  # unsigned indices would wrap in the differences and stop indexing below
     if starts[0] != 0 or (np.diff(starts) <= 0).any() or starts[-1] >= n:
         raise InputError(
             f"{where}: 'episode_starts' must start at 0 and increase strictly below {n} (one index per episode)."
@@ -185,6 +189,9 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+STATS = ("mean", "std", "min", "max")
 
 
 def _stats(x: np.ndarray) -> dict[str, float] | None:
@@ -248,7 +255,52 @@ def load_dataset(directory: str | os.PathLike, verify: bool = True) -> tuple[Off
         raise InputError(f"{str(data_path)!r} does not match the SHA-256 recorded in its card; the file was changed.")
     arrays = read_npz(data_path)
     validate_arrays(arrays, where=str(data_path))
-    return OfflineDataset(**{k: arrays[k] for k in KEYS}), card
+    ds = OfflineDataset(**{k: arrays[k] for k in KEYS})
+    check_card(card, ds, where=str(d / CARD_NAME))
+    return ds, card
+
+
+def check_card(card: dict[str, Any], ds: OfflineDataset, where: str) -> None:
+    """Check the card fields that commands and agents read: the sizes must be the data's, the statistics
+    objects (or null), the action bounds ``action_dim`` finite numbers with ``low < high``; one
+    :class:`InputError` sentence naming ``where`` and the field."""
+    expected = {
+        "n_transitions": len(ds),
+        "n_episodes": ds.n_episodes,
+        "observation_shape": list(ds.observations.shape[1:]),
+        "action_dim": ds.action_dim,
+    }
+    for key, value in expected.items():
+        if card.get(key) != value:
+            raise InputError(f"{where}: field {key!r} is {card.get(key)!r}, but {DATA_NAME} holds {value!r}.")
+    for key in ("n_complete_episodes", "terminal_fraction"):
+        value = card.get(key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            raise InputError(f"{where}: field {key!r} must be a number, got {value!r}.")
+    for key in ("returns", "episode_length", "reward"):
+        value = card.get(key)
+        if value is not None and not (
+            isinstance(value, dict)
+            and all(isinstance(value.get(s), (int, float)) and not isinstance(value.get(s), bool) for s in STATS)
+        ):
+            raise InputError(f"{where}: field {key!r} must be null or an object of {', '.join(STATS)}, got {value!r}.")
+    if card.get("env_id") is not None and not isinstance(card["env_id"], str):
+        raise InputError(f"{where}: field 'env_id' must be a string or null, got {card['env_id']!r}.")
+    bounds = {}
+    for key in ("action_low", "action_high"):
+        value = card.get(key)
+        if value is None:
+            continue
+        ok = isinstance(value, list) and len(value) == ds.action_dim
+        ok = ok and all(isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x) for x in value)
+        if not ok:
+            raise InputError(
+                f"{where}: field {key!r} must be a list of {ds.action_dim} finite numbers (one per action "
+                f"dimension), got {value!r}."
+            )
+        bounds[key] = np.asarray(value, np.float64)
+    if len(bounds) == 2 and not (bounds["action_low"] < bounds["action_high"]).all():
+        raise InputError(f"{where}: field 'action_low' must be below 'action_high' in every action dimension.")
 
 
 def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
@@ -256,10 +308,22 @@ def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     p = Path(path)
     if not zipfile.is_zipfile(p):
         raise StorageError(f"{str(p)!r} is not a readable .npz file (not a zip archive).")
+    arrays: dict[str, np.ndarray] = {}
     try:
         with np.load(p, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except ValueError as exc:  # object arrays need pickle
-        raise InputError(f"{str(p)!r} holds an array that needs pickle to load, which genrl refuses ({exc}).") from exc
-    except (zipfile.BadZipFile, OSError, EOFError, io.UnsupportedOperation) as exc:
+            for k in npz.files:
+                try:
+                    arrays[k] = npz[k]
+                except ValueError as exc:
+                    if "pickle" not in str(exc):  # a broken .npy header
+                        raise StorageError(f"{str(p)!r}: member {k!r} is not a readable NumPy array ({exc}).") from exc
+                    raise InputError(
+                        f"{str(p)!r}: {k!r} is an array that needs pickle to load, which genrl refuses ({exc})."
+                    ) from exc
+                if not isinstance(arrays[k], np.ndarray):  # np.load hands back a member without the .npy header raw
+                    raise InputError(f"{str(p)!r}: member {k!r} is not a NumPy .npy array.")
+    except StorageError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, OSError, EOFError, io.UnsupportedOperation) as exc:
         raise StorageError(f"{str(p)!r} is not a readable .npz file ({exc}).") from exc
+    return arrays

@@ -35,7 +35,15 @@ import numpy as np
 
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
-from genrl.dataset import FORMAT, OfflineDataset, load_dataset, make_card, save_dataset, validate_arrays
+from genrl.dataset import (
+    FORMAT,
+    OfflineDataset,
+    check_card,
+    load_dataset,
+    make_card,
+    save_dataset,
+    validate_arrays,
+)
 
 MAIN_FILE = "main_data.hdf5"
 METADATA_FILE = "metadata.json"
@@ -286,7 +294,7 @@ def import_minari(
     }
     validate_arrays(arrays, where=str(h5))
     ds = OfflineDataset(**arrays)
-    fields = _card_fields(meta, action_space)
+    fields = _card_fields(meta, action_space, where)
     source = {
         "format": "minari",
         "path": str(data),
@@ -295,12 +303,13 @@ def import_minari(
         "episodes_cut_at_end": cut,
     }
     card = make_card(ds, **fields, source=source)
+    check_card(card, ds, where)  # what load_dataset would refuse is not written
     if out is not None:
         save_dataset(out, ds, card)
     return ds, card
 
 
-def _card_fields(meta: dict[str, Any], action_space: dict[str, Any]) -> dict[str, Any]:
+def _card_fields(meta: dict[str, Any], action_space: dict[str, Any], where: str) -> dict[str, Any]:
     kept = meta.get("genrl_card")
     if isinstance(kept, dict) and kept.get("format") == FORMAT:
         return {k: v for k, v in kept.items() if k not in _COMPUTED}
@@ -313,12 +322,23 @@ def _card_fields(meta: dict[str, Any], action_space: dict[str, Any]) -> dict[str
     if env_id:
         m = re.search(r"-v(\d+)$", env_id)
         version = int(m.group(1)) if m else None
+    try:
+        low, high = (
+            np.broadcast_to(np.asarray(action_space[k], float), action_space["shape"]).ravel() for k in ("low", "high")
+        )
+    except (KeyError, TypeError, ValueError):
+        raise InputError(f"{where}: field 'action_space' lacks a numeric shape, low and high.") from None
+    if not (np.isfinite(low).all() and np.isfinite(high).all() and (low < high).all()):
+        raise InputError(
+            f"{where}: field 'action_space' has bounds {low.tolist()} to {high.tolist()}; genrl scales actions by "
+            "the Box bounds and needs finite ones with low < high."
+        )
     return {
         "env_id": env_id,
         "env_version": version,
         "policy": {"name": meta.get("algorithm_name", "unknown")},
         "seed": None,
-        "action_low": np.broadcast_to(np.asarray(action_space["low"], float), action_space["shape"]).ravel().tolist(),
-        "action_high": np.broadcast_to(np.asarray(action_space["high"], float), action_space["shape"]).ravel().tolist(),
+        "action_low": low.tolist(),
+        "action_high": high.tolist(),
         "description": meta.get("description"),
     }

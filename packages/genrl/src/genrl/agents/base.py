@@ -26,9 +26,10 @@ from __future__ import annotations
 import abc
 import contextlib
 import copy
+import math
 import os
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -125,6 +126,10 @@ class AgentConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # every agent's fields: a YAML .inf or .nan would train to NaN weights
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"agent config field {f.name!r} must be a finite number, got {value!r}.")
         require(self, "discount", 0.0 <= self.discount <= 1.0, "in [0, 1]")
         require(self, "lr", self.lr > 0, "positive")
         require(self, "tau", 0.0 < self.tau <= 1.0, "in (0, 1]")
