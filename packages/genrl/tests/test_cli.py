@@ -151,6 +151,30 @@ def test_a_run_killed_in_its_online_phase_has_no_agent_and_resumes(tmp_path, cap
     assert main(["evaluate", "--run", str(run), "--episodes", "1"]) == 0
 
 
+def test_a_finished_online_run_goes_on_with_more_online_steps_and_refuses_before_writing(tmp_path, capsys) -> None:
+    """--online-steps may grow on --resume (the never-wrapped replay buffer moves into the larger one); what cannot
+    continue (fewer online steps than taken, another --steps after the online phase began) is refused before
+    run.json or agent/ change."""
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "Pendulum-v1", "--steps", "300", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--out", str(run), "--no-progress", "--batch-size", "16"]
+    args += ["--checkpoint-every", "10", "--log-every", "10"]
+    assert main([*args, "--steps", "4", "--online-steps", "20"]) == 0
+    assert main([*args, "--steps", "4", "--online-steps", "40", "--resume"]) == 0
+    steps = [json.loads(line)["step"] for line in (run / "online" / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [10, 20, 30, 40]
+    before = {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for extra, message in [
+        (["--steps", "4", "--online-steps", "30"], "holds 340 transitions, more than this run's replay buffer (330)"),
+        (["--steps", "8", "--online-steps", "40"], "has begun its online phase after 4 offline steps"),
+    ]:
+        assert main([*args, *extra, "--resume"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+        assert {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
     d = tmp_path / "d"
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0

@@ -165,7 +165,9 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
-def _check_resumable(out: Path, identity: dict[str, Any], agent: Any, steps: tuple[int, int], nproc: int) -> bool:
+def _check_resumable(
+    out: Path, identity: dict[str, Any], agent: Any, steps: tuple[int, int], nproc: int, n_data: int
+) -> bool:
     """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with;
     True when that run is finished at ``steps`` (offline, online), so that there is nothing to train. Everything
     that would refuse the resume is checked here, before ``run.json`` is rewritten."""
@@ -192,6 +194,15 @@ def _check_resumable(out: Path, identity: dict[str, Any], agent: Any, steps: tup
             f"{str(out)!r} holds a run without checkpoints, so there is nothing to resume; train with "
             "--checkpoint-every N to make a run resumable, or choose a new --out folder."
         )
+    if online and steps[0] != run.get("steps"):  # the offline agent went online; its offline phase is over
+        raise ConfigError(
+            f"the run in {str(out)!r} has begun its online phase after {run.get('steps')} offline steps, so --steps "
+            f"cannot change now; resume with --steps {run.get('steps')} (--online-steps may grow)."
+        )
+    if online and steps[1]:  # the online phase continues from its checkpoint: its buffer must fit this run's
+        from genrl.training import check_online_checkpoint
+
+        check_online_checkpoint(load_latest(out / "online" / "checkpoints"), n_data + steps[1])
     ckpt = None if online and steps[1] else load_latest(out / "checkpoints")  # the offline phase's, if it runs
     saved = int(ckpt.extra.get("world_size", 1)) if ckpt is not None else nproc
     if saved != nproc:
@@ -229,7 +240,8 @@ def _train(args: argparse.Namespace) -> int:
             "checkpoints or choose a new --out folder."
         )
     identity = {"agent": args.agent, "data": str(Path(args.data).resolve())}
-    if args.resume and _check_resumable(Path(args.out), identity, agent, (args.steps, args.online_steps), args.nproc):
+    steps = (args.steps, args.online_steps)
+    if args.resume and _check_resumable(Path(args.out), identity, agent, steps, args.nproc, len(ds)):
         return report_finished(args.out)
     out = ensure_dir(args.out)
     if args.resume and (out / "agent").is_dir():

@@ -323,18 +323,36 @@ def _save_online(agent, data_gen, buffer, root: Path, step: int, returns, env_ra
     save_checkpoint(root, step, groups, extra=extra)
 
 
+def check_online_checkpoint(ckpt: Any, capacity: int) -> None:
+    """Refuse an online checkpoint whose replay buffer cannot move into one of ``capacity`` transitions.
+
+    A buffer that never wrapped (its rows oldest first: ``pos == size`` or, once exactly full, ``pos == 0``)
+    moves into any buffer at least as large, so a finished or stopped run can go on with more ``--online-steps``;
+    a wrapped one (whose oldest rows were overwritten) only into a buffer of its own capacity."""
+    saved = ckpt.extra["buffer"]
+    if saved["capacity"] == capacity:
+        return
+    if saved["pos"] != saved["size"] % saved["capacity"]:
+        raise ConfigError(
+            f"checkpoint {str(ckpt.path)!r} holds a wrapped replay buffer of capacity {saved['capacity']}, this run's "
+            f"has {capacity}; resume with the same data set and --online-steps."
+        )
+    if saved["size"] > capacity:
+        raise ConfigError(
+            f"checkpoint {str(ckpt.path)!r} holds {saved['size']} transitions, more than this run's replay buffer "
+            f"({capacity}); resume with at least as many --online-steps as the checkpoint has taken."
+        )
+
+
 def _restore_online(agent, data_gen, buffer: ReplayBuffer, ckpt: Any) -> tuple[int, list[float]]:
     saved = ckpt.extra["buffer"]
-    if saved["capacity"] != buffer.capacity and (saved["pos"] != saved["size"] or saved["size"] > buffer.capacity):
-        raise ConfigError(
-            f"checkpoint {str(ckpt.path)!r} holds a full replay buffer of capacity {saved['capacity']}, this run's "
-            f"has {buffer.capacity}; resume with the same data set and --online-steps."
-        )
+    check_online_checkpoint(ckpt, buffer.capacity)
     _load_agent_groups(agent, ckpt)
     agent.generator.set_state(ckpt.groups["rng"]["generator"])
     data_gen.set_state(ckpt.groups["rng"]["data"])
     agent.steps = int(ckpt.extra["agent_steps"])
     for k, v in ckpt.groups["buffer"].items():
         buffer.data[k][: saved["size"]] = v.numpy()
-    buffer.size, buffer.pos = saved["size"], saved["pos"]
+    buffer.size = saved["size"]
+    buffer.pos = saved["pos"] if saved["capacity"] == buffer.capacity else saved["size"] % buffer.capacity
     return ckpt.step, list(ckpt.extra["returns"])
