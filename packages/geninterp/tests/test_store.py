@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import re
+import shutil
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -131,3 +136,70 @@ def test_capture_to_store_streams_whole_sequences(tmp_path):
     torch.testing.assert_close(store[0], model.blocks[0](h)[0].detach())
     with pytest.raises(InputError, match="ran out"):
         capture_to_store(model, model, "blocks.0", iter([first]), tmp_path / "d", n_tokens=50, progress=False)
+
+
+def _edit_index(store: Path, edit) -> None:
+    index = json.loads((store / "index.json").read_text())
+    edit(index)
+    (store / "index.json").write_text(json.dumps(index))
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda ix: ix["shards"][0].update(n_sequences="abc"), "shards[0].n_sequences"),
+        (lambda ix: ix["shards"][1].pop("n_sequences"), "shards[1].n_sequences"),
+        (lambda ix: ix["shards"][0].update(files=["../elsewhere/shard-00000.safetensors"]), "shards[0].files"),
+        (lambda ix: ix["shards"][2].update(sha256=[]), "shards[2].sha256"),
+        (lambda ix: ix.update(d_model=6), "stats.mean"),
+        (lambda ix: ix["stats"].update(mean_sq_norm="big"), "stats.mean_sq_norm"),
+        (lambda ix: ix.update(seq_len=0), "seq_len"),
+        (lambda ix: ix.update(storage="npy"), "shards[0].files"),
+    ],
+)
+def test_an_edited_index_is_refused_naming_its_field(store_dir, edit, field):
+    _edit_index(store_dir, edit)
+    with pytest.raises(StorageError, match=re.escape(f"field {field!r} must be")):
+        ActivationStore(store_dir)
+
+
+@pytest.mark.parametrize("storage", ["safetensors", "npy"])
+def test_shards_that_disagree_with_the_index_are_refused_when_opened(tmp_path, seq_acts, storage):
+    """An index whose shapes do not match the shards' was read (wrong seq_len) or failed deep in training."""
+    tokens = torch.zeros(seq_acts.shape[:2], dtype=torch.long)
+    with ActivationWriter(tmp_path / "s", d_model=8, seq_len=16, shard_sequences=10, storage=storage) as w:
+        w.write(seq_acts, tokens)
+    first = "shard-00000.safetensors" if storage == "safetensors" else "shard-00000.activations.npy"
+    for edit in (
+        lambda ix: ix.update(seq_len=8),
+        lambda ix: (ix["shards"][0].update(n_sequences=12), ix.update(n_sequences=26)),
+    ):
+        shutil.rmtree(tmp_path / "e", ignore_errors=True)
+        shutil.copytree(tmp_path / "s", tmp_path / "e")
+        _edit_index(tmp_path / "e", edit)
+        with pytest.raises(StorageError, match=re.escape(f"{first}' holds")):
+            ActivationStore(tmp_path / "e")
+    if storage == "npy":  # token ids replaced by floats: the tokens file is named
+        np.save(tmp_path / "s" / "shard-00001.tokens.npy", np.zeros((10, 16), np.float32))
+        with pytest.raises(StorageError, match=r"shard-00001\.tokens\.npy' holds float32"):
+            ActivationStore(tmp_path / "s")
+
+
+def test_views_stay_inside_the_store_and_slices_are_views(store_dir, seq_acts):
+    with pytest.raises(InputError, match="outside"):
+        ActivationStore(store_dir, range(20, -20, -10))  # its last index is -10, its first inside
+    store = ActivationStore(store_dir)
+    view = store[3:9:2]
+    assert isinstance(view, ActivationStore) and len(view) == 3
+    torch.testing.assert_close(view.load(), seq_acts[3:9:2], rtol=0, atol=0)
+    torch.testing.assert_close(view[1:][0], seq_acts[5], rtol=0, atol=0)
+
+
+def test_a_missing_name_leaves_no_hook_behind():
+    model = Tiny()
+    with (
+        pytest.raises(ConfigError, match=r"no module named 'blocks\.9'"),
+        ActivationCapture(model, ["blocks.0", "blocks.9"]),
+    ):
+        pass
+    assert not model.blocks[0]._forward_hooks

@@ -83,3 +83,44 @@ def test_minilm_capture_train_evaluate(tmp_path):
     with ActivationCapture(lm.model, ["encoder.layer.3"]) as cap, torch.no_grad():
         got = cap.run(lambda: run_model(lm, store.tokens(0)[None]))["encoder.layer.3"][0]
     torch.testing.assert_close(store[0], got, rtol=1e-5, atol=1e-5)
+
+
+def test_evaluate_sae_refuses_a_store_changed_since_the_run(tmp_path, store_dir, seq_acts, capsys):
+    """The run's held-out range was read from whatever store now sits at its path (or failed unnamed)."""
+    import shutil
+
+    from geninterp.store import ActivationWriter
+    from geninterp.training import SAETrainConfig, train_sae
+
+    cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=2, batch_tokens=64, progress=False)
+    train_sae(cfg, store_dir, tmp_path / "run")
+    run = ["evaluate-sae", "--run", str(tmp_path / "run"), "--no-downstream"]
+    assert main(run) == 0
+    capsys.readouterr()
+    assert main([*run[:3], "--max-sequences", "0"]) == 2  # refused before evaluating, by the flag's name
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "geninterp: error: --max-sequences must be a positive integer, got 0."
+    ]
+    shutil.rmtree(store_dir)
+    with ActivationWriter(store_dir, d_model=8, seq_len=16) as w:  # re-captured: more sequences, same shapes
+        w.write(torch.cat([seq_acts, seq_acts]), torch.zeros(48, 16, dtype=torch.long))
+    assert main(run) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"the store {str(store_dir)!r} has changed since the run" in err[0], err
+    with ActivationWriter(tmp_path / "d4", d_model=4, seq_len=16) as w:
+        w.write(torch.ones(3, 16, 4), torch.zeros(3, 16, dtype=torch.long))
+    assert main([*run, "--acts", str(tmp_path / "d4")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"the store {str(tmp_path / 'd4')!r} has d=4" in err[0], err
+
+
+def test_train_sae_on_an_edited_store_is_one_line(tmp_path, store_dir, capsys):
+    index = json.loads((store_dir / "index.json").read_text())
+    index["shards"][0]["n_sequences"] = 12  # the shard holds 10
+    index["n_sequences"] = 26
+    (store_dir / "index.json").write_text(json.dumps(index))
+    argv = ["train-sae", "--acts", str(store_dir), "--out", str(tmp_path / "r"), "--batch-tokens", "64", "--steps", "3"]
+    assert main([*argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "shard-00000.safetensors' holds F32 [10, 16, 8]" in err[0], err
+    assert not (tmp_path / "r" / "run.json").exists()

@@ -64,8 +64,9 @@ class ActivationCapture:
         return hook
 
     def __enter__(self) -> ActivationCapture:
-        for name in self.names:
-            self._handles.append(get_module(self.model, name).register_forward_hook(self._hook(name)))
+        modules = [get_module(self.model, name) for name in self.names]  # every name checked before any hook
+        for name, module in zip(self.names, modules, strict=True):
+            self._handles.append(module.register_forward_hook(self._hook(name)))
         return self
 
     def run(self, fn: Callable[[], Any]) -> dict[str, torch.Tensor]:

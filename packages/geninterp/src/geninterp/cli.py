@@ -67,9 +67,10 @@ def cmd_capture(args: argparse.Namespace) -> int:
         metadata=meta,
         progress=args.progress,
     )
+    stored = "float32 (numpy has no bfloat16)" if args.storage == "npy" and args.dtype == "bfloat16" else args.dtype
     print(
         f"stored {writer.n_sequences * writer.seq_len} tokens ({writer.n_sequences} sequences x {writer.seq_len}) "
-        f"of {args.model} {module} (d={writer.d_model}) in {len(writer.shards)} shard(s) at {writer.dir}"
+        f"of {args.model} {module} (d={writer.d_model}) as {stored} in {len(writer.shards)} shard(s) at {writer.dir}"
     )
     return 0
 
@@ -116,13 +117,29 @@ def cmd_evaluate_sae(args: argparse.Namespace) -> int:
     from geninterp.store import ActivationStore
     from geninterp.training import load_run
 
+    if args.downstream and args.max_sequences < 1:  # before the evaluation, not after it
+        raise_config(f"--max-sequences must be a positive integer, got {args.max_sequences}")
     sae, run_record = load_run(args.run)
     if args.acts:
         store = ActivationStore(args.acts)
     else:
-        store = ActivationStore(run_record["acts"], range(*run_record["eval_sequences"]))
+        store = ActivationStore(run_record["acts"])
+        start, stop = run_record["eval_sequences"]
+        trained_on = (stop, run_record.get("seq_len", store.seq_len), run_record.get("d_in", store.d_model))
+        if (len(store), store.seq_len, store.d_model) != trained_on:
+            from gencore.errors import StorageError
+
+            raise StorageError(
+                f"the store {str(store.path)!r} has changed since the run in {str(args.run)!r} was trained "
+                f"(now {len(store)} sequences of {store.seq_len} x {store.d_model}, then {trained_on[0]} of "
+                f"{trained_on[1]} x {trained_on[2]}); pass --acts to evaluate on it anyway."
+            )
+        store = ActivationStore(run_record["acts"], range(start, stop))
     if store.d_model != sae.config.d_in:
-        raise_config(f"the store has d={store.d_model} but the SAE expects d_in={sae.config.d_in}")
+        raise_config(
+            f"the store {str(store.path)!r} has d={store.d_model} but the SAE of {str(args.run)!r} "
+            f"expects d_in={sae.config.d_in}"
+        )
     skip = int(run_record["config"].get("skip_positions", 0))
     if skip >= store.seq_len:
         raise_config(f"the run skips {skip} positions but the store's sequences have {store.seq_len}")

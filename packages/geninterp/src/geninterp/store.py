@@ -26,7 +26,7 @@ import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -49,6 +49,51 @@ def _sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _count(value: Any, minimum: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+
+
+def _check_index(index: dict[str, Any], where: str) -> None:
+    """Raise one :class:`StorageError` naming the first field of ``index.json`` that the reader cannot use."""
+
+    def bad(field: str, expected: str, value: Any) -> None:
+        raise StorageError(f"{where}: field {field!r} must be {expected}, got {value!r}.")
+
+    if index["storage"] not in STORAGES:
+        bad("storage", f"one of {', '.join(STORAGES)}", index["storage"])
+    for name in ("d_model", "seq_len"):
+        if not _count(index[name], 1):
+            bad(name, "a positive integer", index[name])
+    if not _count(index["n_sequences"], 0):
+        bad("n_sequences", "a non-negative integer", index["n_sequences"])
+    n_files = 1 if index["storage"] == "safetensors" else 2
+    if not isinstance(index["shards"], list):
+        bad("shards", "a list", index["shards"])
+    for k, shard in enumerate(index["shards"]):
+        if not isinstance(shard, dict):
+            bad(f"shards[{k}]", "a JSON object", shard)
+        files, digests = shard.get("files"), shard.get("sha256")
+        plain = isinstance(files, list) and all(isinstance(f, str) and f == Path(f).name != ".." for f in files)
+        if not (plain and len(files) == n_files):
+            bad(f"shards[{k}].files", f"a list of {n_files} file name(s) in the store folder", files)
+        if not _count(shard.get("n_sequences"), 1):
+            bad(f"shards[{k}].n_sequences", "a positive integer", shard.get("n_sequences"))
+        if not (isinstance(digests, list) and len(digests) == n_files and all(isinstance(d, str) for d in digests)):
+            bad(f"shards[{k}].sha256", f"a list of {n_files} SHA-256 digest(s)", digests)
+    stats = index["stats"]
+    mean = stats.get("mean") if isinstance(stats, dict) else None
+    if not (isinstance(mean, list) and len(mean) == index["d_model"] and all(_finite(v) for v in mean)):
+        shown = f"{len(mean)} values" if isinstance(mean, list) and len(mean) != index["d_model"] else mean
+        bad("stats.mean", f"a list of {index['d_model']} finite numbers (d_model)", shown)
+    norm = stats.get("mean_sq_norm")
+    if not (_finite(norm) and norm >= 0):
+        bad("stats.mean_sq_norm", "a finite non-negative number", norm)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
 
 
 def check_new_store(out_dir: str | os.PathLike) -> None:
@@ -170,6 +215,8 @@ class ActivationWriter:
 class ActivationStore(Dataset):
     """Read a store written by :class:`ActivationWriter`; item ``i`` is sequence ``i``: ``[L, D]`` float32.
 
+    ``store[a:b]`` is a view of those sequences (like ``sequences=``), not a tensor; ``store[a:b].load()`` reads them.
+
     ``sequences`` restricts the view to a range of sequence indices (train/eval splits share the
     files). Shards are opened on first use in each process, so the object pickles cheaply into
     DataLoader workers.
@@ -190,21 +237,27 @@ class ActivationStore(Dataset):
             )
         fields = ("storage", "d_model", "seq_len", "n_sequences", "shards", "stats")
         require_fields(index, fields, repr(str(index_path)))
+        _check_index(index, repr(str(index_path)))
         self.index = index
-        self.d_model, self.seq_len = int(index["d_model"]), int(index["seq_len"])
-        counts = [int(s["n_sequences"]) for s in index["shards"]]
+        self.d_model, self.seq_len = index["d_model"], index["seq_len"]
+        counts = [s["n_sequences"] for s in index["shards"]]
         self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         total = int(self._starts[-1])
-        if total != int(index["n_sequences"]):
-            raise StorageError(f"{str(index_path)!r}: shard counts add to {total}, not n_sequences.")
+        if total != index["n_sequences"]:
+            raise StorageError(
+                f"{str(index_path)!r}: the shards' n_sequences add to {total}, not n_sequences={index['n_sequences']}."
+            )
         for shard in index["shards"]:
             for f in shard["files"]:
                 if not (self.path / f).is_file():
                     raise StorageError(f"shard file {str(self.path / f)!r} listed in the index is missing.")
         if verify:
             self.verify()
+        for k in range(len(index["shards"])):  # headers only: shapes and dtypes as the index says
+            self._open_shard(k)
         self.sequences = range(total) if sequences is None else sequences
-        if len(self.sequences) and (self.sequences[0] < 0 or self.sequences[-1] >= total):
+        ends = (self.sequences[0], self.sequences[-1]) if isinstance(self.sequences, range) else self.sequences
+        if len(self.sequences) and (min(ends) < 0 or max(ends) >= total):
             raise InputError(f"sequence range {self.sequences} is outside the store's {total} sequences.")
         self._open: dict[int, Any] = {}
 
@@ -244,19 +297,42 @@ class ActivationStore(Dataset):
         return ActivationStore(self.path, a), ActivationStore(self.path, b)
 
     # ------------------------------------------------------------------ reading
+    def _open_shard(self, k: int) -> Any:
+        """Open shard ``k`` (headers only) and check its arrays' shapes and dtypes against the index."""
+        shard = self.index["shards"][k]
+        files = name = shard["files"]
+        try:
+            if self.index["storage"] == "safetensors":
+                name = files[0]
+                f = safe_open(str(self.path / name), framework="pt")
+                handle = (f.get_slice("activations"), f.get_slice("tokens"), f)
+                found = [(tuple(s.get_shape()), s.get_dtype()) for s in handle[:2]]
+                kinds = [found[0][1].startswith(("F", "BF")), found[1][1].startswith(("I", "U"))]
+            else:
+                arrays = []
+                for name in files:
+                    arrays.append(np.load(self.path / name, mmap_mode="r", allow_pickle=False))
+                handle = tuple(arrays)
+                found = [(a.shape, str(a.dtype)) for a in handle]
+                kinds = [handle[0].dtype.kind == "f", handle[1].dtype.kind in "iu"]
+        except (SafetensorError, OSError, ValueError) as exc:
+            raise StorageError(f"cannot read shard file {str(self.path / name)!r}: {str(exc).rstrip('.')}.") from exc
+        n, length, d = shard["n_sequences"], self.seq_len, self.d_model
+        expected = [((n, length, d), "floating-point activations [n_sequences, seq_len, d_model]"),
+                    ((n, length), "integer token ids [n_sequences, seq_len]")]  # fmt: skip
+        for i, ((shape, dtype), (want, what), ok) in enumerate(zip(found, expected, kinds, strict=True)):
+            if tuple(shape) != want or not ok:
+                name = files[min(i, len(files) - 1)]
+                raise StorageError(
+                    f"shard file {str(self.path / name)!r} holds {dtype} {list(shape)} where the index expects "
+                    f"{what} = {list(want)}."
+                )
+        return handle
+
     def _shard(self, k: int) -> Any:
         handle = self._open.get(k)
         if handle is None:
-            files = self.index["shards"][k]["files"]
-            try:
-                if self.index["storage"] == "safetensors":
-                    f = safe_open(str(self.path / files[0]), framework="pt")
-                    handle = (f.get_slice("activations"), f.get_slice("tokens"), f)
-                else:
-                    handle = tuple(np.load(self.path / name, mmap_mode="r") for name in files)
-            except (SafetensorError, OSError, ValueError) as exc:
-                raise StorageError(f"cannot read shard {str(self.path / files[0])!r}: {exc}.") from exc
-            self._open[k] = handle
+            handle = self._open[k] = self._open_shard(k)
         return handle
 
     def _read(self, global_index: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -272,7 +348,14 @@ class ActivationStore(Dataset):
     def __len__(self) -> int:
         return len(self.sequences)
 
-    def __getitem__(self, i: int) -> torch.Tensor:
+    @overload
+    def __getitem__(self, i: int) -> torch.Tensor: ...
+    @overload
+    def __getitem__(self, i: slice) -> ActivationStore: ...
+    def __getitem__(self, i: int | slice) -> torch.Tensor | ActivationStore:
+        """Sequence ``i`` as ``[L, D]`` float32; a slice gives a view (an :class:`ActivationStore`) of them."""
+        if isinstance(i, slice):
+            return ActivationStore(self.path, self.sequences[i])
         return self._read(self.sequences[i])[0]
 
     def tokens(self, i: int) -> torch.Tensor:
