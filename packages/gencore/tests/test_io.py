@@ -18,6 +18,7 @@ from gencore.io import (
     read_json,
     require_fields,
     save_pretrained,
+    save_tensors,
     write_json,
 )
 from gencore.nn import MLPVelocity
@@ -139,9 +140,11 @@ def test_written_files_get_the_usual_permissions(tmp_path) -> None:
     umask = os.umask(0o022)
     try:
         write_json(tmp_path / "out.json", {})
+        save_tensors(tmp_path / "w.safetensors", {"w": torch.zeros(2)})  # safetensors itself creates 0600 files
     finally:
         os.umask(umask)
     assert (tmp_path / "out.json").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "w.safetensors").stat().st_mode & 0o777 == 0o644
 
 
 def test_read_json_names_the_file_for_every_unreadable_kind(tmp_path) -> None:

@@ -135,7 +135,15 @@ def save_tensors(
     clean = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
         save_file(clean, str(tmp), metadata=metadata)
+        os.chmod(tmp, _usual_mode())  # safetensors creates its file private (0600), unlike every other file written
     return Path(path)
+
+
+def _usual_mode() -> int:
+    """0666 less the process's umask: the mode ``open(path, "w")`` gives a new file."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def load_tensors(path: str | os.PathLike, device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
