@@ -111,3 +111,35 @@ def test_online_sigterm_checkpoints_mid_episode_and_resumes(tmp_path, pendulum_d
     # the cut episode's last transition does not lead into the resumed run's first observation: a new episode
     assert not (rbuf.data["next_observations"][499] == rbuf.data["observations"][500]).all()
     assert records[-1]["episode_return"] < 0  # Pendulum's returns, from the episodes after the cut
+
+
+def test_a_non_finite_update_stops_the_run_before_anything_is_saved(tmp_path, toy_dataset, pendulum_dataset) -> None:
+    """A NaN loss means NaN weights (the optimiser step is inside the update): stop there, naming the update and
+    the metric, with no checkpoint from that state, offline and online."""
+    import pytest
+
+    from gencore.errors import GenError
+    from gencore.train import find_checkpoints
+    from genrl.training import train_online
+
+    def poisoned(agent, at: int):
+        real = agent.update
+
+        def update(batch):
+            metrics = real(batch)
+            return metrics | {"critic_loss": math.nan} if agent.steps >= at else metrics
+
+        agent.update = update
+        return agent
+
+    spec = EnvSpec(obs_dim=2, action_dim=1, action_low=(-1.0,), action_high=(1.0,))
+    agent = poisoned(make_agent("fql", spec, SMALL), 3)
+    with pytest.raises(GenError, match=r"training diverged at update 3: critic_loss = nan is not finite"):
+        train_offline(agent, ReplayBuffer.from_dataset(toy_dataset), 6, tmp_path / "off", checkpoint_every=3)
+    assert not find_checkpoints(tmp_path / "off" / "checkpoints")
+    ds, card = pendulum_dataset
+    agent = poisoned(make_agent("flow-bc", EnvSpec.from_dataset(ds, card), SMALL), 5)
+    buf = ReplayBuffer.from_dataset(ds, extra_capacity=20)
+    with pytest.raises(GenError, match=r"training diverged at update 5: critic_loss = nan"):
+        train_online(agent, "Pendulum-v1", buf, 20, tmp_path / "on", seed=0, checkpoint_every=5, progress=False)
+    assert not find_checkpoints(tmp_path / "on" / "checkpoints")

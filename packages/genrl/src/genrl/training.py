@@ -11,6 +11,7 @@ offline run resumes exactly.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, GenError
 from gencore.train import DistInfo, broadcast_state, load_latest, save_checkpoint, setup, signal_received, stop_signals
 from gencore.train.distributed import all_reduce_sum, gather_state
 from gencore.train.metrics_log import MetricsLogger
@@ -115,11 +116,25 @@ def _restore(agent: Agent, data_gen: torch.Generator, ckpt: Any, info: DistInfo)
     return ckpt.step
 
 
-def _stop_vote(info: DistInfo) -> bool:
-    """True on every rank when a SIGTERM/SIGINT reached any of them (one all-reduce when distributed)."""
+def _divergence(metrics: dict[str, float], update: int) -> GenError | None:
+    """The error to stop with when an update's metrics are not finite (its NaN gradients are already applied)."""
+    bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
+    if bad is None:
+        return None
+    return GenError(
+        f"training diverged at update {update}: {bad} = {metrics[bad]} is not finite; nothing was saved from this "
+        "state (lower the agent's lr, e.g. through --config, or check the data set for extreme values)."
+    )
+
+
+def _votes(info: DistInfo, diverged: bool) -> tuple[bool, bool]:
+    """``(stop, diverged)`` on every rank: a SIGTERM/SIGINT reached any rank, a non-finite metric showed on any
+    rank (one all-reduce when distributed, so that every rank takes the same decision)."""
+    flags = (signal_received() is not None, diverged)
     if not info.distributed:
-        return signal_received() is not None
-    return bool(all_reduce_sum(torch.tensor(float(signal_received() is not None), device=info.device), info) > 0)
+        return flags
+    total = all_reduce_sum(torch.tensor([float(f) for f in flags], device=info.device), info)
+    return bool(total[0] > 0), bool(total[1] > 0)
 
 
 def _mean_over_ranks(metrics: dict[str, float], info: DistInfo) -> dict[str, float]:
@@ -186,7 +201,10 @@ def train_offline(
         for step in bar:
             metrics = agent.update(buffer.sample(local_batch, data_gen))
             done = step + 1
-            stop = _stop_vote(info)
+            error = _divergence(metrics, done)
+            stop, diverged = _votes(info, error is not None)
+            if diverged:  # the update already applied NaN gradients: no checkpoint and no agent from this state
+                raise error or _divergence({"a metric on another process": math.nan}, done)
             evaluate = callback is not None and callback_every and (done % callback_every == 0 or done == steps)
             if done % log_every == 0 or done == steps or evaluate:
                 metrics = _mean_over_ranks(metrics, info)
@@ -283,6 +301,9 @@ def train_online(
                 obs, _ = env.reset()
             if buffer.size >= agent.config.batch_size and step >= start_random // 2:
                 metrics = agent.update(buffer.sample(agent.config.batch_size, data_gen))
+                error = _divergence(metrics, step + 1)
+                if error is not None:
+                    raise error
             if on_step is not None:
                 on_step(step + 1)
             done = step + 1
