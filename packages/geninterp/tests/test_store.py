@@ -203,3 +203,21 @@ def test_a_missing_name_leaves_no_hook_behind():
     ):
         pass
     assert not model.blocks[0]._forward_hooks
+
+
+def test_capture_reads_mapping_outputs_and_names_a_module_without_a_tensor():
+    class DictOut(torch.nn.Module):  # like a transformers ModelOutput: the activation is the first value
+        def forward(self, x):
+            return {"hidden": 2 * x, "extra": None}
+
+    class NoneOut(torch.nn.Module):
+        def forward(self, x):
+            return None
+
+    model = torch.nn.Sequential(DictOut())
+    x = torch.randn(3, 4)
+    with ActivationCapture(model, ["0"]) as cap:
+        torch.testing.assert_close(cap.run(lambda: model(x))["0"], 2 * x)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), NoneOut())
+    with ActivationCapture(model, ["1"]) as cap, pytest.raises(InputError, match="module '1' returned NoneType"):
+        cap.run(lambda: model(x))

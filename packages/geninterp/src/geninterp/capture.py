@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -39,8 +39,19 @@ def get_module(model: torch.nn.Module, name: str) -> torch.nn.Module:
         raise ConfigError(f"the model has no module named {name!r}; e.g. {', '.join(close)}.") from None
 
 
-def _first(output: Any) -> torch.Tensor:
-    return output[0] if isinstance(output, tuple | list) else output
+def _first(output: Any, name: str) -> torch.Tensor:
+    """The activation in a module's output: the output itself, the first item of a tuple or list (transformer
+    blocks), or the first value of a mapping (e.g. a transformers ``ModelOutput``)."""
+    if isinstance(output, tuple | list):
+        output = output[0] if output else None
+    elif isinstance(output, Mapping):
+        output = next(iter(output.values()), None)
+    if not torch.is_tensor(output):
+        raise InputError(
+            f"module {name!r} returned {type(output).__name__}, not a tensor (nor a tuple, list or mapping that "
+            "starts with one); capture a submodule whose output is the activation."
+        )
+    return output
 
 
 class ActivationCapture:
@@ -57,7 +68,7 @@ class ActivationCapture:
 
     def _hook(self, name: str) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            self.outputs[name] = _first(output).detach()
+            self.outputs[name] = _first(output, name).detach()
             if self.stop_early and len(self.outputs) == len(self.names):
                 raise _StopForward
 
