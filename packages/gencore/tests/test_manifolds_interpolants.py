@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gencore.errors import InputError
 from gencore.manifolds import SO3, Lorentz, PoincareBall, Sphere, Torus, geodesic_interpolant, rfm_loss
 
 MANIFOLDS = {
@@ -79,3 +80,27 @@ def test_rfm_loss_projects_the_network_output():
     _, ut = geodesic_interpolant(sphere, x0, x1, t)
     # a normal component (along x_t) is invisible to the loss
     assert rfm_loss(sphere, lambda x, tt: ut + 5.0 * x, x0, x1, t) < 1e-16
+
+
+@pytest.mark.parametrize("name", list(MANIFOLDS))
+def test_log_velocity_at_t_one_is_the_transported_velocity(name):
+    """At t = 1 exactly log_{x_t}(x1) = 0; the velocity must still be the constant-speed geodesic's."""
+    m = MANIFOLDS[name]()
+    x0, x1 = _endpoints(m, seed=5)
+    t = torch.ones(32, dtype=torch.float64)
+    _, u_log = geodesic_interpolant(m, x0, x1, t, velocity="log")
+    _, u_tr = geodesic_interpolant(m, x0, x1, t, velocity="transport")
+    assert torch.allclose(u_log, u_tr, atol=1e-8)
+    assert torch.allclose(m.norm2(x1, u_log).sqrt(), m.dist(x0, x1), atol=1e-8)
+
+
+def test_scalar_time_broadcasts_and_a_wrong_time_shape_is_refused():
+    m = Sphere(2)
+    x0, x1 = _endpoints(m, 8, 6)
+    xt, ut = geodesic_interpolant(m, x0, x1, 0.25)
+    xt_b, ut_b = geodesic_interpolant(m, x0, x1, torch.full((8,), 0.25, dtype=torch.float64))
+    assert torch.equal(xt, xt_b) and torch.equal(ut, ut_b)
+    with pytest.raises(InputError, match="t must be"):
+        geodesic_interpolant(m, x0, x1, torch.rand(3, dtype=torch.float64))
+    with pytest.raises(InputError, match="same shape"):
+        geodesic_interpolant(m, x0, x1[:4], 0.5)

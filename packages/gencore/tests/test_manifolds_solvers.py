@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from gencore.manifolds import SO3, PoincareBall, Sphere, solve_manifold_ode
 from gencore.manifolds.spaces import hat, rodrigues
 
@@ -88,3 +88,27 @@ def test_stays_on_the_manifold_in_float32_and_rejects_bad_settings():
         solve_manifold_ode(m, f, x0, steps=0)
     with pytest.raises(ConfigError):
         solve_manifold_ode(m, f, x0, steps=4, method="dopri")
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [[0.0, 0.5, 0.3, 1.0], [0.0, 0.5, 0.5, 1.0], [0.0, float("nan"), 1.0]],
+    ids=["not-monotone", "repeated-time", "nan"],
+)
+def test_bad_time_grid_is_refused(grid):
+    m, f, x0, _ = _sphere_problem()
+    with pytest.raises(InputError, match="time grid"):
+        solve_manifold_ode(m, f, x0, grid=grid)
+
+
+@pytest.mark.parametrize("kwargs", [{"steps": 2.5}, {"steps": True}, {"steps": 3, "grid": [0.0, 1.0]}])
+def test_bad_steps_are_refused(kwargs):
+    m, f, x0, _ = _sphere_problem()
+    with pytest.raises(ConfigError, match="steps"):
+        solve_manifold_ode(m, f, x0, **kwargs)
+
+
+def test_decreasing_grid_runs_backwards():
+    m, f, x0, exact = _sphere_problem()
+    back = solve_manifold_ode(m, f, exact, grid=torch.linspace(1.0, 0.0, 201), method="rk4")
+    assert torch.allclose(back.x, x0, atol=1e-8)

@@ -220,3 +220,16 @@ def test_input_errors():
     sd_img = SemidiscreteCoupling(images)
     _, x1 = sd_img(torch.randn(3, 1, 2, 2), None)
     assert x1.shape == (3, 1, 2, 2) and all(any(torch.equal(r, im) for im in images) for r in x1)
+
+
+def test_fit_with_identical_data_points_uses_a_positive_default_step():
+    """All data points equal: the score spread is 0, which used to become lr = 0 and a ConfigError about an
+    lr the caller never gave. Every pairing then sends noise to that one point."""
+    sd = SemidiscreteCoupling(torch.ones(4, 2))
+    assert sd.score_scale(torch.Generator().manual_seed(0)) == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tie cannot give uniform frequencies; the fit says so
+        sd.fit(20, 64, generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(sd.potential).all()
+    _, x1 = sd(torch.randn(5, 2), torch.ones(5, 2), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(x1, torch.ones(5, 2))

@@ -220,10 +220,12 @@ class SemidiscreteCoupling(nn.Module):
     def score_scale(self, generator: torch.Generator | None = None, n_noise: int = 256) -> float:
         """Typical spread over the data of the matching score ``<x, y_j> - |y_j|^2 / 2`` for noise ``x``:
         the mean over ``n_noise`` draws of its standard deviation over (up to 4096 of) the data points.
-        It is the size of the gaps the potential must close, and sets the default learning rate."""
+        It is the size of the gaps the potential must close, and sets the default learning rate (1 when the
+        data points are all equal)."""
         sub = self.data[:: max(1, self.n_points // 4096)]
         scores = self._noise(n_noise, generator) @ sub.t() - 0.5 * (sub * sub).sum(-1)
-        return float(scores.std(dim=1, correction=0).mean()) if sub.shape[0] > 1 else 1.0
+        spread = float(scores.std(dim=1, correction=0).mean()) if sub.shape[0] > 1 else 0.0
+        return spread if spread > 0 else 1.0  # identical data points: no gap to close, any unit step
 
     @staticmethod
     def _chi2(counts: torch.Tensor) -> tuple[float, float]:

@@ -8,7 +8,8 @@ Both forms are exact along a minimising geodesic (the geodesic has constant spee
 its velocity is the parallel transport of the initial one). Neither differentiates through the geodesic,
 unlike the reference implementation, which takes ``jvp`` of ``t -> x_t`` per sample (see
 ``benchmarks/bench_manifolds.py`` for time and agreement). ``1 - t`` is clamped at ``eps`` for the
-``"log"`` form.
+``"log"`` form, and where ``1 - t < eps`` (``log_{x_t} x1`` vanishes at ``t = 1``) that form returns the
+transported velocity.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from __future__ import annotations
 import torch
 
 from gencore.checks import check_choice
+from gencore.errors import InputError
 from gencore.manifolds.base import Manifold
-from gencore.nn import expand_like
+from gencore.nn import broadcast_time, expand_like
 
 VELOCITIES = ("log", "transport")
 
@@ -31,13 +33,22 @@ def geodesic_interpolant(
     velocity: str = "log",
     eps: float = 1e-5,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(x_t, u_t)`` for ``x0, x1: [B, D]`` and ``t: [B]`` (see the module docstring)."""
+    """``(x_t, u_t)`` for ``x0, x1: [B, D]`` and ``t: [B]`` or a scalar (see the module docstring)."""
     check_choice(velocity, VELOCITIES, "geodesic velocity")
-    t = expand_like(t.to(x0.dtype), x0)
+    if not (torch.is_tensor(x0) and torch.is_tensor(x1)) or x0.dim() < 1 or x0.shape != x1.shape:
+        raise InputError(f"x0 and x1 must be tensors of the same shape [B, D], got {_shape(x0)} and {_shape(x1)}.")
+    t = expand_like(broadcast_time(t, x0), x0)
     v0 = manifold.logmap(x0, x1)
     xt = manifold.expmap(x0, t * v0)
     if velocity == "log":
         ut = manifold.logmap(xt, x1) / (1 - t).clamp_min(eps)
+        # log_{x_t} x1 vanishes as t -> 1, where the transported form stays exact; computed for every row, since
+        # picking the rows first would cost a host sync in a training step
+        ut = torch.where((1 - t) < eps, manifold.transp(x0, xt, v0), ut)
     else:
         ut = manifold.transp(x0, xt, v0)
     return xt, manifold.proju(xt, ut)
+
+
+def _shape(x: object) -> object:
+    return tuple(x.shape) if torch.is_tensor(x) else type(x).__name__

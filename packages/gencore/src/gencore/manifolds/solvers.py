@@ -16,6 +16,8 @@ rule: ``f`` then returns ``(v, a)``.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -41,13 +43,23 @@ class ManifoldODESolution:
 
 def _grid(steps: int | None, grid: torch.Tensor | Sequence[float] | None, t0: float, t1: float) -> torch.Tensor:
     if grid is not None:
+        if steps is not None:
+            raise ConfigError("give a time grid or steps, not both.")
         g = torch.as_tensor(grid, dtype=torch.float64)
         if g.dim() != 1 or g.numel() < 2:
             raise InputError(f"the time grid must be 1-D with at least two entries, got shape {tuple(g.shape)}.")
+        c = g.detach().cpu()
+        if not bool(torch.isfinite(c).all()):
+            raise InputError("the time grid contains NaN or inf times; expected finite numbers.")
+        d = c[1:] - c[:-1]
+        if not (bool((d > 0).all()) or bool((d < 0).all())):
+            raise InputError("the time grid must be strictly increasing or strictly decreasing.")
         return g
-    if steps is None or steps < 1:
-        raise ConfigError(f"give a time grid or steps >= 1, got steps={steps}.")
-    return torch.linspace(t0, t1, steps + 1, dtype=torch.float64)
+    if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+        raise ConfigError(f"give a time grid or steps, an integer >= 1, got steps={steps!r}.")
+    if not (math.isfinite(t0) and math.isfinite(t1)):
+        raise ConfigError(f"t0 and t1 must be finite numbers, got t0={t0}, t1={t1}.")
+    return torch.linspace(float(t0), float(t1), int(steps) + 1, dtype=torch.float64)
 
 
 def solve_manifold_ode(
