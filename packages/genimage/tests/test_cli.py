@@ -202,6 +202,33 @@ def test_existing_run_is_not_overwritten(digits_run, capsys) -> None:
     assert {str(p): p.read_bytes() for p in digits_run.rglob("*") if p.is_file()} == before
 
 
+def test_resume_auto_with_fewer_steps_than_done_is_refused(digits_run, capsys) -> None:
+    """--resume auto --steps 10 on a 30-step run used to keep the 30-step model and record "steps": 10."""
+    before = {str(p): p.read_bytes() for p in digits_run.rglob("*") if p.is_file()}
+    argv = ["train", "--data", "digits", "--steps", "10", "--batch-size", "64", "--out", str(digits_run)]
+    assert main([*argv, "--no-progress", "--resume", "auto"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already trained 30 steps, more than --steps 10" in err[0], err
+    assert {str(p): p.read_bytes() for p in digits_run.rglob("*") if p.is_file()} == before
+
+
+def test_a_latent_run_refused_for_its_backbone_trains_no_vae(tmp_path, capsys) -> None:
+    """A backbone setting refused on a latent run stops it before the VAE stage: it used to train and save vae/,
+    which the corrected command then reused although its VAE settings differed."""
+    args = ["train", "--data", "digits", "--latent", "--vae-steps", "2", "--steps", "2", "--batch-size", "8"]
+    args += ["--no-progress", "--sample-nfe", "2"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main([*args, "--image-size", "12", "--patch-size", "4", "--out", str(a)]) == 2  # latent 6 x 6
+    assert main([*args, "--image-size", "16", "--layersync-pairs", "blocks.1:blocks.9", "--out", str(b)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "divisible by the patch size 4" in err[0] and "blocks.9 not found" in err[1], err
+    assert not any((d / n).exists() for d in (a, b) for n in ("vae", "vae_train"))
+    fixed = [*args, "--image-size", "12", "--vae-steps", "3", "--out", str(a)]  # the last --vae-steps wins
+    assert main(fixed) == 0
+    assert json.loads((a / "config.json").read_text())["vae_steps"] == 3
+    assert [json.loads(r)["step"] for r in (a / "vae_train" / "metrics.jsonl").read_text().splitlines()][-1] == 3
+
+
 def test_layersync_and_lwd_by_flag(tmp_path) -> None:
     out = tmp_path / "ls"
     args = ["train", "--data", "digits", "--steps", "4", "--batch-size", "16", "--out", str(out), "--no-progress"]

@@ -27,7 +27,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from gencore.errors import ConfigError, GenError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
-from gencore.train import TrainConfig, Trainer, find_checkpoints, holds_settings, launch, run_identity
+from gencore.train import LayerSync, TrainConfig, Trainer, find_checkpoints, holds_settings, launch, run_identity
 from gencore.train.metrics_log import read_metrics
 from genimage.config import ImageTrainConfig
 from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, VideoSet, load_image_set, load_video_set
@@ -140,6 +140,28 @@ def layersync_pairs(cfg: ImageTrainConfig, model: ImageBackbone) -> tuple[tuple[
     if isinstance(model, (DiT, VideoDiT)):
         return (default_layersync_pair(model.config["depth"]),)
     return (("taps.mid_in", "taps.mid_out"),)
+
+
+def check_backbone(cfg: ImageTrainConfig, record: dict[str, Any]) -> None:
+    """Build the backbone and hook its LayerSync modules once, so that what they refuse (a patch size that does not
+    divide a latent run's latent size, a module name the backbone lacks) stops a latent run before its VAE stage
+    writes ``vae/``, which a corrected command would otherwise reuse whatever its VAE settings."""
+    model = build_backbone(cfg, record)
+    pairs = layersync_pairs(cfg, model)
+    if pairs:
+        LayerSync(model, pairs, cfg.layersync_weight)
+
+
+def check_resume_steps(cfg: ImageTrainConfig, out: Path) -> None:
+    """Refuse ``--resume auto`` with fewer ``--steps`` than the run's newest checkpoint has done: the model would
+    stay at that step while ``config.json`` recorded the smaller count."""
+    found = find_checkpoints(out / "checkpoints")
+    done = int(found[0].name.split("-")[1]) if found else 0
+    if done > cfg.steps:
+        raise ConfigError(
+            f"{str(found[0])!r} has already trained {done} steps, more than --steps {cfg.steps}; pass --steps {done} "
+            "or more to continue that run, or choose a new --out folder."
+        )
 
 
 def _engine(cfg: ImageTrainConfig, out: Path, steps: int, **overrides: Any) -> TrainConfig:
@@ -337,6 +359,8 @@ def train(
         saved = read_json(out / "config.json")
         if holds_settings(saved, cfg):
             return TrainOutcome(out, saved, False, 0.0, already_finished=True)
+    if engine.get("resume") == "auto":
+        check_resume_steps(cfg, out)
     data = load_training_data(cfg) if data is None else data
     if isinstance(data, VideoSet) != cfg.is_video:
         kind = "videos" if isinstance(data, VideoSet) else "images"
@@ -349,6 +373,8 @@ def train(
         raise ConfigError(f"latent training needs an image size divisible by 4, got {record['image_shape'][1:]}.")
     if cfg.init_from:
         check_init_run(cfg, record)
+    if cfg.latent:
+        check_backbone(cfg, record)
     start = time.perf_counter()
     results = launch(_worker, cfg, data, record, out, dict(engine), nproc=nproc)
     info = results.get(0) or {"interrupted": True, "seconds": 0.0, "skipped": []}
