@@ -84,6 +84,14 @@ def test_a_data_set_smaller_than_a_batch_is_refused_before_out_dir_exists(tmp_pa
     assert not out.exists()
 
 
+def test_resuming_with_fewer_steps_than_done_is_refused(tmp_path: Path) -> None:
+    """The model would stay at the checkpoint's step while the caller recorded the smaller count."""
+    _run(_cfg(tmp_path, steps=4, checkpoint_every=2))
+    with pytest.raises(ConfigError, match=r"step-000000004' has already trained 4 steps, more than the 3 asked for"):
+        _run(_cfg(tmp_path, steps=3, resume="auto"))
+    assert _run(_cfg(tmp_path, steps=4, resume="auto")).step == 4  # the same count, or more, continues
+
+
 def test_existing_checkpoints_need_resume(tmp_path: Path) -> None:
     _run(_cfg(tmp_path, steps=2))
     with pytest.raises(ConfigError, match="resume"):

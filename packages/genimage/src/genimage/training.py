@@ -27,7 +27,16 @@ from torch.utils.data import Dataset, TensorDataset
 
 from gencore.errors import ConfigError, GenError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
-from gencore.train import LayerSync, TrainConfig, Trainer, find_checkpoints, holds_settings, launch, run_identity
+from gencore.train import (
+    LayerSync,
+    TrainConfig,
+    Trainer,
+    check_resume_steps,
+    find_checkpoints,
+    holds_settings,
+    launch,
+    run_identity,
+)
 from gencore.train.metrics_log import read_metrics
 from genimage.config import ImageTrainConfig
 from genimage.data import DEFAULT_SIZES, ImageSet, ShardedImages, VideoSet, load_image_set, load_video_set
@@ -150,18 +159,6 @@ def check_backbone(cfg: ImageTrainConfig, record: dict[str, Any]) -> None:
     pairs = layersync_pairs(cfg, model)
     if pairs:
         LayerSync(model, pairs, cfg.layersync_weight)
-
-
-def check_resume_steps(cfg: ImageTrainConfig, out: Path) -> None:
-    """Refuse ``--resume auto`` with fewer ``--steps`` than the run's newest checkpoint has done: the model would
-    stay at that step while ``config.json`` recorded the smaller count."""
-    found = find_checkpoints(out / "checkpoints")
-    done = int(found[0].name.split("-")[1]) if found else 0
-    if done > cfg.steps:
-        raise ConfigError(
-            f"{str(found[0])!r} has already trained {done} steps, more than --steps {cfg.steps}; pass --steps {done} "
-            "or more to continue that run, or choose a new --out folder."
-        )
 
 
 def _engine(cfg: ImageTrainConfig, out: Path, steps: int, **overrides: Any) -> TrainConfig:
@@ -360,7 +357,7 @@ def train(
         if holds_settings(saved, cfg):
             return TrainOutcome(out, saved, False, 0.0, already_finished=True)
     if engine.get("resume") == "auto":
-        check_resume_steps(cfg, out)
+        check_resume_steps(out / "checkpoints", cfg.steps)
     data = load_training_data(cfg) if data is None else data
     if isinstance(data, VideoSet) != cfg.is_video:
         kind = "videos" if isinstance(data, VideoSet) else "images"

@@ -8,6 +8,7 @@
 from gencore.train.checkpoint import (
     Checkpoint,
     capture_rng_state,
+    check_resume_steps,
     find_checkpoints,
     flatten_state,
     load_checkpoint,
@@ -47,6 +48,7 @@ __all__ = [
     "average_gradients",
     "broadcast_state",
     "capture_rng_state",
+    "check_resume_steps",
     "data_shard",
     "find_checkpoints",
     "fit",

@@ -49,13 +49,14 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
-from gencore.errors import InputError, StorageError
+from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, read_json, save_tensors, write_json
 
 __all__ = [
     "STATE_NAME",
     "Checkpoint",
     "capture_rng_state",
+    "check_resume_steps",
     "find_checkpoints",
     "flatten_state",
     "load_checkpoint",
@@ -443,6 +444,18 @@ def _prune(root: Path, keep: Path, keep_last: int | None) -> None:
     others = [p for p in find_checkpoints(root) if p.resolve() != keep.resolve()]
     for p in others[keep_last - 1 :]:
         shutil.rmtree(p, ignore_errors=True)
+
+
+def check_resume_steps(root: str | os.PathLike, steps: int) -> None:
+    """Refuse to resume the run checkpointed in ``root`` with fewer ``steps`` than its newest checkpoint has done:
+    the model would stay at that step while the run recorded the smaller count."""
+    found = find_checkpoints(root)
+    done = int(_STEP_RE.match(found[0].name).group(1)) if found else 0
+    if done > steps:
+        raise ConfigError(
+            f"{str(found[0])!r} has already trained {done} steps, more than the {steps} asked for; pass --steps "
+            f"{done} or more to continue that run, or choose a new output folder."
+        )
 
 
 def find_checkpoints(root: str | os.PathLike) -> list[Path]:

@@ -204,6 +204,7 @@ class Trainer:
                 )
             return None
         if resume == "auto":
+            ckpt.check_resume_steps(root, self.cfg.steps)
             return ckpt.load_latest(root)
         return ckpt.load_checkpoint(Path(resume))
 
