@@ -240,6 +240,16 @@ def test_layersync_and_lwd_by_flag(tmp_path) -> None:
     assert config["layersync_pairs"] == ["blocks.0:blocks.2"] and config["lwd"] is True
 
 
+def test_layersync_pairs_in_a_config_file_without_layersync_are_refused(tmp_path, capsys) -> None:
+    """The flag --layersync-pairs turns LayerSync on; pairs in a YAML file without layersync: true were unused."""
+    (tmp_path / "c.yaml").write_text("layersync_pairs: blocks.1:blocks.3\n")
+    out = tmp_path / "r"
+    argv = ["train", "--data", "digits", "--steps", "2", "--config", str(tmp_path / "c.yaml"), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "layersync_pairs is set but layersync is false" in err[0] and not out.exists()
+
+
 def test_latent_unet_vp_run(tmp_path) -> None:
     out = tmp_path / "lat"
     args = ["train", "--data", "digits", "--image-size", "16", "--latent", "--vae-steps", "3", "--model", "unet"]

@@ -92,6 +92,11 @@ class ImageTrainConfig:
             raise ConfigError(f"lwd_floor must be in [0, 1], got {self.lwd_floor}.")
         if self.vae_scale_weight < 0 or self.vae_beta < 0 or self.layersync_weight < 0:
             raise ConfigError("vae_scale_weight, vae_beta and layersync_weight must be non-negative.")
+        if self.layersync_pairs and not self.layersync:  # a YAML file's pairs would otherwise be silently unused
+            raise ConfigError(
+                "layersync_pairs is set but layersync is false; set layersync: true (the --layersync-pairs flag "
+                "does both) or drop the pairs."
+            )
         for pair in self.layersync_pairs:
             if pair.count(":") != 1 or not all(pair.split(":")):
                 raise ConfigError(f"layersync pairs are written weak:strong (e.g. blocks.1:blocks.3), got {pair!r}.")
