@@ -370,3 +370,11 @@ def test_ctrl_c_in_the_vae_stage_stops_the_run_and_resume_continues_the_vae(tmp_
     assert code == 130, err[-2000:]
     steps = logged()
     assert steps == sorted(steps) and steps[-1] > first  # one log, continued past the first checkpoint
+
+
+def test_demo_with_a_bad_step_count_is_refused_before_anything_is_made(tmp_path, capsys) -> None:
+    out = tmp_path / "demo"
+    assert main(["demo", "--steps", "0", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines() == ["genimage: error: steps must be a positive integer, got 0."]
+    assert not captured.out and not out.exists()

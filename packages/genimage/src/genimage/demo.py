@@ -53,9 +53,10 @@ def spectrum_plot(curves: dict[str, torch.Tensor], path: Path) -> None:
 
 def run_demo(out: str | os.PathLike, *, steps: int = 400, progress: bool = True) -> dict[str, Any]:
     """Train, sample, evaluate and write ``out/README.md`` with its pictures; return the metrics."""
+    cfg = ImageTrainConfig(data="digits", steps=steps, batch_size=128, progress=progress)
+    cfg.validate()  # a bad --steps is refused before anything is printed or made
     out = ensure_dir(out)
     start = time.perf_counter()
-    cfg = ImageTrainConfig(data="digits", steps=steps, batch_size=128, progress=progress)
     print(f"== training a DiT-Mi on the 8x8 digits for {steps} steps")
     train(cfg, out / "run", resume="auto")
     run = load_run(out / "run")
