@@ -158,42 +158,23 @@ def load_wav_folder(
 ) -> tuple[list[np.ndarray], list[int] | None, list[str], list[str]]:
     """Clips (first ``clip_samples`` of every file) from ``root/<class>/*.wav`` or ``root/*.wav``.
 
-    Suffixes ``.wav``, ``.flac`` and ``.ogg`` in any case; hidden files and folders are ignored, and a sub-folder
-    without audio files is not a class.
+    Suffixes ``.wav``, ``.flac`` and ``.ogg`` in any case; the layout rules are the image folders'
+    (:func:`~genimage.data.folder.list_labelled_files`: hidden files and folders are ignored, a sub-folder
+    without audio files is not a class).
 
     Returns ``(clips, labels or None, class names, skipped files)``: an unreadable file raises
     :class:`InputError` naming it, or with ``skip_bad=True`` is skipped and listed.
     """
-    base = Path(root)
-    if not base.is_dir():
-        raise InputError(f"audio folder {str(base)!r} does not exist.")
-    suffixes = (".wav", ".flac", ".ogg")
+    from genimage.data.folder import decode_files, list_labelled_files
 
-    def audio(folder: Path) -> list[Path]:  # hidden files (macOS ``._*``) are ignored
-        return sorted(p for p in folder.glob("*") if p.suffix.lower() in suffixes and not p.name.startswith("."))
+    files, labels, classes = list_labelled_files(root, (".wav", ".flac", ".ogg"), "audio files")
 
-    folders = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
-    classes = [c for c in folders if audio(base / c)]  # a sub-folder without audio files is not a class
-    pairs = [(p, k) for k, c in enumerate(classes) for p in audio(base / c)]
-    labelled = bool(pairs)
-    if not labelled:
-        pairs = [(p, 0) for p in audio(base)]
-    if not pairs:
-        raise InputError(f"{str(base)!r} contains no audio files ({', '.join(suffixes)}).")
-    clips, kept, skipped = [], [], []
-    for p, k in pairs:
-        try:
-            wave = read_wav(p, cfg.sr)[: cfg.clip_samples]
-        except InputError:
-            if not skip_bad:
-                raise
-            skipped.append(str(p))
-            continue
-        clips.append(np.pad(wave, (0, cfg.clip_samples - len(wave))))
-        kept.append(k)
-    if not clips:
-        raise InputError(f"no readable audio file in {str(base)!r} ({len(skipped)} unreadable skipped).")
-    return clips, (kept if labelled else None), classes, skipped
+    def clip(path: Path) -> np.ndarray:
+        wave = read_wav(path, cfg.sr)[: cfg.clip_samples]
+        return np.pad(wave, (0, cfg.clip_samples - len(wave)))
+
+    clips, kept, skipped = decode_files(files, clip, skip_bad, root, "audio file")
+    return clips, (None if labels is None else [labels[i] for i in kept]), classes or [], skipped
 
 
 def load_mel_set(
