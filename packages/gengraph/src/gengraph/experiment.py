@@ -135,10 +135,6 @@ def is_finished(cfg: RunConfig, out_dir: str | os.PathLike) -> bool:
     return holds_settings(read_json(path).get("config") or {}, cfg)
 
 
-def _holds_anything(path: Path) -> bool:
-    return path.is_file() or (path.is_dir() and any(path.iterdir()))
-
-
 def train_run(
     cfg: RunConfig, graphs: list[Graph], out_dir: str | os.PathLike, *, nproc: int = 1, **engine: Any
 ) -> Path:
@@ -160,8 +156,7 @@ def train_run(
     if cfg.batch_size % nproc:
         raise ConfigError(f"batch size {cfg.batch_size} must be divisible by the number of processes ({nproc}).")
     out = Path(out_dir)
-    # an empty stage folder is what a run refused before its first step leaves (e.g. a batch larger than the data)
-    taken = [n for n in ("run.json", "denoiser", "autoencoder", "prior") if _holds_anything(out / n)]
+    taken = [name for name in ("run.json", "denoiser", "autoencoder", "prior") if (out / name).exists()]
     if taken and engine.get("resume") is None:
         raise InputError(
             f"{str(out)!r} already holds a gengraph run ({taken[0]}); pass --resume auto to continue an interrupted "
