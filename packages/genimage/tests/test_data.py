@@ -294,3 +294,47 @@ def test_a_malformed_classes_json_is_one_sentence(tmp_path, meta) -> None:
     (tmp_path / "s" / "classes.json").write_text(meta)
     with pytest.raises(InputError, match=r"classes\.json': expected a JSON object with 'class_names'"):
         ShardedImages(tmp_path / "s")
+
+
+def _tar_of(path, members) -> None:
+    import io
+
+    with tarfile.open(path, "w") as tar:
+        for name, payload in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+
+
+def test_hand_made_shards_follow_webdataset_keys_and_an_unlabelled_set_ignores_cls(tmp_path) -> None:
+    """Keys end at the first dot of the file name (a dotted folder is part of the key), as WebDataset splits them;
+    without classes.json a tar that labels only some samples still batches, as (image,) samples."""
+    import io
+
+    from PIL import Image
+
+    def png(value: int) -> bytes:
+        buf = io.BytesIO()
+        Image.new("L", (8, 8), value).save(buf, format="PNG")
+        return buf.getvalue()
+
+    root = tmp_path / "wds"
+    root.mkdir()
+    _tar_of(
+        root / "a.tar",
+        [
+            ("set.v2/000.png", png(0)),
+            ("set.v2/000.cls", b"3"),
+            ("set.v2/000.json", b"{}"),  # another member of the same sample, not read
+            ("set.v2/001.png", png(255)),  # no label
+        ],
+    )
+    items = list(ShardedImages(root, image_size=8))
+    assert [len(it) for it in items] == [1, 1]  # two samples, not one per dotted name
+    assert sorted(float(it[0].mean()) for it in items) == [-1.0, 1.0]
+    batch = next(iter(DataLoader(ShardedImages(root, image_size=8), batch_size=2)))
+    assert len(batch) == 1 and batch[0].shape == (2, 3, 8, 8)  # no classes.json: RGB
+    # a multi-part extension is WebDataset's: 'b.seg.png' is sample 'b' with member 'seg.png', not an image
+    _tar_of(root / "a.tar", [("b.seg.png", png(0))])
+    with pytest.raises(InputError, match=r"sample 'b' has no \.png, \.jpg, \.jpeg or \.webp member"):
+        list(ShardedImages(root, image_size=8))

@@ -6,10 +6,12 @@ such shards (each atomically) plus ``classes.json``; :class:`ShardedImages` stre
 ``torch.utils.data.IterableDataset``: every (rank, DataLoader worker) pair reads its own shards
 (shard ``i`` goes to consumer ``i mod count``, :func:`gencore.train.data_shard`), in an order
 shuffled per epoch from the seed, decoding and resizing one sample at a time (``fit_square``).
-With fewer shards than consumers the samples of every shard are split instead. A member that does
-not decode, a ``.cls`` label that is not an integer or (when ``classes.json`` names the classes) lies outside
-``0 .. classes - 1`` or is missing raises :class:`~gencore.errors.InputError` naming the shard and member, or
-is skipped and counted (``skipped``) with ``skip_bad=True``.
+With fewer shards than consumers the samples of every shard are split instead. Member names split as
+WebDataset splits them: the key ends at the first dot of the file name. A set is labelled when
+``classes.json`` names its classes; otherwise ``.cls`` members are not read and every sample is ``(image,)``.
+A member that does not decode, or in a labelled set a ``.cls`` label that is missing, not an integer or outside
+``0 .. classes - 1``, raises :class:`~gencore.errors.InputError` naming the shard and member, or is skipped and
+counted (``skipped``) with ``skip_bad=True``.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ def _png(img) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return buf.getvalue()
+
+
+def _key_and_ext(name: str) -> tuple[str, str]:
+    """WebDataset's split of a member name: the key ends at the first dot of the file name (folders may hold
+    dots), the extension is the rest, so ``dir.v2/a.seg.png`` is key ``dir.v2/a`` with extension ``seg.png``."""
+    folder, _, base = name.rpartition("/")
+    stem, _, ext = base.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), ext
 
 
 class _ShardWriter:
@@ -191,7 +201,7 @@ class ShardedImages(IterableDataset):
                 for member in tar:
                     if not member.isfile():
                         continue
-                    key, _, ext = member.name.rpartition(".")
+                    key, ext = _key_and_ext(member.name)
                     if key != current and group:
                         yield current, group
                         group = {}
@@ -240,22 +250,23 @@ class ShardedImages(IterableDataset):
         """``(image,)`` or ``(image, label)`` of one sample; :class:`InputError` naming shard and member."""
         image_ext = next((e for e in ("png", "jpg", "jpeg", "webp") if e in group), None)
         if image_ext is None:
-            raise InputError(f"{shard}: sample {key!r} has no image member.")
+            raise InputError(
+                f"{shard}: sample {key!r} has no .png, .jpg, .jpeg or .webp member (WebDataset keys end at the first "
+                "dot of the file name)."
+            )
         img = decode_still(io.BytesIO(group[image_ext]), f"{shard}:{key}.{image_ext}")
         x = convert(img, self.channels, self.image_size)
-        classes = len(self.class_names) if self.class_names else None
-        if "cls" not in group:
-            if classes:  # a labelled set: a sample without its label would break every batch it lands in
-                raise InputError(
-                    f"{shard}: sample {key!r} has no .cls label, but classes.json lists {classes} classes."
-                )
+        if not self.class_names:  # an unlabelled set: any .cls member is not read, so every sample is (image,)
             return (x,)
+        classes = len(self.class_names)
+        if "cls" not in group:  # a labelled set: a sample without its label would break every batch it lands in
+            raise InputError(f"{shard}: sample {key!r} has no .cls label, but classes.json lists {classes} classes.")
         text = group["cls"].decode("utf-8", errors="replace").strip()
         try:
             label = int(text)
         except ValueError:
             raise InputError(f"{shard}:{key}.cls: the class label must be an integer, got {text[:20]!r}.") from None
-        if classes and not 0 <= label < classes:
+        if not 0 <= label < classes:
             raise InputError(
                 f"{shard}:{key}.cls: the class label must be in 0..{classes - 1} ({classes} classes in classes.json), "
                 f"got {label}."
