@@ -114,3 +114,33 @@ def test_input_errors():
     with pytest.raises(InputError, match="positive definite"):
         GaussianDenoiser(torch.zeros(2), -torch.eye(2))
     assert math.isfinite(float(den.mahalanobis(torch.ones(1, 2), torch.zeros(1, 2))[0]))
+
+
+def test_a_non_symmetric_covariance_is_refused():
+    """``eigh`` reads only the lower triangle: an asymmetric ``cov`` would silently be a different prior."""
+    cov = torch.tensor([[2.0, 0.5], [0.0, 1.0]])
+    with pytest.raises(InputError, match="cov must be symmetric"):
+        GaussianDenoiser(torch.zeros(2), cov)
+    with pytest.raises(InputError, match="covs must be symmetric"):
+        GaussianMixtureDenoiser(torch.ones(1), torch.zeros(1, 2), cov[None])
+    a = torch.randn(5, 5, generator=torch.Generator().manual_seed(0))
+    GaussianDenoiser(torch.zeros(5), a @ a.T + torch.eye(5))  # symmetric up to float32 rounding: accepted
+    with pytest.raises(InputError, match="mean must be a vector"):
+        GaussianDenoiser(torch.zeros(()), torch.eye(1))
+
+
+def test_integer_signals_are_measured_in_floating_point():
+    """Integer inputs (e.g. pixel values) must not truncate the noisy observations the denoiser sees."""
+    den = GaussianDenoiser(torch.zeros(2), torch.tensor([[2.0, 0.5], [0.5, 1.0]]))
+    x1, x2 = torch.tensor([[1, 0]]), torch.tensor([[0, 1]])
+    got = information_estimation_metric(den, x1, x2).distance
+    torch.testing.assert_close(got, information_estimation_metric(den, x1.float(), x2.float()).distance)
+    assert abs(float(got[0]) / float(den.mahalanobis(x1, x2)[0]) - 1) < 1e-2
+
+
+def test_iem_refuses_non_finite_signals_and_empty_level_batches():
+    den = GaussianDenoiser(torch.zeros(2), torch.eye(2))
+    with pytest.raises(InputError, match="finite"):
+        information_estimation_metric(den, torch.tensor([[math.nan, 0.0]]), torch.zeros(1, 2))
+    with pytest.raises(ConfigError, match="batch_levels must be positive"):
+        information_estimation_metric(den, torch.zeros(1, 2), torch.ones(1, 2), batch_levels=0)

@@ -134,3 +134,10 @@ def test_dae_memorisation_transition():
     gap = [r["test_over_train_error"] for r in rows]
     assert cos[0] > cos[1] > cos[2]  # few images: encoder rows are the images themselves
     assert gap[0] > 5 * gap[2] and gap[2] < 1.2  # many images: test error close to training error
+
+
+def test_spikiness_measures_of_an_all_zero_representation_stay_in_range():
+    """A silent ReLU layer is not 'maximally spiky': every measure gives 0, none leaves [0, 1]."""
+    zero = torch.zeros(3, 16)
+    for name, fn in SPIKINESS_MEASURES.items():
+        torch.testing.assert_close(fn(zero), torch.zeros(3), msg=name)

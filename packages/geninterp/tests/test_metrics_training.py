@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from gencore.errors import ConfigError, StorageError
+from gencore.errors import ConfigError, InputError, StorageError
 from geninterp.metrics import evaluate_sae
 from geninterp.saes import make_sae
-from geninterp.store import ActivationStore
+from geninterp.store import ActivationStore, ActivationWriter
 from geninterp.training import SAETrainConfig, load_run, train_sae
 
 
@@ -116,3 +116,18 @@ def test_a_resumed_run_reports_the_throughput_of_its_own_steps(tmp_path, store_d
     assert record["steps_run"] == 2 and record["train_tokens"] == 6 * 64
     seconds = record["train_seconds"]  # rounded to 1 ms; the rate was taken from the unrounded time
     assert 2 * 64 / (seconds + 5e-4) - 0.1 <= record["tokens_per_second"] <= 2 * 64 / max(seconds - 5e-4, 1e-9) + 0.1
+
+
+def test_evaluate_sae_refuses_what_it_cannot_measure(store_dir, tmp_path):
+    sae = make_sae("topk", d_in=8, width=16, k=2)
+    store = ActivationStore(store_dir)
+    with pytest.raises(ConfigError, match="batch_sequences must be a positive integer"):
+        evaluate_sae(sae, store, batch_sequences=0)
+    with pytest.raises(ConfigError, match="batch_sequences must be a positive integer"):
+        evaluate_sae(sae, store, batch_sequences=-1)
+    with pytest.raises(InputError, match="holds no sequences"):
+        evaluate_sae(sae, store[3:3])
+    with ActivationWriter(tmp_path / "flat", d_model=8, seq_len=4) as w:
+        w.write(torch.ones(2, 4, 8), torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(InputError, match="no variance"):
+        evaluate_sae(sae, ActivationStore(tmp_path / "flat"))

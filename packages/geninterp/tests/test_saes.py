@@ -130,3 +130,16 @@ def test_registry_errors(tmp_path):
         make_sae("topk", d_in=4, width=8, k=9)
     with pytest.raises(StorageError):
         SparseAutoencoder.from_pretrained(tmp_path / "missing")
+
+
+def test_make_objective_refuses_a_setting_no_objective_takes():
+    """A typo must not silently train with the default (settings of another architecture stay allowed)."""
+    with pytest.raises(ConfigError, match="no SAE objective has setting"):
+        make_objective("topk", aux_coef=0.5)
+    assert make_objective("topk", l1_coeff=1.0, aux_coeff=0.5).aux_coeff == 0.5
+    assert make_objective("relu", aux_k=4, l1_coeff=0.1).l1_coeff == 0.1
+
+
+def test_an_infinite_act_scale_is_refused():
+    with pytest.raises(ConfigError, match="act_scale must be a positive finite number"):
+        make_sae("relu", d_in=4, width=8, act_scale=float("inf"))

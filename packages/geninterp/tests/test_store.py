@@ -221,3 +221,20 @@ def test_capture_reads_mapping_outputs_and_names_a_module_without_a_tensor():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), NoneOut())
     with ActivationCapture(model, ["1"]) as cap, pytest.raises(InputError, match="module '1' returned NoneType"):
         cap.run(lambda: model(x))
+
+
+def test_captured_outputs_are_not_changed_by_later_in_place_ops():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(inplace=True), torch.nn.Linear(4, 4))
+    x = torch.randn(16, 4, generator=torch.Generator().manual_seed(0))
+    want = model[0](x)
+    assert want.min() < 0  # the ReLU after the hooked layer would zero these in place
+    with ActivationCapture(model, ["0"]) as cap:
+        got = cap.run(lambda: model(x))["0"]
+    torch.testing.assert_close(got, want)
+
+
+def test_an_empty_view_has_no_sequences(store_dir):
+    store = ActivationStore(store_dir)
+    for view in (store[5:5], ActivationStore(store_dir, range(0))):
+        assert len(view) == 0 and view.n_tokens == 0
+        assert view.load().shape == (0, 16, 8)

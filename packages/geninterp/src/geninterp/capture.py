@@ -68,7 +68,8 @@ class ActivationCapture:
 
     def _hook(self, name: str) -> Callable[..., None]:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            self.outputs[name] = _first(output, name).detach()
+            # a copy: a later in-place op (``ReLU(inplace=True)``, ``h += residual``) must not change what was captured
+            self.outputs[name] = _first(output, name).detach().clone()
             if self.stop_early and len(self.outputs) == len(self.names):
                 raise _StopForward
 

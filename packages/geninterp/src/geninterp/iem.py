@@ -37,14 +37,27 @@ from gencore.errors import ConfigError, InputError
 Denoiser = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (y [B, D], sigma [B]) -> E[x | y] [B, D]
 
 
+def _check_symmetric(cov: torch.Tensor, name: str) -> torch.Tensor:
+    """``cov`` in float64, or an :class:`InputError` when it is not symmetric up to rounding in its own dtype
+    (``eigh`` would silently read only its lower triangle)."""
+    c = cov.double()
+    eps = torch.finfo(cov.dtype).eps if cov.is_floating_point() else 0.0
+    scale = float(c.abs().max()) if c.numel() else 0.0
+    if not torch.allclose(c, c.mT, rtol=0.0, atol=100 * eps * scale):
+        raise InputError(f"{name} must be symmetric (a covariance matrix); it differs from its transpose.")
+    return c
+
+
 class GaussianDenoiser:
     """MMSE denoiser of ``N(mean, cov)`` observed as ``y = x + sigma z``: ``m + S (S + sigma^2 I)^{-1} (y - m)``."""
 
     def __init__(self, mean: torch.Tensor, cov: torch.Tensor) -> None:
+        if mean.ndim != 1:
+            raise InputError(f"mean must be a vector [D], got shape {tuple(mean.shape)}.")
         if cov.ndim != 2 or cov.shape != (mean.shape[0], mean.shape[0]):
             raise InputError(f"cov must be [{mean.shape[0]}, {mean.shape[0]}], got {tuple(cov.shape)}.")
         self.mean = mean.double()
-        self.cov = cov.double()
+        self.cov = _check_symmetric(cov, "cov")
         self.evals, self.evecs = torch.linalg.eigh(self.cov)
         if float(self.evals.min()) <= 0:
             raise InputError("cov must be symmetric positive definite.")
@@ -71,7 +84,7 @@ class GaussianMixtureDenoiser:
             raise InputError("mixture weights must be positive.")
         self.log_w = (weights / weights.sum()).double().log()
         self.means = means.double()
-        self.evals, self.evecs = torch.linalg.eigh(covs.double())  # [K, D], [K, D, D]
+        self.evals, self.evecs = torch.linalg.eigh(_check_symmetric(covs, "covs"))  # [K, D], [K, D, D]
         if float(self.evals.min()) <= 0:
             raise InputError("every mixture covariance must be positive definite.")
 
@@ -143,8 +156,12 @@ def information_estimation_metric(
         raise InputError(
             f"x1 and x2 must both be [B, D] with the same shape, got {tuple(x1.shape)}, {tuple(x2.shape)}."
         )
-    if n_paths < 1:
-        raise ConfigError(f"n_paths must be positive, got {n_paths}.")
+    if n_paths < 1 or batch_levels < 1:
+        raise ConfigError(f"n_paths and batch_levels must be positive, got {n_paths} and {batch_levels}.")
+    if not (torch.isfinite(x1).all() and torch.isfinite(x2).all()):
+        raise InputError("x1 and x2 must hold finite values (no NaN or inf).")
+    # the denoiser sees the inputs' floating dtype; integer inputs (pixel values) would truncate the noise
+    dtype = x1.dtype if x1.is_floating_point() else torch.get_default_dtype()
     gen = generator or torch.Generator().manual_seed(0)
     gammas = log_spaced_snr(gamma_min, gamma_max, n_levels)
     b, d = x1.shape
@@ -159,7 +176,7 @@ def information_estimation_metric(
             noise = w[start : start + batch_levels] / g[:, None, None]  # W_g / g: [l, B, D]
             sigma = g.rsqrt()[:, None].expand(-1, b).reshape(-1)
             y = torch.cat([(a1 + noise).reshape(-1, d), (a2 + noise).reshape(-1, d)])
-            est = denoiser(y.to(x1.dtype), torch.cat([sigma, sigma]).to(x1.dtype)).double()
+            est = denoiser(y.to(dtype), torch.cat([sigma, sigma]).to(dtype)).double()
             e1 = a1 - est[: len(sigma)].view(-1, b, d)
             e2 = a2 - est[len(sigma) :].view(-1, b, d)
             f[:, start : start + len(g)] = (e1 - e2).pow(2).sum(-1).T

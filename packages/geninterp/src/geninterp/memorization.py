@@ -79,10 +79,12 @@ def spikiness(h: torch.Tensor) -> torch.Tensor:
 
 
 def hoyer(h: torch.Tensor) -> torch.Tensor:
-    """Hoyer sparsity ``(sqrt(m) - |h|_1 / |h|_2) / (sqrt(m) - 1)`` per row (1: one unit; 0: uniform)."""
+    """Hoyer sparsity ``(sqrt(m) - |h|_1 / |h|_2) / (sqrt(m) - 1)`` per row (1: one unit; 0: uniform; 0 for an
+    all-zero row, like the other measures, rather than the formula's out-of-range ``sqrt(m) / (sqrt(m) - 1)``)."""
     m = h.shape[-1]
-    ratio = h.abs().sum(-1) / h.norm(dim=-1).clamp_min(1e-12)
-    return (math.sqrt(m) - ratio) / (math.sqrt(m) - 1)
+    norm = h.norm(dim=-1)
+    ratio = h.abs().sum(-1) / norm.clamp_min(1e-12)
+    return torch.where(norm > 0, (math.sqrt(m) - ratio) / (math.sqrt(m) - 1), 0.0)
 
 
 def top_share(h: torch.Tensor, k: int = 8) -> torch.Tensor:

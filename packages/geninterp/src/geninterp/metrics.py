@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from geninterp.capture import OutputReplacement
 from geninterp.saes import SparseAutoencoder
 from geninterp.store import ActivationStore
@@ -48,6 +48,10 @@ def evaluate_sae(
     d, width, length = store.d_model, sae.config.width, store.seq_len - skip_positions
     if not 0 <= skip_positions < store.seq_len:
         raise ConfigError(f"skip_positions must be in 0..{store.seq_len - 1}, got {skip_positions}.")
+    if batch_sequences < 1:
+        raise ConfigError(f"batch_sequences must be a positive integer, got {batch_sequences}.")
+    if len(store) == 0:
+        raise InputError("the evaluation store (view) holds no sequences; there is nothing to evaluate.")
     n = 0
     s_x = torch.zeros(d, dtype=torch.float64)
     s_xx = 0.0
@@ -78,6 +82,8 @@ def evaluate_sae(
             l0_pred += float((out.pred_codes.abs() > 0).sum())
     mu = s_x / n
     total_var = s_xx - n * float(mu.pow(2).sum())
+    if not total_var > 0:
+        raise InputError("the evaluation activations have no variance (all tokens equal): FVU is undefined.")
     err_mean = s_e / n
     err_var = s_ee - n * float(err_mean.pow(2).sum())
     freq = fires / n

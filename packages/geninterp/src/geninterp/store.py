@@ -256,9 +256,10 @@ class ActivationStore(Dataset):
         for k in range(len(index["shards"])):  # headers only: shapes and dtypes as the index says
             self._open_shard(k)
         self.sequences = range(total) if sequences is None else sequences
-        ends = (self.sequences[0], self.sequences[-1]) if isinstance(self.sequences, range) else self.sequences
-        if len(self.sequences) and (min(ends) < 0 or max(ends) >= total):
-            raise InputError(f"sequence range {self.sequences} is outside the store's {total} sequences.")
+        if len(self.sequences):  # an empty view (``store[5:5]``) is allowed
+            ends = (self.sequences[0], self.sequences[-1]) if isinstance(self.sequences, range) else self.sequences
+            if min(ends) < 0 or max(ends) >= total:
+                raise InputError(f"sequence range {self.sequences} is outside the store's {total} sequences.")
         self._open: dict[int, Any] = {}
 
     # ------------------------------------------------------------------ metadata

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -39,8 +40,8 @@ class SAEConfig:
     def validate(self) -> SAEConfig:
         if self.d_in < 1 or self.width < 1:
             raise ConfigError(f"d_in and width must be positive integers, got {self.d_in} and {self.width}.")
-        if not self.act_scale > 0:
-            raise ConfigError(f"act_scale must be positive, got {self.act_scale}.")
+        if not (self.act_scale > 0 and math.isfinite(self.act_scale)):
+            raise ConfigError(f"act_scale must be a positive finite number, got {self.act_scale}.")
         return self
 
     def to_dict(self) -> dict[str, Any]:

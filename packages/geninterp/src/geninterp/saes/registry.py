@@ -64,7 +64,18 @@ def build_sae(config: Mapping[str, Any], source: str = "config") -> SparseAutoen
 
 
 def make_objective(arch: str, **settings: Any) -> Callable[..., Any]:
-    """The architecture's training objective with ``settings`` (e.g. ``l1_coeff``, ``aux_k``)."""
+    """The architecture's training objective with ``settings`` (e.g. ``l1_coeff``, ``aux_k``).
+
+    Settings of another architecture's objective are ignored (one settings dict serves every architecture);
+    a name no objective takes (a typo such as ``aux_coef``) is a :class:`ConfigError`.
+    """
     cls = _arch(arch).objective
     allowed = {f.name for f in fields(cls)}
+    known = {f.name for spec in ARCHITECTURES.values() for f in fields(spec.objective)}
+    unknown = set(settings) - known
+    if unknown:
+        raise ConfigError(
+            f"no SAE objective has setting(s) {', '.join(sorted(unknown))}; "
+            f"expected some of {', '.join(sorted(known))}."
+        )
     return cls(**{k: v for k, v in settings.items() if k in allowed})
