@@ -131,3 +131,24 @@ def test_evaluate_sae_refuses_what_it_cannot_measure(store_dir, tmp_path):
         w.write(torch.ones(2, 4, 8), torch.zeros(2, 4, dtype=torch.long))
     with pytest.raises(InputError, match="no variance"):
         evaluate_sae(sae, ActivationStore(tmp_path / "flat"))
+
+
+@pytest.mark.parametrize("arch", ["topk", "temporal"])
+def test_evaluation_and_splice_run_in_the_saes_own_dtype(store_dir, arch):
+    """A float64 SAE on a float32 store gives the float32 SAE's numbers up to float32 rounding, in evaluate_sae and in
+    the downstream splice, which keeps the model's dtype and positions. (Both also move the store's activations to the
+    SAE's device, which a CPU-only run cannot exercise.)"""
+    from geninterp.metrics import _splice_fn
+
+    kw = {"k": 2, "n_heads": 2, "attn_dim": 4} if arch == "temporal" else {"k": 2}
+    sae32 = make_sae(arch, d_in=8, width=16, **kw)
+    sae64 = make_sae(arch, d_in=8, width=16, **kw)
+    sae64.load_state_dict(sae32.state_dict())
+    sae64.double()
+    store = ActivationStore(store_dir)
+    r32, r64 = evaluate_sae(sae32, store), evaluate_sae(sae64, store)
+    assert r64["fvu"] == pytest.approx(r32["fvu"], rel=1e-4) and r64["l0"] == pytest.approx(r32["l0"], rel=0.02)
+    h = store.load()[:2]
+    out = _splice_fn(sae64, skip_positions=1)(h)
+    assert out.dtype == h.dtype and torch.equal(out[:, :1], h[:, :1])
+    assert torch.allclose(out, _splice_fn(sae32, skip_positions=1)(h), atol=1e-5)

@@ -165,7 +165,8 @@ def information_estimation_metric(
     gen = generator or torch.Generator().manual_seed(0)
     gammas = log_spaced_snr(gamma_min, gamma_max, n_levels)
     b, d = x1.shape
-    a1, a2 = x1.double(), x2.double()
+    device = x1.device  # the denoiser's; the path and the integral are kept on the CPU in float64
+    a1, a2 = x1.double().cpu(), x2.double().cpu()
     per_path = []
     integrands = torch.zeros(b, n_levels, dtype=torch.float64)
     for _ in range(n_paths):
@@ -176,7 +177,7 @@ def information_estimation_metric(
             noise = w[start : start + batch_levels] / g[:, None, None]  # W_g / g: [l, B, D]
             sigma = g.rsqrt()[:, None].expand(-1, b).reshape(-1)
             y = torch.cat([(a1 + noise).reshape(-1, d), (a2 + noise).reshape(-1, d)])
-            est = denoiser(y.to(dtype), torch.cat([sigma, sigma]).to(dtype)).double()
+            est = denoiser(y.to(device, dtype), torch.cat([sigma, sigma]).to(device, dtype)).double().cpu()
             e1 = a1 - est[: len(sigma)].view(-1, b, d)
             e2 = a2 - est[len(sigma) :].view(-1, b, d)
             f[:, start : start + len(g)] = (e1 - e2).pow(2).sum(-1).T

@@ -63,11 +63,11 @@ def evaluate_sae(
     pred_pos = torch.zeros(length, dtype=torch.float64)
     novel_pos = torch.zeros(length, dtype=torch.float64)
     for acts, _ in store.iter_batches(batch_sequences):
-        x = acts[:, skip_positions:]  # as in training: a Temporal SAE's context starts there too
+        x = _on_sae(sae, acts[:, skip_positions:])  # as in training: a Temporal SAE's context starts there too
         x = x if sae.is_sequence else x.reshape(-1, d)
         out = sae(x)
-        xf, err = x.reshape(-1, d).double(), (x - out.recon).reshape(-1, d).double()
-        codes = out.codes.reshape(-1, width)
+        xf, err = x.reshape(-1, d).double().cpu(), (x - out.recon).reshape(-1, d).double().cpu()
+        codes = out.codes.reshape(-1, width).cpu()
         n += xf.shape[0]
         s_x += xf.sum(0)
         s_xx += float(xf.pow(2).sum())
@@ -77,8 +77,8 @@ def evaluate_sae(
         fires += active.sum(0).double()
         l0 += float(active.sum())
         if out.pred_recon is not None:
-            pred_pos += out.pred_recon.double().pow(2).sum(-1).sum(0)
-            novel_pos += out.novel_recon.double().pow(2).sum(-1).sum(0)
+            pred_pos += out.pred_recon.double().pow(2).sum(-1).sum(0).cpu()
+            novel_pos += out.novel_recon.double().pow(2).sum(-1).sum(0).cpu()
             l0_pred += float((out.pred_codes.abs() > 0).sum())
     mu = s_x / n
     total_var = s_xx - n * float(mu.pow(2).sum())
@@ -107,9 +107,15 @@ def evaluate_sae(
     return record
 
 
+def _on_sae(sae: SparseAutoencoder, x: torch.Tensor) -> torch.Tensor:
+    """``x`` on the device and in the dtype of ``sae``'s weights (a CUDA or float64 SAE on a float32 CPU store)."""
+    w = next(sae.parameters())
+    return x.to(device=w.device, dtype=w.dtype)
+
+
 def _splice_fn(sae: SparseAutoencoder, skip_positions: int = 0) -> Any:
     def fn(h: torch.Tensor) -> torch.Tensor:
-        x = h.float().cpu()
+        x = _on_sae(sae, h)
         tail = x[:, skip_positions:]
         recon = sae(tail).recon if sae.is_sequence else sae(tail.reshape(-1, x.shape[-1])).recon.reshape(tail.shape)
         return torch.cat([x[:, :skip_positions], recon], dim=1).to(h)
