@@ -109,6 +109,22 @@ def test_actor_step_freezes_critic_and_detaches_teacher(name: str) -> None:
     assert all(p.grad is None for p in agent.actor_flow.parameters())
 
 
+@pytest.mark.parametrize("name", ["fql", "value-flows"])
+def test_distillation_pulls_back_a_one_step_output_beyond_the_bounds(name: str) -> None:
+    # FQL distils the one-step policy's *unclipped* output (Park et al.'s code clips only for Q): an output
+    # beyond [-1, 1] must still be pulled towards the teacher, not be stuck behind a clamp with zero gradient
+    agent = make_agent(name, SPEC, SMALL)
+    with torch.no_grad():
+        agent.actor_onestep.body.net[-1].bias.fill_(5.0)
+    b = agent.prepare(_batch())
+    agent.zero_grad(set_to_none=True)
+    agent.bc_flow_loss = lambda obs, act: torch.zeros((), requires_grad=True)
+    loss, _ = agent.actor_loss(b)
+    loss.backward()
+    bias_grad = agent.actor_onestep.body.net[-1].bias.grad
+    assert bias_grad is not None and (bias_grad > 0).all()  # descent lowers the output towards [-1, 1]
+
+
 def test_terminal_mask_and_reward_scale_in_prepare() -> None:
     agent = make_agent("fql", SPEC, SMALL)
     raw = _batch()

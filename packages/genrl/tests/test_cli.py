@@ -194,6 +194,20 @@ def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
     assert code == 2 and "Discrete actions" in capsys.readouterr().err
 
 
+def test_actions_outside_the_card_bounds_are_one_line_exit_2_before_run_json(tmp_path, capsys) -> None:
+    from genrl.dataset import save_dataset
+    from genrl.generate import make_dataset
+
+    ds, card = make_dataset("Pendulum-v1", "random", 60, seed=0, progress=False)  # torques in [-2, 2]
+    save_dataset(tmp_path / "d", ds, {k: v for k, v in card.items() if k not in ("action_low", "action_high")})
+    run = tmp_path / "r"
+    capsys.readouterr()
+    code = main(["train", "--agent", "fql", "--data", str(tmp_path / "d"), "--steps", "2", "--out", str(run)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "outside the agent's action bounds [-1, 1]" in err
+    assert not run.exists()
+
+
 def test_out_of_range_settings_are_one_line_exit_2(tmp_path, capsys) -> None:
     d = tmp_path / "d"
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0

@@ -42,6 +42,16 @@ def test_c51_projection_keeps_mass_and_mean() -> None:
     torch.testing.assert_close(m0, torch.nn.functional.one_hot(torch.tensor([7]), 11).float())
 
 
+@pytest.mark.parametrize(("lo", "hi", "n"), [(-5.0, 100.0, 51), (-50.0, 3.0, 101)])
+def test_c51_projection_of_a_return_above_the_support_lands_on_the_last_atom(lo: float, hi: float, n: int) -> None:
+    # (hi - lo) / ((hi - lo) / (n - 1)) rounds just above n - 1 for these ranges: the clipped return must still
+    # go to the last atom (it raised an index error)
+    c = C51Critic(1, 1, CriticConfig(n_atoms=n, return_min=lo, return_max=hi, ensemble=1))
+    probs = torch.full((2, n), 1.0 / n)
+    m = c.project(torch.tensor([hi + 1.0, lo - 1.0]), torch.zeros(2), probs)
+    torch.testing.assert_close(m, torch.nn.functional.one_hot(torch.tensor([n - 1, 0]), n).float())
+
+
 def test_learning_curve_scores_do_not_perturb_training_and_carry_the_floor() -> None:
     cfg = ToyCriticConfig(steps=30, **SMALL)
     _, full = train_toy_critic("c51", replace(cfg, eval_at=(0, 15, 30)))

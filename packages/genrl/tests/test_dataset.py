@@ -269,3 +269,12 @@ def test_unsigned_episode_starts_load_like_signed_ones(tmp_path, toy_dataset) ->
     np.savez_compressed(tmp_path / "d" / DATA_NAME, **arrays)
     with pytest.raises(InputError, match=r"1-D integer array, got float64 \(100,\)"):
         load_dataset(tmp_path / "d", verify=False)
+
+
+def test_toy_data_with_no_steps_is_refused() -> None:
+    from genrl.generate import make_dataset
+
+    # the toy generator silently made one episode for steps <= 0
+    for steps in (0, -3):
+        with pytest.raises(ConfigError, match="steps must be a positive integer"):
+            make_dataset("toy-bimodal", "random", steps)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from gencore.solvers import solve_ode
 from genrl.toy_mdp import RANDOMNESS, BimodalChain, ExactReturnField, cdf_errors
 
@@ -108,3 +108,26 @@ def test_unknown_randomness_and_a_too_short_chain_are_refused() -> None:
         BimodalChain(randomness="action")
     with pytest.raises(ConfigError, match="length"):
         BimodalChain(length=1, randomness="transition")
+
+
+def test_a_negative_sigma_and_an_empty_chain_are_refused() -> None:
+    # sigma < 0 made return_cdf a point mass while sample_returns drew a Gaussian of sd |sigma|
+    with pytest.raises(ConfigError, match="sigma"):
+        BimodalChain(sigma=-0.1)
+    with pytest.raises(ConfigError, match="length"):
+        BimodalChain(length=0)
+
+
+def test_cdf_errors_refuses_mismatched_shapes_and_a_bad_grid() -> None:
+    chain = BimodalChain()
+    obs = chain.observation(np.array([0, 1, 2]), np.array([0.1, 0.5, 0.9]))
+    grid = np.linspace(-3, 3, 601)
+    cdf = chain.return_cdf(obs, np.broadcast_to(grid, (3, grid.size)))
+    samples = chain.sample_returns(obs, 100, np.random.default_rng(0))
+    # one state's samples used to be broadcast silently against all three states' CDFs
+    with pytest.raises(InputError, match="cdf_true must have shape"):
+        cdf_errors(samples[:1], cdf, grid)
+    with pytest.raises(InputError, match="samples must have shape"):
+        cdf_errors(samples[0], cdf, grid)
+    with pytest.raises(InputError, match="grid"):
+        cdf_errors(samples, cdf[:, ::-1], grid[::-1])

@@ -7,8 +7,11 @@ import math
 import os
 import signal
 
+import numpy as np
+import pytest
 import torch
 
+from gencore.errors import ConfigError, InputError
 from genrl.agents import EnvSpec, make_agent
 from genrl.evaluation import evaluate
 from genrl.training import ReplayBuffer, train_offline
@@ -32,6 +35,30 @@ def test_resume_is_exact(tmp_path, toy_dataset) -> None:
     assert len(lines) == 4  # step 3 from the first run, then 4, 5, 6
 
 
+def test_actions_outside_the_bounds_are_refused_before_training(tmp_path, pendulum_dataset) -> None:
+    ds, card = pendulum_dataset
+    assert abs(ds.actions).max() > 1.5  # Pendulum's torques span [-2, 2]
+    no_bounds = {k: v for k, v in card.items() if k not in ("action_low", "action_high")}
+    agent = make_agent("flow-bc", EnvSpec.from_dataset(ds, no_bounds), SMALL)  # a card without bounds: [-1, 1]
+    with pytest.raises(InputError, match=r"dimension 0 span .* outside the agent's action bounds \[-1, 1\]"):
+        train_offline(agent, ReplayBuffer.from_dataset(ds), 2, tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()
+    # with the card's bounds, and with float32 rounding just past them, the same data trains
+    agent = make_agent("flow-bc", EnvSpec.from_dataset(ds, card), SMALL)
+    buf = ReplayBuffer.from_dataset(ds)
+    buf.data["actions"][0] = np.nextafter(np.float32(2.0), np.float32(3.0))
+    assert len(train_offline(agent, buf, 2, tmp_path / "ok", progress=False)) == 1
+
+
+def test_replay_buffer_sampling_is_checked() -> None:
+    buf = ReplayBuffer(2, 1, capacity=4)
+    with pytest.raises(InputError, match="empty"):
+        buf.sample(2, torch.Generator())
+    buf.add(np.zeros(2), np.zeros(1), 0.0, False, np.zeros(2))
+    with pytest.raises(ConfigError, match="batch_size"):
+        buf.sample(0, torch.Generator())
+
+
 def test_vectorised_evaluation(pendulum_dataset) -> None:
     ds, card = pendulum_dataset
     agent = make_agent("flow-bc", EnvSpec.from_dataset(ds, card), SMALL)
@@ -43,6 +70,26 @@ def test_vectorised_evaluation(pendulum_dataset) -> None:
     again = evaluate(agent, "Pendulum-v1", episodes=3, seed=5, max_envs=3, latency_calls=3)
     # flow-bc with deterministic=True starts every decision from zero noise: the result ignores the batch size
     assert abs(again["return_mean"] - res["return_mean"]) < 1e-4
+
+
+def test_evaluation_repeats_itself_and_leaves_the_agent_stream_alone(pendulum_dataset) -> None:
+    ds, card = pendulum_dataset
+    # best-of-n draws noise even when deterministic: it comes from a stream seeded by evaluate's seed
+    agent = make_agent("value-flows", EnvSpec.from_dataset(ds, card), {**SMALL, "n_candidates": 4})
+    agent.train()
+    state = agent.generator.get_state()
+    first = evaluate(agent, "Pendulum-v1", episodes=2, seed=5, latency_calls=1)
+    assert torch.equal(agent.generator.get_state(), state) and agent.training
+    second = evaluate(agent, "Pendulum-v1", episodes=2, seed=5, latency_calls=1)
+    assert first["returns"] == second["returns"]
+
+
+def test_evaluation_arguments_are_checked(pendulum_dataset) -> None:
+    ds, card = pendulum_dataset
+    agent = make_agent("flow-bc", EnvSpec.from_dataset(ds, card), SMALL)
+    for kwargs in ({"episodes": 0}, {"max_envs": 0}, {"latency_calls": 0}):
+        with pytest.raises(ConfigError, match=next(iter(kwargs))):
+            evaluate(agent, "Pendulum-v1", **{"episodes": 1, **kwargs})
 
 
 def test_offline_to_online_fills_the_buffer_and_updates(tmp_path, pendulum_dataset) -> None:

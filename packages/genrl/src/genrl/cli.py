@@ -217,7 +217,7 @@ def _train(args: argparse.Namespace) -> int:
     from gencore.train import find_checkpoints, interruption, launch, signal_received
     from gencore.train.metrics_log import read_metrics
     from genrl.agents import AGENTS, load_agent
-    from genrl.training import ReplayBuffer, train_online
+    from genrl.training import ReplayBuffer, check_action_bounds, train_online
 
     if args.agent not in AGENTS or args.agent == "sac":
         offline = ", ".join(a for a in AGENTS if a != "sac")
@@ -229,6 +229,7 @@ def _train(args: argparse.Namespace) -> int:
         if getattr(args, flag) < 0:
             raise ConfigError(f"--{flag.replace('_', '-')} must be 0 (none) or positive, got {getattr(args, flag)}.")
     agent, ds, card = _build_agent(args)  # checks the data set and config before any process starts
+    check_action_bounds(ds.actions, agent.spec, where=f"dataset {args.data!r}")
     if args.online_steps and card.get("env_id") in (None, "toy-bimodal"):
         raise ConfigError(f"dataset {args.data!r} has no gymnasium environment for --online-steps.")
     if agent.config.batch_size % args.nproc:

@@ -108,7 +108,7 @@ class C51Critic(nn.Module):
         lo, hi, n = self.cfg.return_min, self.cfg.return_max, self.cfg.n_atoms
         dz = (hi - lo) / (n - 1)
         tz = (rewards[:, None] + factor[:, None] * self.atoms[None]).clamp(lo, hi)
-        b = (tz - lo) / dz
+        b = ((tz - lo) / dz).clamp(0, n - 1)  # rounding can put (hi - lo) / dz just above n - 1: no atom there
         lower, upper = b.floor().long(), b.ceil().long()
         w_upper = b - lower  # zero when b is an integer: then all mass goes to lower == upper
         out = torch.zeros_like(probs)

@@ -3,12 +3,19 @@
 Episodes run in a :class:`gymnasium.vector.SyncVectorEnv` of up to ``max_envs`` copies; copy ``i`` of round
 ``k`` is reset with seed ``seed + k * n_envs + i``, so a result is reproducible and independent of the batch
 size. Only the first episode of each copy in a round is counted (later auto-resets are ignored).
+
+The agent's own noise (a stochastic policy, best-of-N candidates) is drawn from its generator reseeded with
+``seed`` for the call and put back afterwards, so a call repeats itself and leaves the agent's random stream
+(and hence its training, when an evaluation runs between updates) as it was. That noise is drawn for all the
+copies of a round together, so with a stochastic or best-of-N agent the returns do depend on ``max_envs``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -35,6 +42,19 @@ def make_env(env_id: str, **kwargs: Any):
     return env
 
 
+@contextlib.contextmanager
+def seeded_for_evaluation(agent: Agent, seed: int) -> Iterator[None]:
+    """Run the block in eval mode with the agent's generator seeded by ``seed``; restore both afterwards."""
+    state, was_training = agent.generator.get_state(), agent.training
+    agent.generator.manual_seed(seed)
+    agent.eval()
+    try:
+        yield
+    finally:
+        agent.generator.set_state(state)
+        agent.train(was_training)
+
+
 def evaluate(
     agent: Agent,
     env_id: str,
@@ -48,12 +68,17 @@ def evaluate(
 ) -> dict[str, Any]:
     """Return per-episode returns and their mean/std, success rate where the env reports ``success``,
     the agent's ``nfe_per_decision`` and the median wall time of one single-observation decision
-    (``progress``: a bar of finished episodes)."""
+    (``progress``: a bar of finished episodes). The agent's noise comes from its generator reseeded with ``seed``
+    for the call; its random stream and train/eval mode are restored afterwards (see the module docstring)."""
     import gymnasium as gym
     from tqdm.auto import tqdm
 
     if episodes < 1:
         raise ConfigError(f"episodes must be a positive integer, got {episodes}.")
+    if max_envs < 1:
+        raise ConfigError(f"max_envs must be a positive integer, got {max_envs}.")
+    if latency_calls < 1:
+        raise ConfigError(f"latency_calls must be a positive integer, got {latency_calls}.")
     n_envs = min(episodes, max_envs)
     probe = make_env(env_id)
     obs_size = int(np.prod(probe.observation_space.shape or (0,)))
@@ -64,43 +89,43 @@ def evaluate(
             f"{env_id} has observations of size {obs_size} and actions of size {act_size}, but the agent was trained "
             f"for {agent.spec.obs_dim} and {agent.spec.action_dim}."
         )
-    venv = gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(n_envs)])
-    returns: list[float] = []
-    lengths: list[int] = []
-    successes: list[float] = []
-    agent.eval()
-    first_obs = None
-    seen_success = False
-    bar = tqdm(total=episodes, desc=f"evaluate {agent.name}", unit="episode", disable=None if progress else True)
-    for rnd in range((episodes + n_envs - 1) // n_envs):
-        obs, _ = venv.reset(seed=[seed + rnd * n_envs + i for i in range(n_envs)])
-        first_obs = obs[0] if first_obs is None else first_obs
-        active = np.ones(n_envs, bool)
-        take = min(n_envs, episodes - len(returns))  # copies whose episode counts this round
-        ep_ret, ep_len, ep_succ = np.zeros(n_envs), np.zeros(n_envs, int), np.zeros(n_envs)
-        while active.any():
-            action = agent.act(obs.reshape(n_envs, -1).astype(np.float32), deterministic=deterministic)
-            obs, reward, term, trunc, infos = venv.step(action)
-            ep_ret += np.where(active, reward, 0.0)
-            ep_len += active
-            if "success" in infos:
-                seen_success = True
-                ep_succ = np.maximum(ep_succ, np.where(active, np.asarray(infos["success"], float), 0.0))
-            ended = active & (term | trunc)
-            bar.update(int(ended[:take].sum()))
-            active &= ~ended
-        returns += ep_ret[:take].tolist()
-        lengths += ep_len[:take].tolist()
-        successes += ep_succ[:take].tolist()
-    venv.close()
-    bar.close()
-    latencies = []
-    single = np.asarray(first_obs, np.float32).ravel()
-    with torch.no_grad():
-        for _ in range(latency_calls + 3):
-            t = time.perf_counter()
-            agent.act(single, deterministic=deterministic)
-            latencies.append(time.perf_counter() - t)
+    with seeded_for_evaluation(agent, seed):
+        venv = gym.vector.SyncVectorEnv([lambda: make_env(env_id) for _ in range(n_envs)])
+        returns: list[float] = []
+        lengths: list[int] = []
+        successes: list[float] = []
+        first_obs = None
+        seen_success = False
+        bar = tqdm(total=episodes, desc=f"evaluate {agent.name}", unit="episode", disable=None if progress else True)
+        for rnd in range((episodes + n_envs - 1) // n_envs):
+            obs, _ = venv.reset(seed=[seed + rnd * n_envs + i for i in range(n_envs)])
+            first_obs = obs[0] if first_obs is None else first_obs
+            active = np.ones(n_envs, bool)
+            take = min(n_envs, episodes - len(returns))  # copies whose episode counts this round
+            ep_ret, ep_len, ep_succ = np.zeros(n_envs), np.zeros(n_envs, int), np.zeros(n_envs)
+            while active.any():
+                action = agent.act(obs.reshape(n_envs, -1).astype(np.float32), deterministic=deterministic)
+                obs, reward, term, trunc, infos = venv.step(action)
+                ep_ret += np.where(active, reward, 0.0)
+                ep_len += active
+                if "success" in infos:
+                    seen_success = True
+                    ep_succ = np.maximum(ep_succ, np.where(active, np.asarray(infos["success"], float), 0.0))
+                ended = active & (term | trunc)
+                bar.update(int(ended[:take].sum()))
+                active &= ~ended
+            returns += ep_ret[:take].tolist()
+            lengths += ep_len[:take].tolist()
+            successes += ep_succ[:take].tolist()
+        venv.close()
+        bar.close()
+        latencies = []
+        single = np.asarray(first_obs, np.float32).ravel()
+        with torch.no_grad():
+            for _ in range(latency_calls + 3):
+                t = time.perf_counter()
+                agent.act(single, deterministic=deterministic)
+                latencies.append(time.perf_counter() - t)
     arr = np.asarray(returns)
     return {
         "env_id": env_id,

@@ -205,6 +205,8 @@ def make_dataset(
         raise ConfigError(f"episode_length applies to OGBench datasets only; {env_id!r} sets its own episode ends.")
     policy = "random" if policy is None else policy
     check_choice(policy, POLICIES, "policy")
+    if steps < 1:
+        raise ConfigError(f"steps must be a positive integer, got {steps}.")
     if env_id == TOY_ENV:
         if policy != "random":
             raise ConfigError(f"{TOY_ENV} ignores actions; only --policy random makes sense for it.")

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from gencore.checks import check_choice
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from genrl.dataset import OfflineDataset
 
 RANDOMNESS = ("reward", "transition")
@@ -52,6 +52,10 @@ class BimodalChain:
 
     def __post_init__(self) -> None:
         check_choice(self.randomness, RANDOMNESS, "toy-chain randomness")
+        if self.length < 1:
+            raise ConfigError(f"a toy chain needs length >= 1, got {self.length}.")
+        if not (math.isfinite(self.sigma) and self.sigma >= 0):  # a negative sd would make return_cdf a point mass
+            raise ConfigError(f"the toy chain's sigma must be a finite non-negative number, got {self.sigma}.")
         if self.randomness == "transition" and self.length < 2:
             raise ConfigError(f"a toy chain with random transitions needs length >= 2, got {self.length}.")
 
@@ -178,8 +182,19 @@ def cdf_errors(samples: np.ndarray, cdf_true: np.ndarray, grid: np.ndarray) -> d
     * ``crps_floor``: the same score of the true law itself (``int F (1 - F) dz``): ``crps - crps_floor``
       is the Cramer distance ``int (F_model - F)^2 dz``.
 
-    Each value is averaged over the ``B`` states.
+    Each value is averaged over the ``B`` states. Mismatched shapes or a grid that is not increasing are one
+    :class:`InputError` (NumPy would broadcast one state's samples against every state's CDF).
     """
+    samples, cdf_true, grid = np.asarray(samples), np.asarray(cdf_true), np.asarray(grid)
+    if samples.ndim != 2 or samples.shape[1] == 0:
+        raise InputError(f"cdf_errors: samples must have shape [B, n] with n >= 1, got {samples.shape}.")
+    if grid.ndim != 1 or grid.size < 2 or not (np.diff(grid) > 0).all():
+        raise InputError(f"cdf_errors: grid must be a strictly increasing 1-D array of >= 2 points, got {grid.shape}.")
+    if cdf_true.shape != (samples.shape[0], grid.size):
+        raise InputError(
+            f"cdf_errors: cdf_true must have shape [B, G] = {(samples.shape[0], grid.size)} (one row per state of "
+            f"samples, one column per grid point), got {cdf_true.shape}."
+        )
     s = np.sort(samples, axis=1)
     f_model = np.stack([np.searchsorted(row, grid, side="right") / row.size for row in s])
     dz = np.gradient(grid)

@@ -22,11 +22,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from gencore.errors import ConfigError, GenError
+from gencore.errors import ConfigError, GenError, InputError
 from gencore.train import DistInfo, broadcast_state, load_latest, save_checkpoint, setup, signal_received, stop_signals
 from gencore.train.distributed import all_reduce_sum, gather_state
 from gencore.train.metrics_log import MetricsLogger
-from genrl.agents.base import Agent
+from genrl.agents.base import Agent, EnvSpec
 from genrl.dataset import OfflineDataset
 
 RANK_SEED_STRIDE = 1_000_003  # rank r's streams are seeded seed + r * stride (rank 0: as in one process)
@@ -73,8 +73,39 @@ class ReplayBuffer:
         self.size = min(self.size + 1, self.capacity)
 
     def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """``batch_size`` transitions drawn uniformly with replacement from the ``size`` stored ones."""
+        if batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size}.")
+        if self.size == 0:
+            raise InputError("the replay buffer is empty; add transitions (or build it from a data set) first.")
         idx = torch.randint(self.size, (batch_size,), generator=generator).numpy()
         return {k: torch.from_numpy(v[idx]) for k, v in self.data.items()}
+
+
+ACTION_BOUNDS_TOL = 1e-5  # slack, relative to high - low, for rounding of actions stored in float32
+
+
+def check_action_bounds(actions: np.ndarray, spec: EnvSpec, where: str = "the replay buffer") -> None:
+    """Refuse ``actions [N, A]`` that leave ``spec``'s Box bounds by more than rounding (one :class:`InputError`).
+
+    Agents clip actions to ``[action_low, action_high]`` (:meth:`Agent.norm_action`), so such data would be
+    learned as other actions than it holds, silently: usually a card without the environment's bounds
+    (:meth:`EnvSpec.from_dataset` then assumes ``[-1, 1]``) or data from a policy that the environment clips.
+    """
+    if len(actions) == 0:
+        return
+    low, high = np.asarray(spec.action_low, np.float64), np.asarray(spec.action_high, np.float64)
+    slack = ACTION_BOUNDS_TOL * (high - low)
+    lo, hi = actions.min(0).astype(np.float64), actions.max(0).astype(np.float64)
+    outside = np.flatnonzero((lo < low - slack) | (hi > high + slack))
+    if outside.size:
+        d = int(outside[0])
+        raise InputError(
+            f"{where}: the actions in dimension {d} span [{lo[d]:.6g}, {hi[d]:.6g}], outside the agent's action bounds "
+            f"[{low[d]:.6g}, {high[d]:.6g}] ({outside.size} of {low.size} dimension(s) affected), and agents clip "
+            "actions to their bounds; give the data set's card the environment's action_low and action_high "
+            "(without them [-1, 1] is assumed) or clip the actions to the bounds if the environment clips them too."
+        )
 
 
 def _agent_groups(agent: Agent) -> dict[str, Any]:
@@ -175,7 +206,11 @@ def train_offline(
 
     SIGTERM/SIGINT during the updates stop the run after the current update with a checkpoint (every rank
     stops at the same update); :func:`gencore.train.signal_received` then names the signal.
+
+    Actions in ``buffer`` outside the agent's bounds (beyond float32 rounding) are refused before any update
+    (:func:`check_action_bounds`), since the agents would clip them.
     """
+    check_action_bounds(buffer.data["actions"][: buffer.size], agent.spec)
     info = setup(device)
     agent.to(info.device)
     if agent.config.batch_size % info.world_size:

@@ -4,9 +4,9 @@ FQL: Park, Li & Levine, "Flow Q-Learning", ICML 2025 (arXiv:2502.02538). Three n
 
 * a BC flow policy ``v(a_t, t | s)`` trained by flow matching on the data's actions (the teacher);
 * a one-step policy ``mu(s, eps)`` trained with ``alpha * || mu(s, eps) - flow(s, eps) ||^2`` (distillation
-  towards the teacher's Euler-integrated action from the same noise, the teacher *detached*) minus
-  ``lam * Q(s, mu(s, eps))`` with the critic *frozen* and ``lam = 1 / mean|Q|`` (stop-gradient) so that
-  ``alpha`` means the same on every reward scale;
+  of the unclipped output towards the teacher's Euler-integrated action from the same noise, the teacher
+  *detached*) minus ``lam * Q(s, clip(mu(s, eps)))`` with the critic *frozen* and ``lam = 1 / mean|Q|``
+  (stop-gradient) so that ``alpha`` means the same on every reward scale;
 * a critic trained towards ``r + discount * (1 - terminal) * Q_target(s', mu(s', eps'))``.
 
 ``act`` uses the one-step policy (one network evaluation) by default; ``extraction="best-of-n"`` instead acts
@@ -123,10 +123,10 @@ class FQLAgent(FlowActorMixin, Agent):
         eps = self.noise(obs.shape[0], self.spec.action_dim)
         with torch.no_grad():  # the teacher is detached: no distillation gradient reaches the BC flow
             teacher = self.flow_actions(obs, eps)
-        actions = self.onestep_actions(obs, eps)
-        distill = ((actions - teacher) ** 2).mean()
+        raw = self.actor_onestep(obs, eps)  # distilled unclipped, as in FQL: a clamp would stop its gradient
+        distill = ((raw - teacher) ** 2).mean()
         with frozen(self.critic):  # the critic is a fixed landscape for the actor
-            q = self.q_value(self.critic, obs, actions)
+            q = self.q_value(self.critic, obs, raw.clamp(-1.0, 1.0))
         q_loss = -q.mean()
         if self.config.normalize_q_loss:
             q_loss = q_loss / q.abs().mean().detach().clamp_min(1e-6)
