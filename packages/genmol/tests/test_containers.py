@@ -223,6 +223,25 @@ def test_molecule_rejects_bad_fields():
         Molecule.from_smiles("C1CC")
 
 
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        (([6, 6], [0, 0], [[0, 0]], [1.0], [0, 0]), "to itself"),
+        (([6, 6], [0, 0], [[0, 1], [1, 0]], [1.0, 1.0], [3, 3]), "each atom pair once"),
+        (([6, 200], [0, 0], [], [], [0, 0]), "atomic numbers"),
+        (([6], [0], [], [], [-1]), "num_hs must be non-negative"),
+        (([6, 6], [0], [], [], [0, 0]), "formal_charges must have shape"),
+        (([6, 6], [0, 0], [[0, 1]], [], [0, 0]), "bond_orders must have shape"),
+        (([6, 6], [0, 0], [], [], [0, 0], np.zeros((3, 3))), "coordinates must have shape"),
+    ],
+)
+def test_molecule_rejects_inconsistent_fields_in_one_sentence(fields, match):
+    """These used to be accepted (a self-bond or a doubled bond then crashed RDKit with a C++ stack trace on
+    stderr, or silently doubled a valence) or failed in a numpy reshape."""
+    with pytest.raises(InputError, match=match):
+        Molecule(*fields)
+
+
 def test_embedded_fixture_has_hydrogens_as_atoms():
     m = embedded("CO")
     assert m.num_hs.sum() == 0 and (m.atomic_numbers == 1).sum() == 4
@@ -386,3 +405,10 @@ def test_a_truncated_pdb_line_is_a_one_line_error(tmp_path):
     with pytest.raises(InputError, match=rf"pep.pdb: .*line {k + 2}") as exc:
         ProteinStructure.read(path)
     assert "\n" not in str(exc.value)
+
+
+def test_a_smiles_rdkit_rejects_is_one_input_error_with_the_reason_and_prints_nothing(capfd):
+    with pytest.raises(InputError, match=r"cannot parse SMILES 'c1cc\[s\+\]c1' \(.*kekulize"):
+        Molecule.from_smiles("c1cc[s+]c1")
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""

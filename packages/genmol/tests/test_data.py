@@ -71,3 +71,11 @@ def test_qm9_subset_is_cached_and_reproducible(tmp_path):
     again, _ = qm9_subset(50, seed=1, cache=tmp_path, progress=False)
     assert [m.to_smiles() for m in mols] == [m.to_smiles() for m in again]
     assert all(m.coordinates is not None and (m.atomic_numbers == 1).any() for m in mols)
+
+
+def test_conformers_print_nothing_for_a_charged_sulfur(capfd):
+    """ETKDG's bounds matrix types atoms with UFF, which printed "UFFTYPER: Unrecognized charge state" for S+."""
+    confs, report = generate_conformers([Molecule.from_smiles("C[S+](C)C")], 1, seed=0, workers=1, progress=False)
+    assert report.n_read == 1 and len(confs[0]) == 1
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""

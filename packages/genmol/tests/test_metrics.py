@@ -7,12 +7,13 @@ from conftest import embedded
 from rdkit import Chem
 from rdkit.Chem import AllChem, rdMolAlign
 
+from gencore.errors import ConfigError, InputError
 from genmol.chem.molecule import Molecule
 from genmol.generation.bonds import bond_order, molecule_from_geometry
 from genmol.metrics.chemistry import mmff_strain, novelty, uniqueness
 from genmol.metrics.conformers import coverage_recall
 from genmol.metrics.geometry import bond_angles, bond_lengths, distribution_distance
-from genmol.metrics.rmsd import kabsch_align, kabsch_rmsd, symmetry_rmsd
+from genmol.metrics.rmsd import kabsch_align, kabsch_rmsd, kabsch_rotation, symmetry_rmsd
 from genmol.metrics.suite import evaluate_molecules
 from genmol.se3 import random_rotations
 
@@ -92,6 +93,15 @@ def test_bonds_from_distances_follow_the_edm_rule():
     assert perceived.to_smiles() == "CC#N"
 
 
+@pytest.mark.parametrize("smiles", ["ClCC(Br)CI", "CSSC", "CP(C)(C)=O", "C[SiH2]Cl", "OP(O)(O)=S"])
+def test_bonds_from_distances_cover_edms_elements_beyond_qm9(smiles):
+    """EDM's bond table also holds Si, P, S, Cl, Br, I; with QM9's elements only these bonds were all missing."""
+    m = embedded(smiles, 0)
+    perceived = molecule_from_geometry(m.atomic_numbers, m.formal_charges, m.coordinates)
+    np.testing.assert_array_equal(perceived.adjacency_orders(), m.adjacency_orders())
+    assert bond_order(6, 17, 1.80) == 1 and bond_order(8, 15, 1.50) == 2 and bond_order(6, 16, 1.95) == 0
+
+
 def test_strain_is_zero_at_a_minimum_and_positive_when_stretched():
     m = embedded("CCOC", 0)
     assert mmff_strain(m) == pytest.approx(0.0, abs=1e-2)
@@ -151,3 +161,30 @@ def test_a_non_finite_strain_is_an_error_not_a_nan_median():
     assert row["mmff_strain"] is None and "not finite" in row["error"]
     expected = np.median([result.rows[0]["mmff_strain"], result.rows[2]["mmff_strain"]])
     assert result.summary["mmff_strain_median"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "mask", "match"),
+    [
+        (torch.zeros(2, 5, 3), torch.zeros(2, 5, 3), torch.ones(2, 4), "mask must have shape"),
+        (torch.zeros(3), torch.zeros(3), None, r"\[B, N, 3\] or \[N, 3\]"),
+        (torch.zeros(5, 3), torch.zeros(4, 3), None, r"\[B, N, 3\] or \[N, 3\]"),
+    ],
+)
+@pytest.mark.parametrize("fn", [kabsch_rmsd, kabsch_align, kabsch_rotation])
+def test_kabsch_functions_refuse_bad_shapes_in_one_sentence(fn, x, y, mask, match):
+    with pytest.raises(InputError, match=match):
+        fn(x, y, mask)
+
+
+def test_symmetry_rmsd_of_two_different_graphs_is_an_input_error():
+    a, b = embedded("CCO", 1), embedded("CCN", 1)
+    with pytest.raises(InputError, match="same molecular graph"):
+        symmetry_rmsd(a, b)
+
+
+@pytest.mark.parametrize("threshold", [0.0, -0.5, float("nan"), "0.5"])
+def test_coverage_refuses_a_threshold_that_is_not_a_positive_rmsd(threshold):
+    ref = [embedded("CCO", 1)]
+    with pytest.raises(ConfigError, match="threshold"):
+        coverage_recall(ref, ref, threshold=threshold)

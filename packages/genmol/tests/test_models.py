@@ -85,3 +85,19 @@ def test_e3nn_backbone_is_equivariant():
     torch.testing.assert_close(v2, v @ rot.transpose(1, 2), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(logits2, logits, atol=1e-4, rtol=1e-4)
     assert v.abs().max() > 0
+
+
+def test_e3nn_backbone_output_does_not_depend_on_padding():
+    """A molecule's velocity and logits are the same alone and padded into a batch with a larger molecule
+    (the message normalisation used to divide by the padded width instead of the molecule's own size)."""
+    pytest.importorskip("e3nn")
+    from genmol.models import E3NNBackbone
+
+    torch.manual_seed(0)
+    model = E3NNBackbone(6, 5, hidden=8, layers=2, edge_features=5).double()
+    x, t, tok, mask, e = inputs(edges=5)  # molecule 0 has 5 real atoms of 7
+    x, tok, e = x.double(), tok.double(), e.double()
+    v, logits = model(x, t, tokens=tok, mask=mask, edges=e)
+    alone_v, alone_logits = model(x[:1, :5], t[:1], tokens=tok[:1, :5], mask=mask[:1, :5], edges=e[:1, :5, :5])
+    torch.testing.assert_close(v[:1, :5], alone_v, atol=1e-10, rtol=0)
+    torch.testing.assert_close(logits[:1, :5], alone_logits, atol=1e-10, rtol=0)

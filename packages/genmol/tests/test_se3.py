@@ -80,6 +80,13 @@ def test_rotations_are_proper_and_orthogonal():
     torch.testing.assert_close(torch.linalg.det(r), torch.ones(100, dtype=D), atol=1e-12, rtol=0)
 
 
+def test_rotations_are_drawn_on_the_requested_device_from_the_generators_stream():
+    rot = random_rotations(6, generator=torch.Generator().manual_seed(3), dtype=D, device="cpu")
+    torch.testing.assert_close(rot, random_rotations(6, generator=torch.Generator().manual_seed(3), dtype=D))
+    torch.testing.assert_close(rot @ rot.transpose(1, 2), torch.eye(3, dtype=D).expand(6, 3, 3))
+    torch.testing.assert_close(torch.linalg.det(rot), torch.ones(6, dtype=D))
+
+
 def test_mean_curvature_equals_minus_gradient_of_log_orbit_volume():
     """Autograd oracle (torch.func.grad): H = -grad (1/2) log det G."""
     x, _, mask = cloud(1)

@@ -86,6 +86,15 @@ def test_aromatic_ring_without_kekule_structure_is_unstable():
     assert "without a Kekule structure" in rec.unstable[0]
 
 
+def test_implicit_hydrogens_leave_a_non_kekulisable_ring_alone():
+    """As documented: atoms of an aromatic system without a Kekule structure keep their count (two aromatic bonds
+    make an integer valence 3, which used to be topped up to carbon's 4 with a hydrogen)."""
+    ring = Molecule([6] * 5 + [7], [0] * 6, [[i, (i + 1) % 5] for i in range(5)] + [[0, 5]], [1.5] * 5 + [1.0], [0] * 6)
+    filled = with_implicit_hydrogens(ring)
+    assert filled.num_hs.tolist() == [0, 0, 0, 0, 0, 2]  # the amine N outside the ring is still filled
+    assert stability(filled).n_stable_atoms == 1
+
+
 # (pyrrole is left out: its aromatic ring without the N-H count has no Kekule structure, the ambiguity RDKit
 # reports for "c1cc[n]c1"; generated molecules carry Kekule orders from distances, never aromatic ones)
 @pytest.mark.parametrize("smiles", ["CCO", "c1ccccc1", "c1cc[nH+]cc1", "C[N+](=O)[O-]", "CC#N", "OC(F)F", "C1CC1=O"])

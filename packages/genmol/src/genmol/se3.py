@@ -115,9 +115,18 @@ def log_orbit_volume(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch
     return 0.5 * torch.logdet(inertia(x, mask))
 
 
-def random_rotations(n: int, *, generator: torch.Generator | None = None, dtype=torch.float32) -> torch.Tensor:
-    """``[n, 3, 3]`` Haar-uniform proper rotations (QR of a Gaussian matrix with the sign fix)."""
-    a = torch.randn(n, 3, 3, generator=generator, dtype=dtype)
+def random_rotations(
+    n: int,
+    *,
+    generator: torch.Generator | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """``[n, 3, 3]`` Haar-uniform proper rotations (QR of a Gaussian matrix with the sign fix), drawn on
+    ``device`` (default: the generator's device, so a training step's CUDA generator works)."""
+    if device is None and generator is not None:
+        device = generator.device
+    a = torch.randn(n, 3, 3, generator=generator, dtype=dtype, device=device)
     q, r = torch.linalg.qr(a)
     q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1))[:, None, :]
     det = torch.linalg.det(q)

@@ -12,6 +12,7 @@ Coordinates are in angstrom.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,14 @@ def atomic_number(symbol: str) -> int:
     return int(z)
 
 
+def _field(values: Any, dtype: type, shape: tuple[int, ...], name: str) -> np.ndarray:
+    """``values`` as an array of ``shape``, or one :class:`InputError` naming the field."""
+    out = np.asarray(values, dtype=dtype)
+    if out.size != math.prod(shape):
+        raise InputError(f"{name} must have shape {shape} (one entry per atom or bond), got {out.shape}.")
+    return out.reshape(shape)
+
+
 @dataclass
 class Molecule:
     """A molecular graph with optional coordinates.
@@ -76,14 +85,25 @@ class Molecule:
     def __post_init__(self) -> None:
         self.atomic_numbers = np.asarray(self.atomic_numbers, dtype=np.int64).reshape(-1)
         n = self.atomic_numbers.shape[0]
-        self.formal_charges = np.asarray(self.formal_charges, dtype=np.int64).reshape(n)
+        self.formal_charges = _field(self.formal_charges, np.int64, (n,), "formal_charges")
         self.bonds = np.asarray(self.bonds, dtype=np.int64).reshape(-1, 2)
-        self.bond_orders = np.asarray(self.bond_orders, dtype=np.float64).reshape(self.bonds.shape[0])
-        self.num_hs = np.asarray(self.num_hs, dtype=np.int64).reshape(n)
+        self.bond_orders = _field(self.bond_orders, np.float64, (self.bonds.shape[0],), "bond_orders")
+        self.num_hs = _field(self.num_hs, np.int64, (n,), "num_hs")
         if self.coordinates is not None:
-            self.coordinates = np.asarray(self.coordinates, dtype=np.float64).reshape(n, 3)
+            self.coordinates = _field(self.coordinates, np.float64, (n, 3), "coordinates")
+        if n and (self.atomic_numbers.min() < 0 or self.atomic_numbers.max() > 118):
+            raise InputError(f"atomic numbers must lie in [0, 118], got {sorted(set(self.atomic_numbers.tolist()))}.")
+        if n and self.num_hs.min() < 0:
+            raise InputError(f"num_hs must be non-negative hydrogen counts, got {self.num_hs.min()}.")
         if self.bonds.size and (self.bonds.min() < 0 or self.bonds.max() >= n):
             raise InputError(f"bond indices must lie in [0, {n}), got range [{self.bonds.min()}, {self.bonds.max()}].")
+        if self.bonds.size:
+            pairs = np.sort(self.bonds, axis=1)
+            if (pairs[:, 0] == pairs[:, 1]).any():
+                raise InputError(f"a bond joins atom {int(pairs[pairs[:, 0] == pairs[:, 1]][0, 0])} to itself.")
+            key = np.sort(pairs[:, 0] * n + pairs[:, 1])
+            if (key[1:] == key[:-1]).any():
+                raise InputError("bonds must list each atom pair once, got a pair twice.")
         bad = sorted({float(o) for o in self.bond_orders} - set(_BOND_TYPES))
         if bad:
             raise InputError(f"bond orders must be 1, 2, 3 or 1.5 (aromatic), got {bad}.")
@@ -185,10 +205,14 @@ class Molecule:
     # SMILES -------------------------------------------------------------------------------
     @classmethod
     def from_smiles(cls, smiles: str, *, name: str = "", explicit_hydrogens: bool = False) -> Molecule:
-        """Parse a SMILES string (hydrogens as counts, or as atoms when ``explicit_hydrogens``)."""
-        mol = Chem.MolFromSmiles(smiles)
+        """Parse a SMILES string (hydrogens as counts, or as atoms when ``explicit_hydrogens``); a SMILES RDKit
+        rejects is one :class:`InputError` with RDKit's reason, and nothing is printed."""
+        from genmol.chem.io import _reason, rdkit_messages
+
+        with rdkit_messages() as messages:
+            mol = Chem.MolFromSmiles(smiles)
         if mol is None:
-            raise InputError(f"cannot parse SMILES {smiles!r}.")
+            raise InputError(f"cannot parse SMILES {smiles!r} ({_reason(messages, 'RDKit returned no molecule')}).")
         if explicit_hydrogens:
             mol = Chem.AddHs(mol)
         return cls.from_rdkit(mol, name=name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from rdkit import Chem
+from rdkit import Chem, rdBase
 from rdkit.Chem import AllChem
 
 from gencore.errors import ConfigError
@@ -27,7 +27,8 @@ def _embed(args: tuple[int, str, int, int, bool]) -> tuple[int, list[str], str]:
     mol = Chem.AddHs(mol, addCoords=False)
     params = AllChem.ETKDGv3()
     params.randomSeed = seed
-    ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=n_confs, params=params))
+    with rdBase.BlockLogs():  # the distance bounds type atoms with UFF: "UFFTYPER: Unrecognized charge state" for S+
+        ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=n_confs, params=params))
     if not ids:
         return index, [], "ETKDG could not embed the molecule"
     if mmff and AllChem.MMFFHasAllMoleculeParams(mol):

@@ -21,6 +21,7 @@ depend on the SE(3) strategy (:mod:`genmol.generation.strategies`).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -83,6 +84,8 @@ class GenConfig:
             raise ConfigError(f"lr must be positive, got {self.lr}.")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}.")
+        if not (math.isfinite(self.token_weight) and self.token_weight >= 0):
+            raise ConfigError(f"token_weight must be a non-negative number, got {self.token_weight}.")
         return self
 
 
@@ -132,7 +135,7 @@ class MoleculeFlowTask:
         n = int(mask.sum(1).max())  # trim the padding shared by the whole micro-batch
         tokens, coords, mask, bonds = tokens[:, :n], coords[:, :n], mask[:, :n], bonds[:, :n, :n]
         b, dev = tokens.shape[0], coords.device
-        rot = random_rotations(b, generator=generator).to(dev)
+        rot = random_rotations(b, generator=generator, device=dev)  # the engine's generator lives on `dev`
         x1 = coords @ rot.transpose(1, 2)
         x0 = centered_noise(x1.shape, mask, generator=generator, device=dev)
         x0, x1 = pair(self.cfg.strategy, x0, x1, mask)
@@ -169,17 +172,32 @@ def size_histogram(molecules: Sequence[Molecule]) -> dict[int, int]:
 
 
 def draw_sizes(histogram: dict[int, int], n: int, generator: torch.Generator) -> list[int]:
+    """``n`` molecule sizes drawn from a size histogram ``{atoms: count}`` (EDM's size distribution)."""
+    if n < 1:
+        raise ConfigError(f"the number of sizes to draw must be positive, got {n}.")
+    if not histogram or min(histogram) < 1 or min(histogram.values()) < 0 or sum(histogram.values()) <= 0:
+        raise InputError(
+            f"the size histogram must map positive sizes to counts with a positive total, got {histogram}."
+        )
     sizes = torch.tensor(list(histogram), dtype=torch.long)
     probs = torch.tensor(list(histogram.values()), dtype=torch.float)
     return sizes[torch.multinomial(probs / probs.sum(), n, replacement=True, generator=generator)].tolist()
+
+
+def _positive_int(value: Any) -> bool:
+    """Whether ``value`` is an integer >= 1 (Python, NumPy or a one-element integer tensor; not a float)."""
+    try:
+        return operator.index(value) >= 1
+    except TypeError:
+        return False
 
 
 def check_sampler(sampler: str, steps: int, noise_scale: float) -> None:
     """One :class:`ConfigError` sentence unless ``sampler`` is known, ``steps >= 1`` and ``noise_scale >= 0``."""
     if sampler not in SAMPLERS:
         raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
-    if steps < 1:
-        raise ConfigError(f"steps must be positive, got {steps}.")
+    if not _positive_int(steps):
+        raise ConfigError(f"steps must be a positive integer, got {steps!r}.")
     if not noise_scale >= 0:
         raise ConfigError(f"the SDE noise scale must be non-negative, got {noise_scale}.")
 
@@ -205,6 +223,11 @@ def sample_joint(
     check_strategy(strategy)
     check_hydrogens(hydrogens)
     check_sampler(sampler, steps, noise_scale)
+    bad = [s for s in sizes if not _positive_int(s)]
+    if bad:
+        raise ConfigError(f"sizes must be positive integers (atoms per molecule), got {bad[:5]}.")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be a positive integer, got {batch_size}.")
     from tqdm.auto import tqdm
 
     process = MaskedDiffusion(len(vocab))

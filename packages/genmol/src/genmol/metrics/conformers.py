@@ -11,10 +11,13 @@ symmetry-aware heavy-atom RMSDs,
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 
+from gencore.errors import ConfigError
 from genmol.chem.molecule import Molecule
 from genmol.metrics.rmsd import symmetry_rmsd
 
@@ -33,6 +36,8 @@ def rmsd_matrix(generated: Sequence[Molecule], reference: Sequence[Molecule]) ->
 
 def coverage_recall(generated: Sequence[Molecule], reference: Sequence[Molecule], threshold: float = 0.5) -> dict:
     """``{"cov_r": ..., "amr_r": ..., "threshold": ...}`` for one molecule's conformer sets."""
+    if not (isinstance(threshold, numbers.Real) and math.isfinite(threshold) and threshold > 0):
+        raise ConfigError(f"threshold must be a positive RMSD in angstrom, got {threshold!r}.")
     if not generated or not reference:
         return {"cov_r": float("nan"), "amr_r": float("nan"), "threshold": threshold}
     d = rmsd_matrix(generated, reference)

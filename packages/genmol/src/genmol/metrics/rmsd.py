@@ -19,14 +19,24 @@ def _mask(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return mask.to(x.dtype)
 
 
+def _check(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None) -> None:
+    """One :class:`InputError` sentence unless ``x`` and ``y`` are both ``[B, N, 3]`` or ``[N, 3]`` and ``mask``
+    (when given) is ``[B, N]`` or ``[N]`` to match."""
+    if x.shape != y.shape or x.dim() not in (2, 3) or x.shape[-1] != 3:
+        raise InputError(
+            f"x and y must both have shape [B, N, 3] or [N, 3], got {tuple(x.shape)} and {tuple(y.shape)}."
+        )
+    if mask is not None and tuple(mask.shape) != tuple(x.shape[:-1]):
+        raise InputError(f"mask must have shape {tuple(x.shape[:-1])}, got {tuple(mask.shape)}.")
+
+
 def kabsch_rotation(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Proper rotations ``R: [B, 3, 3]`` minimising ``sum_i m_i |R (x_i - xbar) - (y_i - ybar)|^2``.
 
     Args:
         x, y: ``[B, N, 3]`` (or ``[N, 3]``); mask: ``[B, N]`` of 0/1 (padding is 0).
     """
-    if x.shape != y.shape or x.shape[-1] != 3:
-        raise InputError(f"x and y must both have shape [..., N, 3], got {tuple(x.shape)} and {tuple(y.shape)}.")
+    _check(x, y, mask)
     squeeze = x.dim() == 2
     if squeeze:
         x, y = x[None], y[None]
@@ -47,6 +57,7 @@ def kabsch_rotation(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None 
 
 def kabsch_align(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """``x`` rotated and translated onto ``y`` (same shape as ``x``; padded atoms are left at zero)."""
+    _check(x, y, mask)
     squeeze = x.dim() == 2
     if squeeze:
         x, y = x[None], y[None]
@@ -67,12 +78,11 @@ def kabsch_rmsd(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = No
     ``N RMSD^2 = |x_c|^2 + |y_c|^2 - 2 (s_1 + s_2 + sign(det H) s_3)`` with ``s_i`` the singular values
     of ``H = x_c^T y_c``, so no rotation is formed (singular values only, no vectors).
     """
+    _check(x, y, mask)
     squeeze = x.dim() == 2
     if squeeze:
         x, y = x[None], y[None]
         mask = None if mask is None else mask[None]
-    if x.shape != y.shape or x.shape[-1] != 3:
-        raise InputError(f"x and y must both have shape [..., N, 3], got {tuple(x.shape)} and {tuple(y.shape)}.")
     m = _mask(x, mask)[..., None]
     n = m.sum(1, keepdim=True).clamp_min(1.0)
     xc = (x - (x * m).sum(1, keepdim=True) / n) * m
@@ -107,4 +117,7 @@ def symmetry_rmsd(probe, reference, *, heavy_atoms_only: bool = True, max_matche
     p, r = as_rd(probe), as_rd(reference)
     if p.GetNumAtoms() != r.GetNumAtoms():
         raise InputError(f"the two molecules differ in size ({p.GetNumAtoms()} vs {r.GetNumAtoms()} atoms).")
-    return float(rdMolAlign.GetBestRMS(p, r, maxMatches=max_matches))
+    try:
+        return float(rdMolAlign.GetBestRMS(p, r, maxMatches=max_matches))
+    except RuntimeError as exc:  # "No sub-structure match found between the reference and probe mol"
+        raise InputError(f"symmetry_rmsd needs two conformers of the same molecular graph ({exc}).") from None

@@ -131,10 +131,11 @@ def with_implicit_hydrogens(mol: Molecule) -> Molecule:
     current one (bond orders kekulised; see the module docstring). Over-valent atoms, atoms whose (element,
     charge) pair has no table entry and atoms of an aromatic system without a Kekule structure keep
     their count, so :func:`stability` still reports them."""
-    v, _ = valences(mol)
+    v, ok = valences(mol)
     num_hs = mol.num_hs.copy()
+    aromatic_atoms = set(mol.bonds[mol.bond_orders == AROMATIC].reshape(-1).tolist()) if not ok else set()
     for k, (z, q, val) in enumerate(zip(mol.atomic_numbers, mol.formal_charges, v, strict=True)):
-        if not float(val).is_integer():
+        if k in aromatic_atoms or not float(val).is_integer():  # 1.5 + 1.5 is an integer too
             continue
         above = [a for a in ALLOWED_VALENCES.get((int(z), int(q)), ()) if a >= val]
         if above:

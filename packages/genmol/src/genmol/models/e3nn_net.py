@@ -3,8 +3,10 @@
 Built from e3nn (Geiger & Smidt 2022, "e3nn: Euclidean neural networks"): per pair, the spherical
 harmonics (l <= 1) of ``x_j - x_i`` are combined with the neighbour's features by a fully connected
 tensor product whose weights come from a radial MLP on a smooth distance embedding (NequIP-style,
-Batzner et al. 2022), summed over all atoms; node features are ``hidden x 0e + hidden/2 x 1o``,
-with a norm-gated nonlinearity. The velocity is the ``1o`` output, the logits the ``0e`` outputs.
+Batzner et al. 2022), summed over all atoms and divided by the square root of the molecule's own
+neighbour count (so padding never changes a molecule's output); node features are
+``hidden x 0e + hidden/2 x 1o``, with a norm-gated nonlinearity. The velocity is the ``1o`` output, the
+logits the ``0e`` outputs.
 e3nn's backward pass costs about ten times its forward on CPU, so tests and demos use EGNN.
 """
 
@@ -82,7 +84,8 @@ class E3NNBackbone(Backbone):
         if edges is not None:
             emb = torch.cat([emb, edges], -1)
         pm = pair_mask(mask)[..., None]
-        norm = math.sqrt(max(n - 1, 1))
+        # each atom's own neighbour count, not the padded width: a molecule's output must not depend on its batch
+        norm = (m.sum(1) - 1.0).clamp_min(1.0).sqrt()[:, None, None]  # [B, 1, 1]
         for tp, radial, lin, act in zip(self.tps, self.radials, self.selfs, self.acts, strict=True):
             msg = tp(h[:, None, :, :].expand(b, n, n, h.shape[-1]), sh, radial(emb))
             h = act(lin(h) + (msg * pm).sum(2) / norm) * m[..., None]

@@ -1,0 +1,76 @@
+"""Argument checks of the samplers' Python API (one typed sentence, before any work)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gencore.errors import ConfigError, InputError
+from genmol.generation.flow import GenConfig, build_backbone, draw_sizes, sample_joint
+from genmol.generation.vocab import AtomVocabulary
+
+VOCAB = AtomVocabulary([(1, 0), (6, 0), (8, 0)])
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return build_backbone(GenConfig(hidden=8, layers=1), len(VOCAB))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"sizes": [0, 3]}, "sizes must be positive integers"),
+        ({"sizes": [-1]}, "sizes must be positive integers"),
+        ({"sizes": [2.5]}, "sizes must be positive integers"),
+        ({"batch_size": 0}, "batch_size must be a positive integer"),
+        ({"steps": 2.5}, "steps must be a positive integer"),
+    ],
+)
+def test_sample_joint_refuses_bad_arguments(model, kwargs, match):
+    args = {"sizes": [3], "steps": 2, "batch_size": 4} | kwargs
+    with pytest.raises(ConfigError, match=match):
+        sample_joint(model, VOCAB, args.pop("sizes"), strategy="quotient", **args)
+
+
+@pytest.mark.parametrize("sizes", [[3, 4], torch.tensor([3, 4]), np.array([3, 4])])
+def test_sample_joint_accepts_integer_sizes_of_any_kind(model, sizes):
+    out = sample_joint(model, VOCAB, sizes, strategy="quotient", steps=2, generator=torch.Generator().manual_seed(0))
+    assert [m.num_atoms for m in out] == [3, 4]
+
+
+def test_draw_sizes_refuses_bad_arguments():
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ConfigError, match="number of sizes"):
+        draw_sizes({3: 1}, 0, g)
+    with pytest.raises(InputError, match="size histogram"):
+        draw_sizes({}, 2, g)
+    with pytest.raises(InputError, match="size histogram"):
+        draw_sizes({0: 5}, 2, g)
+    assert draw_sizes({3: 1}, 2, g) == [3, 3]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_training_loss_runs_with_the_engines_cuda_generator():
+    """gencore's Trainer hands the task a generator on the training device; the random rotations of the data
+    were drawn on the CPU from it, which a CUDA generator refuses."""
+    from conftest import embedded
+
+    from genmol.chem.batching import pad
+    from genmol.generation.flow import MoleculeFlowTask
+
+    mols = [embedded("CCO", 0), embedded("CC=O", 1)]
+    vocab = AtomVocabulary.from_molecules(mols)
+    task = MoleculeFlowTask(GenConfig(hidden=8, layers=1), vocab)
+    t = pad(mols, vocab.token)
+    batch = [t[k].cuda() for k in ("tokens", "coords", "mask", "bonds")]
+    loss, _ = task.loss(task.model.cuda(), batch, torch.Generator(device="cuda").manual_seed(0))
+    assert torch.isfinite(loss)
+
+
+@pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf")])
+def test_config_refuses_a_bad_token_weight(weight):
+    with pytest.raises(ConfigError, match="token_weight"):
+        GenConfig(token_weight=weight).validate()
