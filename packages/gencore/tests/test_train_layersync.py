@@ -75,3 +75,15 @@ def test_every_pair_counts() -> None:
 def test_unknown_module_is_config_error() -> None:
     with pytest.raises(ConfigError, match="not found"):
         LayerSync(_net(), [("0", "blocks.9")])
+
+
+def test_layersync_term_keeps_float64_and_promotes_half_precision():
+    """Float64 features give a float64 term equal to the float64 cosine (float32 would be off by ~1e-8 here);
+    bfloat16 features are computed in float32."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(6, 5, 8, generator=g, dtype=torch.float64)
+    b = a + 1e-7 * torch.randn(6, 5, 8, generator=g, dtype=torch.float64)  # nearly parallel: cos ~ 1 - 1e-14
+    term = layersync_term(a, b)
+    exact = -(a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
+    assert term.dtype == torch.float64 and abs(float(term) - float(exact.mean())) < 1e-12
+    assert layersync_term(a.bfloat16(), b.bfloat16()).dtype == torch.float32

@@ -22,7 +22,7 @@ def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
     """ROC AUC of scores (larger = positive): ``pos`` holds the positives' scores, ``neg`` the negatives'.
 
     Ties between a positive and a negative count one half, as in the trapezoidal ROC curve. Both sets are
-    flattened; each needs at least one finite score.
+    flattened; each needs at least one score, and every score must be finite (as scikit-learn requires).
     """
     p = pos.detach().double().flatten().cpu().numpy()
     n = neg.detach().double().flatten().cpu().numpy()

@@ -32,14 +32,16 @@ from gencore.errors import ConfigError
 
 
 def layersync_term(h_weak: torch.Tensor, h_strong: torch.Tensor) -> torch.Tensor:
-    """``-mean_tokens cos(h_weak, stopgrad(h_strong))`` for features ``[..., D]`` of equal shape."""
+    """``-mean_tokens cos(h_weak, stopgrad(h_strong))`` for features ``[..., D]`` of equal shape, computed in
+    float32 at least (half-precision features are promoted; float64 stays float64)."""
     if h_weak.shape != h_strong.shape:
         raise ConfigError(
             f"LayerSync pairs need features of equal shape, got {tuple(h_weak.shape)} and {tuple(h_strong.shape)}."
         )
     d = h_weak.shape[-1]
-    w = h_weak.reshape(-1, d).float()
-    s = h_strong.detach().reshape(-1, d).float()
+    dtype = torch.promote_types(torch.promote_types(h_weak.dtype, h_strong.dtype), torch.float32)
+    w = h_weak.reshape(-1, d).to(dtype)
+    s = h_strong.detach().reshape(-1, d).to(dtype)
     return -F.cosine_similarity(w, s, dim=-1, eps=1e-8).mean()
 
 
