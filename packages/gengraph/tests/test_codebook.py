@@ -112,3 +112,29 @@ def test_ddp_updates_see_every_ranks_latents_and_keep_one_codebook() -> None:
         one.update(z, gen)
     for rank in (0, 1):
         assert torch.equal(two[rank]["codes"], one.codes) and torch.equal(two[rank]["usage"], one.usage)
+
+
+def test_decay_outside_the_unit_interval_is_refused() -> None:
+    """With ``decay = 1.5`` the EMA step ``geodesic(e, mu, 1 - decay)`` moved each code *away* from its cluster's
+    Frechet mean, silently; the codebook and GGBall's config now refuse it."""
+    from gencore.errors import ConfigError
+    from gengraph.models.ggball import GGBallConfig
+
+    g, z = _points(40)
+    book = ManifoldCodebook(g, 4, decay=0.5)
+    book.kmeans_init(z, torch.Generator().manual_seed(0))
+    before = book.codes.clone()
+    assign = book.assign(z)
+    means = g.cluster_means(z, assign, 4, before)
+    book.ema_update(z, assign)
+    moved = assign.unique()
+    assert (g.manifold.dist(book.codes[moved], means[moved]) <= g.manifold.dist(before[moved], means[moved])).all()
+    for bad in (1.5, 1.0, -0.1):
+        with pytest.raises(ConfigError, match="decay"):
+            ManifoldCodebook(g, 4, decay=bad)
+        with pytest.raises(ConfigError, match="codebook_decay"):
+            GGBallConfig(codebook_decay=bad).validate()
+    with pytest.raises(ConfigError, match="size"):
+        ManifoldCodebook(g, 0)
+    with pytest.raises(ConfigError, match="laplacian_pe"):
+        GGBallConfig(laplacian_pe=-1).validate()

@@ -46,3 +46,16 @@ def test_splits_partition_the_set() -> None:
 
 def test_real_graph() -> None:
     assert real_graph("karate").n_edges == 78
+
+
+def test_bad_sizes_and_seeds_are_one_config_error() -> None:
+    from gencore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="seed"):
+        generate("tree", 2, seed=-1)  # numpy's bare "expected non-negative integer" before
+    with pytest.raises(ConfigError, match="positive integer"):
+        generate("tree", 2.5)
+    with pytest.raises(ConfigError, match="positive integer"):
+        generate("tree", True)
+    with pytest.raises(ConfigError, match="split_seed"):
+        split(generate("tree", 5), "test", split_seed=-3)

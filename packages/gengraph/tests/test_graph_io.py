@@ -229,3 +229,54 @@ def test_a_folder_is_not_a_graph_file(tmp_path, capsys, suffix: str) -> None:
     assert main(["data", "--dataset", str(folder)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a folder" in err[0]
+
+
+def test_edges_must_be_pairs_not_an_edge_index() -> None:
+    """A torch-geometric edge_index [2, E] used to be read row-major as pairs: (0, 3), (2, 3), (1, 2) became
+    (0, 2), (1, 3), (2, 3), a different graph without an error."""
+    pairs = torch.tensor([[0, 3], [2, 3], [1, 2]])
+    assert Graph(n_nodes=4, edges=pairs).edges.tolist() == [[0, 3], [1, 2], [2, 3]]
+    with pytest.raises(InputError, match=r"shape \[E, 2\].*edge_index"):
+        Graph(n_nodes=4, edges=pairs.T)
+    with pytest.raises(InputError, match=r"shape \[E, 2\]"):
+        Graph(n_nodes=4, edges=torch.tensor([0, 1, 2]))  # a flat list of odd length
+    assert Graph(n_nodes=3, edges=[0, 1, 1, 2]).n_edges == 2  # a flat list of pairs is still read
+
+
+def test_from_pyg_keeps_edges_listed_in_one_direction() -> None:
+    """An undirected Data listing an edge only as (v, u), v > u, used to lose it; both directions still give one
+    edge with the (u, v) entry's type."""
+    from torch_geometric.data import Data
+
+    data = Data(
+        edge_index=torch.tensor([[0, 1, 2, 3], [1, 0, 1, 1]]), num_nodes=4, edge_type=torch.tensor([5, 6, 7, 8])
+    )
+    g = Graph.from_pyg(data)
+    assert g.edges.tolist() == [[0, 1], [1, 2], [1, 3]]
+    assert g.edge_types.tolist() == [5, 7, 8]
+    expected = Graph(n_nodes=4, edges=[[0, 1], [1, 2], [1, 3]])
+    assert torch.equal(Graph.from_pyg(Graph.from_pyg(data).to_pyg()).adjacency(), expected.adjacency())
+
+
+def test_from_dense_refuses_probabilities_and_non_square_matrices() -> None:
+    """A float adjacency of edge probabilities used to be truncated to class 0, i.e. a graph without edges."""
+    with pytest.raises(InputError, match="adjacency must be integers"):
+        Graph.from_dense(torch.tensor([[0.0, 0.7], [0.7, 0.0]]))
+    with pytest.raises(InputError, match="square"):
+        Graph.from_dense(torch.zeros(3, 4, dtype=torch.long))
+    with pytest.raises(InputError, match="edge classes"):
+        Graph.from_dense(torch.tensor([[0, -1], [-1, 0]]))
+    assert Graph.from_dense(torch.tensor([[0.0, 1.0], [1.0, 0.0]])).n_edges == 1
+    assert Graph.from_dense(torch.tensor([[False, True], [True, False]])).n_edges == 1
+
+
+def test_transposed_feature_tables_are_refused() -> None:
+    """Node features given as ``[F, N]`` used to be reshaped row-major to ``[N, F]``, mixing the nodes' values."""
+    x = torch.arange(6.0).reshape(3, 2)  # one row per node
+    assert torch.equal(Graph(n_nodes=3, node_features=x).node_features, x)
+    with pytest.raises(InputError, match="one row for each of the 3 nodes"):
+        Graph(n_nodes=3, node_features=x.T)
+    with pytest.raises(InputError, match="one row for each of the 1 edges"):
+        Graph(n_nodes=3, edges=[[0, 1]], edge_features=torch.ones(2, 1))
+    assert Graph(n_nodes=3, node_features=[1.0, 2.0, 3.0]).node_features.shape == (3, 1)  # flat: one per node
+    assert Graph(n_nodes=2, node_features=torch.ones(2, 2, 2)).node_features.shape == (2, 4)

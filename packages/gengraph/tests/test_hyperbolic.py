@@ -156,3 +156,14 @@ def test_riemannian_adam_keeps_ball_bias_on_the_ball() -> None:
         loss.backward()
         opt.step()
     assert _inside(g, layer.bias.detach()) and float(layer.bias.norm()) > 0.5
+
+
+def test_layer_arguments_raise_config_errors() -> None:
+    """Bad layer arguments are the suite's ConfigError (a ValueError subclass, so old handlers still catch them)."""
+    from gencore.errors import ConfigError
+    from gengraph.hyperbolic import EuclideanGeometry, HypAttention, PoincareLinear
+
+    with pytest.raises(ConfigError, match="divisible by heads"):
+        HypAttention(BallGeometry(6), 6, heads=4)
+    with pytest.raises(ConfigError, match="bias_on_ball"):
+        PoincareLinear(EuclideanGeometry(4), 4, 4, bias_on_ball=True)

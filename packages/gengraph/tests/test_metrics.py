@@ -174,3 +174,27 @@ def test_matches_polygraph(key: str, descriptor: str, bw: float) -> None:
         kernel.pre_gram_block(fr, fr), kernel.pre_gram_block(fg, fg), kernel.pre_gram_block(fr, fg), "biased"
     )
     assert graph_mmd(ref, gen, [key])[key] == pytest.approx(float(expected), rel=1e-9, abs=1e-12)
+
+
+def test_kernel_and_bootstrap_arguments_are_checked(sets) -> None:
+    from gencore.errors import ConfigError
+
+    x = torch.rand(3, 4, dtype=torch.float64)
+    with pytest.raises(ConfigError, match="sigma"):
+        gram(x, x, "gaussian_tv", 0.0)  # NaN on the diagonal (0 / 0) before
+    with pytest.raises(ConfigError, match="scale"):
+        gram(x, x, "gaussian_emd", 1.0, scale=0.0)
+    with pytest.raises(InputError, match=r"\[n, d\]"):
+        gram(x[0], x, "gaussian_tv", 1.0)
+    k = torch.eye(5, dtype=torch.float64)
+    with pytest.raises(ConfigError, match="bootstrap draws"):
+        mmd_bootstrap(k, k, k, n_boot=0)  # torch.cat of an empty list before
+    with pytest.raises(InputError, match="Gram blocks"):
+        mmd_bootstrap(k, torch.eye(6, dtype=torch.float64), k, n_boot=5)  # an IndexError before
+    ref, gen = sets
+    with pytest.raises(ConfigError, match="list of metric keys"):
+        graph_mmd(ref, gen, "degree_mmd_gaussian_tv")  # reported its first letter 'd' as unknown before
+    with pytest.raises(InputError, match="bootstrap draws"):
+        graph_mmd(ref, gen, ["degree_mmd_gaussian_tv"], n_boot=2.5)
+    with pytest.raises(InputError, match=r"generated set must hold gengraph Graphs, got a networkx.*from_networkx"):
+        graph_mmd(ref, [g.to_networkx() for g in gen], ["degree_mmd_gaussian_tv"])  # an AttributeError before

@@ -379,3 +379,41 @@ def test_a_run_refused_before_its_first_step_can_be_trained_again(tmp_path, caps
     assert "smaller global batch size" in capsys.readouterr().err
     assert main([*argv, "--batch-size", "2", "--no-progress"]) == 0
     assert (tmp_path / "d" / "run.json").is_file()
+
+
+def test_zero_sampling_steps_are_refused_not_returned_as_noise(tmp_path) -> None:
+    """``steps=0`` used to skip the reverse chain and return the marginal noise as if it were samples."""
+    from gencore.discrete.marginal import MarginalTransitionDiffusion
+    from gengraph.experiment import sample_run
+    from gengraph.models.digress import digress_sample
+
+    model = DigressDenoiser(DigressConfig(hidden=16, layers=1)).eval()
+    noise = MarginalTransitionDiffusion(torch.tensor([1.0])), MarginalTransitionDiffusion(torch.tensor([0.7, 0.3]))
+    mask = torch.ones(2, 20, dtype=torch.bool)
+    with pytest.raises(ConfigError, match="sampling steps"):
+        digress_sample(model, *noise, mask, steps=0)
+    e, _ = digress_sample(model, *noise, mask, steps=2, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(e, e.transpose(1, 2))
+    with pytest.raises(ConfigError, match="sampling steps"):  # refused before the run folder is read
+        sample_run(tmp_path / "no-run", 4, steps=0)
+
+
+def test_training_refuses_a_graph_without_nodes(tmp_path) -> None:
+    """One node-less graph used to make every batch holding it train on a NaN loss (its attention rows are fully
+    masked, and the masked mean multiplies NaN by 0); it is now refused before any work."""
+    from gencore.discrete.marginal import MarginalTransitionDiffusion
+    from gengraph.experiment import RunConfig, train_run
+    from gengraph.graph import Graph
+    from gengraph.models.digress import digress_loss
+
+    graphs = [*generate("community-small", 3, seed=0), Graph(n_nodes=0)]
+    edges, nodes, mask = pack(graphs, 20)
+    noise = MarginalTransitionDiffusion(torch.tensor([1.0])), MarginalTransitionDiffusion(torch.tensor([0.7, 0.3]))
+    loss, _ = digress_loss(
+        DigressDenoiser(DigressConfig(hidden=16, layers=1)), *noise, edges, nodes, mask, torch.Generator()
+    )
+    assert torch.isnan(loss)  # why the set is refused
+    cfg = RunConfig(model="digress", steps=1, batch_size=4, progress=False)
+    with pytest.raises(InputError, match="graph 3 of the training set has no nodes"):
+        train_run(cfg, graphs, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

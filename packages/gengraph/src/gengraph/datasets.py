@@ -122,13 +122,19 @@ DEFAULT_SIZES = {
 DATASETS = tuple(DEFAULT_SIZES)
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def generate(name: str, n: int | None = None, *, seed: int = 0) -> list[Graph]:
     """``n`` graphs (default: the set's published size) of the procedural set ``name``, deterministic in
     ``(name, n, seed)``."""
     check_choice(name, DATASETS, "graph dataset")
     n = DEFAULT_SIZES[name] if n is None else n
-    if n < 1:
-        raise ConfigError(f"the number of graphs must be positive, got {n}.")
+    if not _is_int(n) or n < 1:
+        raise ConfigError(f"the number of graphs must be a positive integer, got {n!r}.")
+    if not _is_int(seed) or seed < 0:  # numpy's seed sequence refuses negative entries with a bare ValueError
+        raise ConfigError(f"the data seed must be a non-negative integer, got {seed!r}.")
     # the set name enters the seed, so two sets with the same seed are still independent streams
     rng = np.random.default_rng([seed, sum(map(ord, name))])
     graphs = _ego_small_many(rng, n) if name == "ego-small" else [_ONE[name](rng) for _ in range(n)]
@@ -138,6 +144,8 @@ def generate(name: str, n: int | None = None, *, seed: int = 0) -> list[Graph]:
 def split(graphs: list[Graph], which: str, *, split_seed: int = SPLIT_SEED) -> list[Graph]:
     """The ``train`` (64 %), ``val`` (16 %) or ``test`` (20 %) part of ``graphs`` (or ``all``)."""
     check_choice(which, SPLITS, "split")
+    if not _is_int(split_seed) or split_seed < 0:
+        raise ConfigError(f"split_seed must be a non-negative integer, got {split_seed!r}.")
     if which == "all":
         return list(graphs)
     n = len(graphs)

@@ -151,6 +151,9 @@ def train_run(
         raise InputError(f"training needs at least two graphs, got {len(graphs)}.")
     if any(g.directed for g in graphs):
         raise InputError("the graph generators model undirected graphs; the training set holds directed ones.")
+    empty = [i for i, g in enumerate(graphs) if not g.n_nodes]
+    if empty:  # its fully masked attention rows are NaN, and NaN * 0 makes the whole batch's loss NaN
+        raise InputError(f"graph {empty[0]} of the training set has no nodes; the generators need at least one.")
     if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
         raise ConfigError(f"nproc must be a positive integer, got {nproc!r}.")
     if cfg.batch_size % nproc:
@@ -290,6 +293,8 @@ def sample_run(
         raise ConfigError(f"the number of graphs must be positive, got {n}.")
     if batch_size < 1:
         raise ConfigError(f"the batch size must be positive, got {batch_size}.")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:  # 0 steps would decode the noise
+        raise ConfigError(f"the number of sampling steps must be a positive integer, got {steps!r}.")
     info = read_run(run_dir)
     run = Path(run_dir)
     g = torch.Generator().manual_seed(seed)

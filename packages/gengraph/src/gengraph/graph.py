@@ -38,6 +38,20 @@ def _long(values: Any, shape_name: str, where: str) -> torch.Tensor:
     return t.to(torch.long)
 
 
+def _edge_pairs(values: Any, where: str) -> torch.Tensor:
+    """``values`` as ``[E, 2]`` endpoint pairs: an ``[E, 2]`` table, or a flat list of even length.
+
+    Any other shape is refused rather than reshaped: a torch-geometric ``edge_index [2, E]`` read row-major as
+    pairs would silently join the wrong nodes."""
+    t = _long(values, "edges", where)
+    if (t.dim() == 2 and t.shape[1] == 2) or (t.dim() == 1 and t.numel() % 2 == 0):
+        return t.reshape(-1, 2)
+    raise InputError(
+        f"{where}: edges must have shape [E, 2] (one (u, v) row per edge; a torch-geometric edge_index [2, E] is "
+        f"its transpose), got shape {tuple(t.shape)}."
+    )
+
+
 def _float_rows(values: Any, rows: int, name: str, unit: str, where: str) -> torch.Tensor:
     """``values`` as a float32 ``[rows, F]`` table (one row per node or edge; zero rows for an empty graph)."""
     try:
@@ -46,7 +60,8 @@ def _float_rows(values: Any, rows: int, name: str, unit: str, where: str) -> tor
         raise InputError(f"{where}: {name} must be a table of numbers ({exc}).") from None
     if t.dim() == 2 and t.shape[0] == rows:
         return t
-    if rows and t.numel() and t.numel() % rows == 0:
+    # a flat list, or one row of any shape per node/edge; never a [F, rows] table read row-major as rows
+    if rows and t.numel() and (t.dim() <= 1 or t.shape[0] == rows) and t.numel() % rows == 0:
         return t.reshape(rows, -1)
     if not rows and not t.numel():
         return t.reshape(0, 0)  # what to_dict writes for a graph without nodes (or edges): []
@@ -69,7 +84,7 @@ class Graph:
         where = "graph"
         if not isinstance(self.n_nodes, int) or isinstance(self.n_nodes, bool) or self.n_nodes < 0:
             raise InputError(f"{where}: n_nodes must be a non-negative integer, got {self.n_nodes!r}.")
-        e = _long(self.edges, "edges", where).reshape(-1, 2) if len(self.edges) else torch.zeros(0, 2, dtype=torch.long)
+        e = _edge_pairs(self.edges, where) if len(self.edges) else torch.zeros(0, 2, dtype=torch.long)
         if e.numel() and (int(e.min()) < 0 or int(e.max()) >= self.n_nodes):
             raise InputError(f"{where}: edge endpoints must lie in [0, {self.n_nodes}), got {e.min()}..{e.max()}.")
         if e.numel() and bool((e[:, 0] == e[:, 1]).any()):
@@ -142,10 +157,15 @@ class Graph:
     @classmethod
     def from_dense(cls, adjacency: torch.Tensor, node_types: torch.Tensor | None = None) -> Graph:
         """From ``[N, N]`` edge classes (0 = no edge, ``k >= 1`` = edge of type ``k - 1``), read above the
-        diagonal (undirected)."""
-        a = torch.as_tensor(adjacency)
+        diagonal (undirected). Edge classes must be non-negative integers (a probability such as 0.7 is refused,
+        not truncated to "no edge")."""
+        a = _long(adjacency, "adjacency", "graph")
+        if a.dim() != 2 or a.shape[0] != a.shape[1]:
+            raise InputError(f"graph: the adjacency must be a square [N, N] matrix, got shape {tuple(a.shape)}.")
+        if a.numel() and int(a.min()) < 0:
+            raise InputError(f"graph: adjacency entries are edge classes (0 = no edge, k >= 1), got {int(a.min())}.")
         iu = torch.triu_indices(a.shape[0], a.shape[0], 1)
-        vals = a[iu[0], iu[1]].long()
+        vals = a[iu[0], iu[1]]
         keep = vals > 0
         return cls(n_nodes=int(a.shape[0]), edges=iu[:, keep].T, node_types=node_types, edge_types=vals[keep] - 1)
 
@@ -226,14 +246,21 @@ class Graph:
 
     @classmethod
     def from_pyg(cls, data, *, directed: bool = False) -> Graph:
-        """From a torch-geometric ``Data``; undirected graphs keep each ``{u, v}`` once."""
+        """From a torch-geometric ``Data``; undirected graphs keep each ``{u, v}`` once, whether ``edge_index``
+        lists it in both directions or in one (the ``u < v`` entry's type and features where both are listed)."""
         e = data.edge_index.T
         n = int(data.num_nodes)
         et = getattr(data, "edge_type", None)
         ef = getattr(data, "edge_attr", None)
-        keep = e[:, 0] != e[:, 1]
-        if not directed:
-            keep &= e[:, 0] < e[:, 1]
+        keep = (e[:, 0] != e[:, 1]).nonzero().flatten()
+        if not directed and keep.numel():
+            pairs = torch.sort(e[keep], dim=1).values
+            _, group = torch.unique(pairs[:, 0] * max(n, 1) + pairs[:, 1], return_inverse=True)
+            # one entry per unordered pair: the first u < v entry, else the first u > v one
+            rank = torch.arange(keep.numel()) + keep.numel() * (e[keep, 0] > e[keep, 1]).long()
+            best = torch.full((int(group.max()) + 1,), 2 * keep.numel(), dtype=torch.long)
+            best = best.scatter_reduce(0, group, rank, "amin")
+            keep = keep[best % keep.numel()]
         return cls(
             n_nodes=n,
             edges=e[keep],

@@ -30,6 +30,7 @@ import geoopt
 import torch
 from torch import nn
 
+from gencore.errors import ConfigError
 from gengraph.hyperbolic.geometry import BallGeometry, Geometry
 
 __all__ = ["HypAttention", "HypGraphConv", "HypNorm", "HypTransformerBlock", "LorentzLinear", "PoincareLinear"]
@@ -47,7 +48,7 @@ class PoincareLinear(nn.Module):
             self.bias = None
         elif bias_on_ball:
             if not isinstance(geometry, BallGeometry):
-                raise ValueError("bias_on_ball needs a BallGeometry.")
+                raise ConfigError("bias_on_ball needs a BallGeometry (a ball-valued bias), got a flat geometry.")
             self.bias = geoopt.ManifoldParameter(torch.zeros(d_out), manifold=geometry.manifold.geo)
         else:
             self.bias = nn.Parameter(torch.zeros(d_out))
@@ -133,7 +134,7 @@ class HypAttention(nn.Module):
     def __init__(self, geometry: Geometry, dim: int, heads: int = 4) -> None:
         super().__init__()
         if dim % heads:
-            raise ValueError(f"dim ({dim}) must be divisible by heads ({heads}).")
+            raise ConfigError(f"dim ({dim}) must be divisible by heads ({heads}).")
         self.__dict__["geometry"] = geometry  # shared, not a submodule: the owner registers it once
         self.heads, self.dh = heads, dim // heads
         self.q = PoincareLinear(geometry, dim, dim)

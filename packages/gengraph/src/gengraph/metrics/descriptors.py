@@ -8,7 +8,10 @@ operation over the whole set.
 - :func:`orbit_counts`: ``[G, 15]`` node-orbit counts of graphlets up to 4 nodes (ORCA; Hocevar & Demsar
   2014), averaged over nodes; from ``orbit-count`` (C++), falling back to ``orca-graphlets`` (pure Python).
 - :func:`spectral_histograms`: ``[G, bins]`` histogram of normalised-Laplacian eigenvalues on
-  ``(-1e-5, 2)``, normalised; eigenvalues computed by one batched ``eigvalsh`` per graph size.
+  ``(-1e-5, 2)``, normalised; eigenvalues computed by one batched ``eigvalsh`` per graph size. The eigenvalue
+  2 of a bipartite graph (trees, grids, lobsters) is counted in the last bin even when round-off puts it a few
+  ulps above 2; GRAN's and PolyGraph's ``np.histogram`` then drops it, so on such graphs their spectral
+  histograms can miss one eigenvalue and their spectral MMDs differ from ours (by ~1e-3 on tree against grid).
 
 Directed graphs are read as undirected (a reciprocal pair is one edge), and a graph without nodes has an
 all-zero row in every descriptor.
@@ -43,7 +46,8 @@ def dense_batch(graphs: list[Graph], dtype: torch.dtype = torch.float64) -> tupl
 def _histogram_rows(values: torch.Tensor, mask: torch.Tensor, bins: int, lo: float, hi: float) -> torch.Tensor:
     """Row-wise histograms of masked values with ``np.histogram``'s binning: edges ``linspace(lo, hi, bins + 1)``,
     bins ``[e_i, e_{i+1})``, the last one closed (values on an edge, common for clustering coefficients such as
-    0.7, land in the same bin as numpy puts them)."""
+    0.7, land in the same bin as numpy puts them). Unlike ``np.histogram``, values outside ``[lo, hi]`` are not
+    dropped but counted in the first or last bin, so every value is counted (see the module docstring)."""
     edges = torch.from_numpy(np.linspace(lo, hi, bins + 1)).to(values.dtype)
     idx = (torch.bucketize(values, edges, right=True) - 1).clamp(0, bins - 1)
     idx = torch.where(mask, idx, torch.full_like(idx, bins))  # padding goes to an overflow bin

@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from gencore.checks import check_choice
+from gencore.errors import ConfigError, InputError
 
 __all__ = ["KERNELS", "gram", "mmd2_from_gram", "pairwise_distance"]
 
@@ -33,6 +34,10 @@ def _pad(x: torch.Tensor, width: int) -> torch.Tensor:
 def pairwise_distance(x: torch.Tensor, y: torch.Tensor, kernel: str, scale: float = 1.0) -> torch.Tensor:
     """The distance inside ``kernel`` between rows of ``x: [n, d]`` and ``y: [m, d']`` (zero-padded)."""
     check_choice(kernel, KERNELS, "graph kernel")
+    if x.dim() != 2 or y.dim() != 2:
+        raise InputError(f"descriptor rows must be [n, d] tables, got shapes {tuple(x.shape)} and {tuple(y.shape)}.")
+    if not scale > 0:
+        raise ConfigError(f"the EMD ground-distance scale must be positive, got {scale}.")
     width = max(x.shape[1], y.shape[1])
     x, y = _pad(x.double(), width), _pad(y.double(), width)
     if kernel == "gaussian_tv":
@@ -43,6 +48,9 @@ def pairwise_distance(x: torch.Tensor, y: torch.Tensor, kernel: str, scale: floa
 
 
 def gram(x: torch.Tensor, y: torch.Tensor, kernel: str, sigma: float, scale: float = 1.0) -> torch.Tensor:
+    """``[n, m]`` kernel values ``exp(-d(x_i, y_j)^2 / (2 sigma^2))`` with ``d`` the ``kernel``'s distance."""
+    if not sigma > 0:  # sigma = 0 would give 0 off the diagonal and NaN (0 / 0) on it
+        raise ConfigError(f"the kernel bandwidth sigma must be positive, got {sigma}.")
     d = pairwise_distance(x, y, kernel, scale)
     return torch.exp(-d.square() / (2 * sigma**2))
 

@@ -102,11 +102,20 @@ def _check_bootstrap_sizes(n: int, m: int) -> None:
 
 
 def _check(metrics: Sequence[str], reference: list[Graph], generated: list[Graph]) -> None:
+    if isinstance(metrics, str):  # iterating it would report its first letter as an unknown metric
+        raise ConfigError(f"metrics must be a list of metric keys, got the string {metrics!r}; write [{metrics!r}].")
     unknown = [m for m in metrics if m not in METRICS]
     if unknown:
         raise ConfigError(f"unknown graph metric {unknown[0]!r}; expected one of {', '.join(METRICS)}.")
     if not reference or not generated:
         raise InputError("both the reference and the generated graph sets must hold at least one graph.")
+    for name, graphs in (("reference", reference), ("generated", generated)):
+        other = next((g for g in graphs if not isinstance(g, Graph)), None)
+        if other is not None:  # a networkx graph failed deep inside the descriptors
+            raise InputError(
+                f"the {name} set must hold gengraph Graphs, got a {type(other).__module__}.{type(other).__qualname__}; "
+                "convert networkx graphs with Graph.from_networkx."
+            )
 
 
 def graph_mmd(
@@ -119,8 +128,9 @@ def graph_mmd(
     seed: int = 0,
 ) -> dict[str, float]:
     """``{key: mmd2}`` for each metric; with ``n_boot > 0`` also ``key + "_low"`` / ``"_high"`` (the
-    ``coverage`` percentile bootstrap interval)."""
-    if n_boot < 0:
+    ``coverage`` subsampling interval of :func:`mmd_bootstrap`: re-centred, rescaled half-set draws, see the
+    module docstring)."""
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
         raise InputError(f"the number of bootstrap draws must be 0 (none) or positive, got {n_boot}.")
     _check(metrics, reference, generated)
     if n_boot > 0:
@@ -152,11 +162,19 @@ def _v_minus_u(k: torch.Tensor) -> torch.Tensor:
 def mmd_bootstrap(
     kxx: torch.Tensor, kyy: torch.Tensor, kxy: torch.Tensor, *, n_boot: int = 200, coverage: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
-    """Subsampling interval of the biased MMD^2 from ``n_boot`` half-set draws (see the module docstring)."""
+    """Subsampling interval of the biased MMD^2 from ``n_boot`` half-set draws (see the module docstring), from
+    the Gram blocks ``kxx [n, n]``, ``kyy [m, m]`` and ``kxy [n, m]``."""
     if not 0 < coverage < 1:
         raise ConfigError(f"coverage must lie in (0, 1), got {coverage}.")
-    g = torch.Generator().manual_seed(seed)
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
+        raise ConfigError(f"the number of bootstrap draws must be a positive integer, got {n_boot!r}.")
     n, m = kxx.shape[0], kyy.shape[0]
+    if kxx.shape != (n, n) or kyy.shape != (m, m) or kxy.shape != (n, m):
+        raise InputError(
+            f"the Gram blocks must be kxx [n, n], kyy [m, m] and kxy [n, m], got shapes {tuple(kxx.shape)}, "
+            f"{tuple(kyy.shape)} and {tuple(kxy.shape)}."
+        )
+    g = torch.Generator().manual_seed(seed)
     _check_bootstrap_sizes(n, m)
     hn, hm = max(1, n // 2), max(1, m // 2)
     point = mmd2_from_gram(kxx, kyy, kxy)

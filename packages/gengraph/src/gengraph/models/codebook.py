@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from gencore.errors import ConfigError
 from gencore.train import all_gather_rows, broadcast_state
 from gengraph.hyperbolic.geometry import Geometry
 
@@ -36,6 +37,10 @@ class ManifoldCodebook(nn.Module):
         self, geometry: Geometry, size: int, *, decay: float = 0.9, dead_threshold: float = 0.03, kmeans_iters: int = 10
     ) -> None:
         super().__init__()
+        if size < 1:
+            raise ConfigError(f"the codebook size must be a positive integer, got {size}.")
+        if not 0 <= decay < 1:  # a decay above 1 moves each code away from its cluster's mean
+            raise ConfigError(f"the codebook decay must lie in [0, 1), got {decay}.")
         self.__dict__["geometry"] = geometry  # shared, not a submodule: the owner registers it once
         self.size, self.decay, self.dead_threshold, self.kmeans_iters = size, decay, dead_threshold, kmeans_iters
         self.register_buffer("codes", torch.zeros(size, geometry.dim))

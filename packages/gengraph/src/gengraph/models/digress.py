@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.discrete.marginal import MarginalTransitionDiffusion
+from gencore.errors import ConfigError
 from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
 from gengraph.batch import structural_features
@@ -128,6 +129,8 @@ def digress_sample(
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Ancestral sampling from the marginals: ``(edges [B, N, N], nodes [B, N])``."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:  # 0 steps would return the noise
+        raise ConfigError(f"the number of sampling steps must be a positive integer, got {steps!r}.")
     b, n = mask.shape
     pair = (mask[:, :, None] & mask[:, None, :]).triu(1)
     x = node_noise.prior((b, n), generator=generator) * mask

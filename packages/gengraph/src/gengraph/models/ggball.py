@@ -90,6 +90,15 @@ class GGBallConfig:
             raise ConfigError(f"hidden ({self.hidden}) and latent_dim ({self.latent_dim}) must be divisible by heads.")
         if not self.curvature > 0:
             raise ConfigError(f"curvature must be positive, got {self.curvature}.")
+        if not 0 <= self.codebook_decay < 1:  # a decay above 1 moves each code away from its cluster's mean
+            raise ConfigError(f"codebook_decay must lie in [0, 1), got {self.codebook_decay}.")
+        for name in ("gnn_layers", "transformer_layers", "vq_warmup", "laplacian_pe", "random_features"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be a non-negative integer, got {getattr(self, name)}.")
+        if not self.commitment >= 0 or not self.node_loss_weight >= 0:
+            raise ConfigError(
+                f"commitment and node_loss_weight must be >= 0, got {self.commitment} and {self.node_loss_weight}."
+            )
         if not self.code_repulsion >= 0 or not self.repulsion_radius > 0:
             raise ConfigError(
                 f"code_repulsion must be >= 0 and repulsion_radius > 0, got {self.code_repulsion} and "
