@@ -243,3 +243,19 @@ def test_lorentz_float32_log_matches_float64_far_from_the_origin():
     v32, v64 = m.logmap(x, y), m.logmap(x.double(), y.double())
     rel = ((v32.double() - v64).norm(dim=-1) / v64.norm(dim=-1)).max()
     assert rel < 1e-5
+
+
+def test_ball_with_a_fixed_curvature_computes_float64_with_the_exact_c():
+    """c = 0.3 is not a float32 number: a fixed ball's float64 distance equals the closed form with the exact 0.3
+    (geoopt's float32 parameter gives 0.30000007, a relative error ~1e-7 in the distance)."""
+    ball = PoincareBall(dim=3, c=0.3)
+    g = torch.Generator().manual_seed(0)
+    x = 0.5 * torch.randn(5, 3, generator=g, dtype=torch.float64)
+    y = 0.5 * torch.randn(5, 3, generator=g, dtype=torch.float64)
+    c = 0.3
+    z = 2 * c * (x - y).square().sum(-1) / ((1 - c * x.square().sum(-1)) * (1 - c * y.square().sum(-1)))
+    exact = torch.acosh(1 + z) / math.sqrt(c)
+    assert torch.allclose(ball.dist(x, y), exact, rtol=1e-13, atol=0)
+    assert float(ball.c) == 0.3 and ball.curvature == -0.3
+    learnable = PoincareBall(dim=3, c=0.3, learnable=True)
+    assert learnable.c.requires_grad  # the learnable curvature is still geoopt's parameter

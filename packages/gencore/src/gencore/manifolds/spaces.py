@@ -225,8 +225,10 @@ class PoincareBall(Manifold):
     """The Poincare ball of curvature ``-c``: ``|x| < 1 / sqrt(c)``, metric ``lambda_x^2 I``,
     ``lambda_x = 2 / (1 - c |x|^2)``.
 
-    ``c`` is geoopt's (optionally learnable) curvature parameter, so gradients reach it through every
-    operation. The base is a wrapped normal at the origin with standard deviation ``base_std``.
+    A learnable ``c`` is geoopt's curvature parameter, so gradients reach it through every operation; a fixed
+    ``c`` is kept as the exact number given (geoopt's parameter is a float32 softplus, which would put
+    ``c = 0.3`` at 0.30000007 in float64 arithmetic). The base is a wrapped normal at the origin with standard
+    deviation ``base_std``.
     """
 
     name = "ball"
@@ -239,11 +241,15 @@ class PoincareBall(Manifold):
         if not base_std > 0:
             raise ConfigError(f"base_std must be positive, got {base_std}.")
         self.geo = geoopt.PoincareBall(c=c, learnable=learnable)
+        self._c_fixed = None if learnable else float(c)
         self.base_std = float(base_std)
 
     @property
     def c(self) -> torch.Tensor:
-        return self.geo.c
+        """The curvature magnitude: geoopt's parameter when learnable, else the exact ``c`` as a float64 scalar."""
+        if self._c_fixed is None:
+            return self.geo.c
+        return torch.tensor(self._c_fixed, dtype=torch.float64)
 
     @property
     def curvature(self) -> float:  # type: ignore[override]
@@ -322,7 +328,7 @@ class PoincareBall(Manifold):
         return wrapped_normal_log_prob(r, self.dim, self.base_std, self.curvature)
 
     def origin(self, dtype=torch.float32):
-        return torch.zeros(self.dim, dtype=dtype, device=self.c.device)
+        return torch.zeros(self.dim, dtype=dtype, device=self.geo.c.device)  # where the module was moved
 
     def origin_tangent(self, coords):
         return coords / 2  # lambda_0 = 2
