@@ -3,6 +3,7 @@ with one sentence naming the offending argument and what was expected."""
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -43,6 +44,27 @@ def check_same_dim(a: torch.Tensor, b: torch.Tensor, name_a: str, name_b: str) -
         raise InputError(
             f"{name_a} has feature shape {tuple(a.shape[1:])} but {name_b} has {tuple(b.shape[1:])}; they must match."
         )
+
+
+def _int_range(low: int | None, high: int | None) -> str:
+    if high is not None:
+        return f"an integer from {low} to {high}" if low is not None else f"an integer <= {high}"
+    return {None: "an integer", 0: "a non-negative integer", 1: "a positive integer"}.get(low, f"an integer >= {low}")
+
+
+def check_int(
+    value: object, name: str, *, low: int | None = None, high: int | None = None, error: type[Exception] = ConfigError
+) -> int:
+    """``value`` as an ``int`` (a Python or NumPy integer, or a one-element integer tensor; never a bool or a
+    float) within ``[low, high]``; otherwise one ``error`` sentence naming ``name`` and the range expected."""
+    if not isinstance(value, bool):
+        try:
+            number = operator.index(value)
+        except TypeError:
+            number = None
+        if number is not None and (low is None or number >= low) and (high is None or number <= high):
+            return number
+    raise error(f"{name} must be {_int_range(low, high)}, got {value!r}.")
 
 
 def check_choice(value: str, choices: Sequence[str], what: str) -> str:

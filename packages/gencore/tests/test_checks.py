@@ -1,0 +1,40 @@
+"""The shared argument checks: integers of every kind accepted, floats and bools refused, one sentence each."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gencore.checks import check_int
+from gencore.errors import ConfigError, InputError
+
+
+@pytest.mark.parametrize("value", [3, np.int64(3), np.int32(3), torch.tensor(3)])
+def test_check_int_accepts_python_numpy_and_tensor_integers(value):
+    got = check_int(value, "n", low=1)
+    assert got == 3 and type(got) is int
+
+
+@pytest.mark.parametrize(
+    ("value", "low", "high", "words"),
+    [
+        (0, 1, None, "a positive integer"),
+        (-1, 0, None, "a non-negative integer"),
+        (3, 4, None, "an integer >= 4"),
+        (61, 1, 60, "an integer from 1 to 60"),
+        (2.0, 1, None, "a positive integer"),  # a float is refused even when whole
+        (True, 0, None, "a non-negative integer"),  # so is a bool
+        ("3", None, None, "an integer"),
+        (torch.tensor(2.0), 1, None, "a positive integer"),
+    ],
+)
+def test_check_int_refuses_with_one_sentence_naming_the_argument_and_range(value, low, high, words):
+    with pytest.raises(ConfigError) as exc:
+        check_int(value, "the thing", low=low, high=high)
+    assert str(exc.value) == f"the thing must be {words}, got {value!r}."
+
+
+def test_check_int_raises_the_requested_error_type():
+    with pytest.raises(InputError, match="step must be a non-negative integer"):
+        check_int(-2, "step", low=0, error=InputError)
