@@ -110,7 +110,7 @@ def test_cli_reports_bad_files_in_one_line(tmp_path, capsys) -> None:
     assert main(["evaluate", "--reference", "no-such-set", "--generated", str(bad)]) == 2
     assert "unknown graph dataset 'no-such-set'" in capsys.readouterr().err
     assert main(["evaluate", "--reference", "karate", "--generated", "karate", "--bootstrap", "-1"]) == 2
-    assert "bootstrap draws must be 0 (none) or positive, got -1" in capsys.readouterr().err
+    assert "bootstrap draws (0: none) must be a non-negative integer, got -1" in capsys.readouterr().err
 
 
 def test_cli_output_format_follows_the_suffix(tmp_path, capsys) -> None:

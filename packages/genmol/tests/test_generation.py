@@ -22,9 +22,9 @@ def model():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"sizes": [0, 3]}, "sizes must be positive integers"),
-        ({"sizes": [-1]}, "sizes must be positive integers"),
-        ({"sizes": [2.5]}, "sizes must be positive integers"),
+        ({"sizes": [0, 3]}, "every size .atoms per molecule. must be a positive integer"),
+        ({"sizes": [-1]}, "every size .atoms per molecule. must be a positive integer"),
+        ({"sizes": [2.5]}, "every size .atoms per molecule. must be a positive integer"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
         ({"steps": 2.5}, "steps must be a positive integer"),
     ],

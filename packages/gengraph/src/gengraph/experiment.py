@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-from gencore.checks import check_choice
+from gencore.checks import check_choice, check_int
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError, InputError
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
@@ -154,8 +154,7 @@ def train_run(
     empty = [i for i, g in enumerate(graphs) if not g.n_nodes]
     if empty:  # its fully masked attention rows are NaN, and NaN * 0 makes the whole batch's loss NaN
         raise InputError(f"graph {empty[0]} of the training set has no nodes; the generators need at least one.")
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise ConfigError(f"nproc must be a positive integer, got {nproc!r}.")
+    nproc = check_int(nproc, "nproc", low=1)
     if cfg.batch_size % nproc:
         raise ConfigError(f"batch size {cfg.batch_size} must be divisible by the number of processes ({nproc}).")
     out = Path(out_dir)
@@ -293,8 +292,7 @@ def sample_run(
         raise ConfigError(f"the number of graphs must be positive, got {n}.")
     if batch_size < 1:
         raise ConfigError(f"the batch size must be positive, got {batch_size}.")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:  # 0 steps would decode the noise
-        raise ConfigError(f"the number of sampling steps must be a positive integer, got {steps!r}.")
+    steps = check_int(steps, "the number of sampling steps", low=1)  # 0 steps would decode the noise
     info = read_run(run_dir)
     run = Path(run_dir)
     g = torch.Generator().manual_seed(seed)

@@ -27,11 +27,11 @@ Each sampler draws i.i.d. points: ``sample_<name>(n, generator=None)`` returns f
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Callable
 
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 
 GeneratorLike = torch.Generator | int | None
@@ -55,13 +55,7 @@ def as_generator(generator: GeneratorLike = None, *, seed: int | None = None) ->
 
 
 def _check_n(n: int) -> int:
-    try:
-        value = operator.index(n)
-    except TypeError:
-        value = -1
-    if isinstance(n, bool) or value < 0:
-        raise InputError(f"n must be a non-negative integer number of samples, got {n!r}.")
-    return value
+    return check_int(n, "n (the number of samples)", low=0, error=InputError)
 
 
 def _randn(n: int, d: int, g: torch.Generator | None) -> torch.Tensor:

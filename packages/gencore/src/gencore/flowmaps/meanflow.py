@@ -47,7 +47,7 @@ from collections.abc import Callable
 
 import torch
 
-from gencore.checks import check_choice
+from gencore.checks import check_choice, check_int
 from gencore.errors import ConfigError, InputError
 from gencore.nn import broadcast_time, expand_like
 from gencore.paths.affine import AffineGaussianPath
@@ -71,8 +71,7 @@ def flow_map(model: FlowMapModel, x: torch.Tensor, s: torch.Tensor | float, t: t
 @torch.no_grad()
 def sample_flow_map(model: FlowMapModel, noise: torch.Tensor, nfe: int) -> torch.Tensor:
     """``nfe`` uniform jumps of the flow map from noise at ``t = 0`` to data at ``t = 1``."""
-    if isinstance(nfe, bool) or not isinstance(nfe, int) or nfe < 1:
-        raise ConfigError(f"nfe must be a positive integer, got {nfe!r}.")
+    nfe = check_int(nfe, "nfe", low=1)
     grid = torch.linspace(0.0, 1.0, nfe + 1, dtype=torch.float64).tolist()
     x = noise
     for a, b in itertools.pairwise(grid):

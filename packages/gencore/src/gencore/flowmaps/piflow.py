@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from gencore.flowmaps.network import mlp, smooth_time_embedding
 from gencore.nn import broadcast_time, expand_like
@@ -195,8 +196,7 @@ def _segments(nfe: int) -> list[tuple[float, float]]:
 @torch.no_grad()
 def sample_policy(student: Callable[..., GaussianMixture], noise: torch.Tensor, nfe: int, substeps: int = 128):
     """``nfe`` policy generations on a uniform grid, each rolled out with ``substeps // nfe`` substeps (>= 1)."""
-    if isinstance(nfe, bool) or not isinstance(nfe, int) or nfe < 1:
-        raise ConfigError(f"nfe must be a positive integer, got {nfe!r}.")
+    nfe = check_int(nfe, "nfe", low=1)
     x = noise
     per = max(1, substeps // nfe)
     for a, b in _segments(nfe):

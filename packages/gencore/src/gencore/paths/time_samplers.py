@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, ConvergenceError, InputError
 
 
@@ -56,8 +57,7 @@ class TimeSampler(ABC):
         dtype: torch.dtype | None = None,
     ) -> torch.Tensor:
         """Draw ``n`` times, a ``[n]`` tensor in ``[t_min, t_max]`` (default dtype unless ``dtype``)."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise InputError(f"n must be a non-negative int, got {n!r}.")
+        n = check_int(n, "n", low=0, error=InputError)
         u = self._draw(n, generator, _draw_device(generator, device))
         if self.t_min != 0.0 or self.t_max != 1.0:
             u = self.t_min + (self.t_max - self.t_min) * u

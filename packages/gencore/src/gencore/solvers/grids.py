@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError
 
 __all__ = ["karras_grid", "shifted_grid", "sigma_to_t", "t_to_sigma", "uniform_grid"]
 
 
 def _check_steps(n_steps: int) -> None:
-    if isinstance(n_steps, bool) or not isinstance(n_steps, int) or n_steps < 1:
-        raise ConfigError(f"n_steps must be an integer >= 1, got {n_steps!r}.")
+    check_int(n_steps, "n_steps", low=1)
 
 
 def uniform_grid(

@@ -49,6 +49,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load as _st_load
 from safetensors.torch import save as _st_save
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, read_json, save_tensors, write_json
 
@@ -381,10 +382,9 @@ def save_checkpoint(
     checkpoint and the ``keep_last - 1`` newest others are kept (``keep_last=None`` keeps all), and stale
     ``.tmp-*`` folders are removed: exactly one process may write into ``root``.
     """
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise InputError(f"step must be a non-negative int, got {step!r}.")
-    if keep_last is not None and (isinstance(keep_last, bool) or not isinstance(keep_last, int) or keep_last < 1):
-        raise InputError(f"keep_last must be a positive int or None, got {keep_last!r}.")
+    step = check_int(step, "step", low=0, error=InputError)
+    if keep_last is not None:
+        keep_last = check_int(keep_last, "keep_last (or None)", low=1, error=InputError)
     if not isinstance(groups, dict) or not groups:
         raise InputError("groups must be a non-empty dict mapping a group name to its state.")
     for name in groups:

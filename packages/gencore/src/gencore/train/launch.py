@@ -18,7 +18,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from gencore.errors import ConfigError, GenError
+from gencore.checks import check_int
+from gencore.errors import GenError
 from gencore.train.signals import record_signal, signal_received
 
 
@@ -60,8 +61,7 @@ def launch(
     ``shutdown_timeout`` seconds: an interrupted ``launch`` takes that long to return; the checkpoint
     is on disk well before.)
     """
-    if isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
-        raise ConfigError(f"nproc must be a positive integer, got {nproc!r}.")
+    nproc = check_int(nproc, "nproc", low=1)
     if nproc == 1 or in_worker():
         return {int(os.environ.get("RANK", "0") or 0): entry(*args)}
     record_signal(None)

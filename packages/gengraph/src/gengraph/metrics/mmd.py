@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from gengraph.graph import Graph
 from gengraph.metrics.descriptors import (
@@ -130,8 +131,7 @@ def graph_mmd(
     """``{key: mmd2}`` for each metric; with ``n_boot > 0`` also ``key + "_low"`` / ``"_high"`` (the
     ``coverage`` subsampling interval of :func:`mmd_bootstrap`: re-centred, rescaled half-set draws, see the
     module docstring)."""
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
-        raise InputError(f"the number of bootstrap draws must be 0 (none) or positive, got {n_boot}.")
+    n_boot = check_int(n_boot, "the number of bootstrap draws (0: none)", low=0, error=InputError)
     _check(metrics, reference, generated)
     if n_boot > 0:
         _check_bootstrap_sizes(len(reference), len(generated))
@@ -166,8 +166,7 @@ def mmd_bootstrap(
     the Gram blocks ``kxx [n, n]``, ``kyy [m, m]`` and ``kxy [n, m]``."""
     if not 0 < coverage < 1:
         raise ConfigError(f"coverage must lie in (0, 1), got {coverage}.")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 1:
-        raise ConfigError(f"the number of bootstrap draws must be a positive integer, got {n_boot!r}.")
+    n_boot = check_int(n_boot, "the number of bootstrap draws", low=1)
     n, m = kxx.shape[0], kyy.shape[0]
     if kxx.shape != (n, n) or kyy.shape != (m, m) or kxy.shape != (n, m):
         raise InputError(

@@ -23,8 +23,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from gencore.checks import check_int
 from gencore.discrete.marginal import MarginalTransitionDiffusion
-from gencore.errors import ConfigError
 from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
 from gengraph.batch import structural_features
@@ -129,8 +129,7 @@ def digress_sample(
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Ancestral sampling from the marginals: ``(edges [B, N, N], nodes [B, N])``."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:  # 0 steps would return the noise
-        raise ConfigError(f"the number of sampling steps must be a positive integer, got {steps!r}.")
+    steps = check_int(steps, "the number of sampling steps", low=1)  # 0 steps would return the noise
     b, n = mask.shape
     pair = (mask[:, :, None] & mask[:, None, :]).triu(1)
     x = node_noise.prior((b, n), generator=generator) * mask

@@ -21,7 +21,6 @@ depend on the SE(3) strategy (:mod:`genmol.generation.strategies`).
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -30,6 +29,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from gencore.checks import check_int
 from gencore.discrete import MaskedDiffusion, sample_categorical
 from gencore.errors import ConfigError, InputError
 from gencore.paths import AffineGaussianPath, LinearSchedule
@@ -184,20 +184,11 @@ def draw_sizes(histogram: dict[int, int], n: int, generator: torch.Generator) ->
     return sizes[torch.multinomial(probs / probs.sum(), n, replacement=True, generator=generator)].tolist()
 
 
-def _positive_int(value: Any) -> bool:
-    """Whether ``value`` is an integer >= 1 (Python, NumPy or a one-element integer tensor; not a float)."""
-    try:
-        return operator.index(value) >= 1
-    except TypeError:
-        return False
-
-
 def check_sampler(sampler: str, steps: int, noise_scale: float) -> None:
     """One :class:`ConfigError` sentence unless ``sampler`` is known, ``steps >= 1`` and ``noise_scale >= 0``."""
     if sampler not in SAMPLERS:
         raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
-    if not _positive_int(steps):
-        raise ConfigError(f"steps must be a positive integer, got {steps!r}.")
+    check_int(steps, "steps", low=1)
     if not noise_scale >= 0:
         raise ConfigError(f"the SDE noise scale must be non-negative, got {noise_scale}.")
 
@@ -223,9 +214,8 @@ def sample_joint(
     check_strategy(strategy)
     check_hydrogens(hydrogens)
     check_sampler(sampler, steps, noise_scale)
-    bad = [s for s in sizes if not _positive_int(s)]
-    if bad:
-        raise ConfigError(f"sizes must be positive integers (atoms per molecule), got {bad[:5]}.")
+    for size in sizes:
+        check_int(size, "every size (atoms per molecule)", low=1)
     if batch_size < 1:
         raise ConfigError(f"batch_size must be a positive integer, got {batch_size}.")
     from tqdm.auto import tqdm
