@@ -87,7 +87,7 @@ def test_refusals_that_need_the_run_come_before_sampling_and_writing(digits_run,
     argv = ["evaluate", "--run", str(digits_run), "--n", "4", "--input-px", "16", "--json", str(path), "--no-progress"]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "input size must be an integer of at least 32 pixels, got 16" in err[0]
+    assert len(err) == 1 and "input size in pixels must be an integer >= 32, got 16" in err[0]
     assert not path.exists()
 
 

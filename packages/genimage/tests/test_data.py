@@ -338,3 +338,12 @@ def test_hand_made_shards_follow_webdataset_keys_and_an_unlabelled_set_ignores_c
     _tar_of(root / "a.tar", [("b.seg.png", png(0))])
     with pytest.raises(InputError, match=r"sample 'b' has no \.png, \.jpg, \.jpeg or \.webp member"):
         list(ShardedImages(root, image_size=8))
+
+
+@pytest.mark.parametrize(("nrow", "scale"), [(0, None), (-1, None), (1.5, None), (None, 0), (None, -2)])
+def test_write_grid_refuses_non_positive_rows_and_scale(tmp_path, nrow, scale) -> None:
+    from genimage.imageio import write_grid
+
+    with pytest.raises(ConfigError, match=r"nrow|scale"):
+        write_grid(tmp_path / "g.png", torch.zeros(4, 1, 8, 8), nrow=nrow, scale=scale)
+    assert not (tmp_path / "g.png").exists()

@@ -106,3 +106,47 @@ def test_efflite0_features_are_deterministic_and_separate_content() -> None:
     assert across > within
     gray = efflite0_features(flat[:, :1], input_px=64)
     assert torch.allclose(gray, efflite0_features(flat[:, :1].expand(-1, 3, -1, -1), input_px=64))
+
+
+@pytest.mark.parametrize(("subset_size", "n_subsets"), [(1, 5), (-5, 5), (10, 0)])
+def test_kid_refuses_subset_settings_that_give_nan_or_a_wrong_slice(subset_size: int, n_subsets: int) -> None:
+    from gencore.errors import ConfigError
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(30, 4, generator=g), torch.randn(30, 4, generator=g)
+    with pytest.raises(ConfigError, match="subset"):
+        kernel_inception_distance(a, b, subset_size=subset_size, n_subsets=n_subsets)
+
+
+def test_distances_refuse_non_finite_features() -> None:
+    from gencore.errors import InputError
+
+    a = torch.randn(10, 3)
+    bad = a.clone()
+    bad[2, 1] = float("nan")
+    with pytest.raises(InputError, match="finite"):
+        frechet_distance(bad, a)
+    with pytest.raises(InputError, match="finite"):
+        kernel_inception_distance(a, bad)
+    with pytest.raises(InputError, match="finite"):
+        knn_precision_recall(a, bad)
+
+
+@pytest.mark.parametrize(("k", "block"), [(0, 8), (-1, 8), (3, 0)])
+def test_knn_refuses_non_positive_k_and_block(k: int, block: int) -> None:
+    from gencore.errors import ConfigError
+
+    a, b = torch.randn(10, 3), torch.randn(10, 3)
+    with pytest.raises(ConfigError, match="k-NN"):
+        knn_precision_recall(a, b, k=k, block=block)
+
+
+def test_spectral_errors_refuse_mismatched_sizes_and_degenerate_images() -> None:
+    from gencore.errors import InputError
+
+    with pytest.raises(InputError, match="one size"):
+        spectral_errors(torch.zeros(2, 1, 16, 16), torch.zeros(2, 1, 8, 8))
+    with pytest.raises(InputError, match="2x2"):
+        spectral_errors(torch.zeros(2, 1, 1, 1), torch.zeros(2, 1, 1, 1))
+    with pytest.raises(InputError, match="at least one image"):
+        radial_power_spectrum(torch.zeros(0, 1, 8, 8))

@@ -127,3 +127,12 @@ def test_klvae_scale_consistency_term_and_round_trip(tmp_path) -> None:
     vae.save_pretrained(tmp_path / "vae")
     again = KLVAE.from_pretrained(tmp_path / "vae")
     assert torch.equal(again.to_latent(x), vae.to_latent(x)) and float(again.latent_scale) == 2.0
+
+
+@pytest.mark.parametrize(("size", "scale_weight"), [(9, 0.0), (10, 0.5)])
+def test_klvae_loss_refuses_sizes_its_downsampling_does_not_divide(size: int, scale_weight: float) -> None:
+    vae = KLVAE(channels=1, width=8)
+    x = torch.zeros(2, 1, size, size)
+    assert vae.latent_shape(x) == tuple(vae.to_latent(x).shape)
+    with pytest.raises(InputError, match="divisible"):
+        klvae_loss(vae, x, torch.Generator().manual_seed(0), scale_weight=scale_weight)

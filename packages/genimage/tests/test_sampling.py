@@ -109,3 +109,71 @@ def test_bits_per_dim_matches_the_analytic_gaussian() -> None:
     expected = float(((-logp + d * math.log(127.5)) / (d * math.log(2))).mean())
     assert bpd == pytest.approx(expected, abs=0.01)
     assert bits_per_dim(_run("vp"), images) is None
+
+
+def _conditional_run() -> LoadedRun:
+    model = DiT(image_size=4, channels=1, patch_size=2, size="DiT-Mi", num_classes=3).eval()
+    config = {
+        "prediction": "velocity",
+        "objective": "flow",
+        "image_shape": [1, 4, 4],
+        "sample_shape": [1, 4, 4],
+        "t_end": 1.0,
+        "num_classes": 3,
+    }
+    return LoadedRun.from_parts(model, config)
+
+
+def test_labels_and_guidance_on_an_unconditional_run_are_refused() -> None:
+    from gencore.errors import ConfigError, InputError
+
+    run = _run("flow")
+    noise = sample_noise(run, 4)
+    with pytest.raises(InputError, match="unconditional"):
+        generate(run, noise, torch.tensor([0, 1, 2, 3]), nfe=2)
+    with pytest.raises(ConfigError, match="cfg_scale"):
+        generate(run, noise, nfe=2, cfg_scale=3.0)
+    with pytest.raises(InputError, match="unconditional"):
+        invert(run, noise, torch.tensor([0, 1, 2, 3]), nfe=2)
+
+
+def test_non_integer_labels_are_refused_not_truncated() -> None:
+    from gencore.errors import ConfigError, InputError
+
+    run = _conditional_run()
+    noise = sample_noise(run, 3)
+    with pytest.raises(InputError, match="integer"):
+        generate(run, noise, torch.tensor([0.7, 1.5, 2.2]), nfe=2)
+    with pytest.raises(ConfigError, match="finite"):
+        generate(run, noise, torch.tensor([0, 1, 2]), nfe=2, cfg_scale=float("nan"))
+    a = generate(run, noise, torch.tensor([0.0, 1.0, 2.0]), nfe=2)  # integral floats are class indices
+    torch.testing.assert_close(a, generate(run, noise, torch.tensor([0, 1, 2]), nfe=2))
+
+
+def test_sampling_arguments_are_checked() -> None:
+    from gencore.errors import ConfigError, InputError
+
+    run = _run("flow")
+    noise = sample_noise(run, 2)
+    with pytest.raises(ConfigError, match="nfe"):
+        generate(run, noise, nfe=8.0)
+    with pytest.raises(ConfigError, match="non-negative"):
+        sample_noise(run, -1)
+    with pytest.raises(InputError, match="NaN"):
+        generate(run, torch.full_like(noise, float("nan")), nfe=2)
+    with pytest.raises(InputError, match="NaN"):
+        invert(run, torch.full_like(noise, float("inf")), nfe=2)
+    from genimage.sampling import sample_images
+
+    with pytest.raises(ConfigError, match="batch_size"):
+        sample_images(run, 2, None, nfe=2, cfg_scale=1.0, solver="euler", seed=0, batch_size=0, progress=False)
+
+
+def test_bits_per_dim_refuses_images_of_another_shape() -> None:
+    from gencore.errors import InputError
+
+    run = _run("flow")
+    with pytest.raises(InputError, match="shape"):
+        bits_per_dim(run, torch.zeros(3, 1, 4, 4), steps=2)
+    with pytest.raises(InputError, match="N >= 1"):
+        bits_per_dim(run, torch.zeros(0, 1, 2, 2), steps=2)

@@ -94,3 +94,14 @@ def test_task_loss_masks_with_the_energy_of_the_chosen_input(energy: str) -> Non
     other = lwd_mask(wavelet_energy_map(x_t if energy == "clean" else x1), seen["t"], cfg.lwd_floor)
     assert not torch.equal(mask, other)  # the two choices differ on this batch
     assert float(metrics["lwd_mask_fraction"]) == pytest.approx(float(mask.mean()))
+
+
+def test_energy_map_keeps_float64() -> None:
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    a = wavelet_energy_map(x)
+    assert a.dtype == torch.float64
+    _, h, v, d = haar_dwt2(x)
+    energy = (h.square() + v.square() + d.square()).mean(dim=1, keepdim=True)
+    up = torch.nn.functional.interpolate(energy, size=(8, 8), mode="bilinear", align_corners=False)[:, 0]
+    lo, hi = up.amin(dim=(1, 2), keepdim=True), up.amax(dim=(1, 2), keepdim=True)
+    torch.testing.assert_close(a, (up - lo) / (hi - lo + 1e-8), rtol=0, atol=1e-12)

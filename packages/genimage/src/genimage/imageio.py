@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import InputError
 from gencore.io import atomic_path, ensure_dir
 
@@ -90,6 +91,8 @@ def save_png(path: str | os.PathLike, image: torch.Tensor, *, scale: int = 1) ->
 
 def image_grid_array(images: torch.Tensor, nrow: int | None = None, padding: int = 1) -> np.ndarray:
     """Tile ``[N, C, H, W]`` images into one uint8 array ``[rows*(H+p)+p, cols*(W+p)+p, C]`` (p = padding)."""
+    nrow = None if nrow is None else check_int(nrow, "nrow (or None)", low=1)
+    padding = check_int(padding, "padding", low=0)
     pixels = to_uint8(images)
     n, h, w, c = pixels.shape
     cols = nrow or max(1, math.ceil(math.sqrt(n)))
@@ -127,6 +130,7 @@ def write_grid(
 
     fmt = grid_format(path)
     check_images(images)
+    scale = None if scale is None else check_int(scale, "scale (or None)", low=1)
     if images.shape[0] == 0:
         raise InputError("write_grid needs at least one image.")
     grid = image_grid_array(images, nrow)

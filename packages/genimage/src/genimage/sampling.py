@@ -9,9 +9,12 @@ evaluations' worth of steps: ``steps = nfe // evals_per_step`` (Euler 1, midpoin
 
 from __future__ import annotations
 
+import math
+
 import torch
 from tqdm.auto import tqdm
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from gencore.solvers import FIXED_STEP_METHODS, solve_ode
 from genimage.runs import LoadedRun
@@ -25,6 +28,7 @@ def time_grid(run: LoadedRun, nfe: int, solver: str) -> torch.Tensor:
     """Uniform grid ``[steps + 1]`` on ``[0, t_end]`` with ``steps = nfe // evals_per_step(solver)``."""
     if solver not in FIXED_STEP_METHODS:
         raise ConfigError(f"unknown solver {solver!r}; expected one of: {', '.join(FIXED_STEP_METHODS)}.")
+    nfe = check_int(nfe, "nfe", low=1)
     steps = nfe // EVALS_PER_STEP[solver]
     if steps < 1:
         raise ConfigError(f"nfe {nfe} is too small for the {solver} solver ({EVALS_PER_STEP[solver]} per step).")
@@ -33,13 +37,24 @@ def time_grid(run: LoadedRun, nfe: int, solver: str) -> torch.Tensor:
 
 def sample_noise(run: LoadedRun, n: int, seed: int = 0) -> torch.Tensor:
     """Standard normal noise ``[n, *run.sample_shape]`` from ``seed``."""
+    n = check_int(n, "n (the number of noise samples)", low=0)
     return torch.randn((n, *run.sample_shape), generator=torch.Generator().manual_seed(seed))
 
 
-def _labels(run: LoadedRun, labels: torch.Tensor | None, n: int) -> torch.Tensor | None:
-    if labels is None or not run.num_classes:
+def _labels(run: LoadedRun, labels: torch.Tensor | None, n: int, cfg_scale: float) -> torch.Tensor | None:
+    """The class labels ``[n]`` (int64) of a conditional run, checked; guidance needs a conditional run."""
+    if isinstance(cfg_scale, bool) or not isinstance(cfg_scale, (int, float)) or not math.isfinite(cfg_scale):
+        raise ConfigError(f"cfg_scale must be a finite number, got {cfg_scale!r}.")
+    if cfg_scale != 1.0 and not run.num_classes:
+        raise ConfigError(f"cfg_scale {cfg_scale} needs a class-conditional run; this run is unconditional (use 1).")
+    if labels is None:
         return None
-    y = torch.as_tensor(labels, dtype=torch.long)
+    if not run.num_classes:
+        raise InputError("labels were given, but the run is unconditional; pass labels=None.")
+    y = torch.as_tensor(labels)
+    if y.is_floating_point() and not bool((y == y.round()).all()):
+        raise InputError(f"labels must be integer class indices, got non-integer values of dtype {y.dtype}.")
+    y = y.long()
     if y.shape != (n,) or bool(((y < 0) | (y >= run.num_classes)).any()):
         raise InputError(f"labels must be [{n}] integers in 0..{run.num_classes - 1}, got shape {tuple(y.shape)}.")
     return y
@@ -49,6 +64,8 @@ def _check_state(run: LoadedRun, x: torch.Tensor, name: str, shape: tuple[int, .
     if not torch.is_tensor(x) or x.dim() != len(shape) + 1 or tuple(x.shape[1:]) != tuple(shape):
         got = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
         raise InputError(f"{name} must have shape [N, {', '.join(map(str, shape))}], got {got}.")
+    if not bool(torch.isfinite(x).all()):
+        raise InputError(f"{name} contains NaN or infinite values.")
 
 
 @torch.no_grad()
@@ -64,11 +81,12 @@ def generate(
     """Images (or videos) ``[N, *run.image_shape]`` in ``[-1, 1]`` from ``noise: [N, *run.sample_shape]``.
 
     ``labels: [N]`` class indices of a conditional run (None: unconditional); ``cfg_scale`` the
-    classifier-free guidance weight (1: none); ``solver`` one of euler, midpoint, heun, rk4.
+    classifier-free guidance weight (1: none; other values need a conditional run); ``solver`` one of
+    euler, midpoint, heun, rk4. Labels given to an unconditional run are an :class:`InputError`.
     """
     _check_state(run, noise, "noise", run.sample_shape)
     device = next(run.model.parameters()).device
-    y = _labels(run, labels, noise.shape[0])
+    y = _labels(run, labels, noise.shape[0], cfg_scale)
     y = None if y is None else y.to(device)
     grid = time_grid(run, nfe, solver)
     x = solve_ode(lambda z, t: run.velocity(z, t, y, cfg_scale), noise.float().to(device), grid, method=solver).x
@@ -94,7 +112,7 @@ def invert(
     """
     _check_state(run, images, "images", run.image_shape)
     device = next(run.model.parameters()).device
-    y = _labels(run, labels, images.shape[0])
+    y = _labels(run, labels, images.shape[0], cfg_scale)
     y = None if y is None else y.to(device)
     grid = time_grid(run, nfe, solver).flip(0)
     z = run.encode(images.float().to(device))
@@ -117,6 +135,7 @@ def sample_images(
     """``n`` images (or videos) in ``[-1, 1]`` from :func:`sample_noise` ``(run, n, seed)``, generated
     ``batch_size`` at a time (so the model's memory does not grow with ``n``), with a progress bar on request;
     ``labels: [n]`` class indices, or None."""
+    batch_size = check_int(batch_size, "batch_size", low=1)
     noise = sample_noise(run, n, seed)
     out = []
     for start in tqdm(range(0, n, batch_size), desc="sample", disable=None if progress else True, leave=False):

@@ -62,9 +62,10 @@ def haar_idwt2(ll: torch.Tensor, h: torch.Tensor, v: torch.Tensor, d: torch.Tens
 def wavelet_energy_map(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
     """LWD's normalised detail-energy map ``A: [B, H, W]`` in ``[0, 1]`` of ``x: [B, C, H, W]``.
 
-    A constant image (no detail anywhere) gives ``A = 0``.
+    A constant image (no detail anywhere) gives ``A = 0``. Computed in float32, or in float64 for a
+    float64 ``x`` (the dtype of ``A``).
     """
-    _, h, v, d = haar_dwt2(x.detach().float())
+    _, h, v, d = haar_dwt2(x.detach().to(torch.promote_types(x.dtype, torch.float32)))
     energy = (h.square() + v.square() + d.square()).mean(dim=1, keepdim=True)
     up = F.interpolate(energy, size=x.shape[-2:], mode="bilinear", align_corners=False)[:, 0]
     lo = up.amin(dim=(1, 2), keepdim=True)

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from gencore.io import atomic_path, ensure_dir
 from genimage.data.folder import decode_files, decode_image, list_labelled_files
@@ -359,10 +360,8 @@ def load_video_folder(
     ``channels=None`` takes 1 when every video is grayscale, else 3. MP4/WebM/AVI/MOV files need PyAV: without
     it such a file is a :class:`ConfigError` (a missing package, not a bad file, so ``skip_bad`` does not skip it).
     """
-    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 4:
-        raise ConfigError(f"image size must be an integer of at least 4, got {image_size!r}.")
-    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
-        raise ConfigError(f"frames must be a positive integer, got {frames!r}.")
+    image_size = check_int(image_size, "image size", low=4)
+    frames = check_int(frames, "frames", low=1)
     if channels not in (None, 1, 3):
         raise ConfigError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels!r}.")
     files, labels, classes = list_videos(root)
@@ -399,8 +398,7 @@ def write_video_grid(
 
     if Path(path).suffix.lower() != ".gif":
         raise InputError(f"{str(path)!r}: videos are written as animated GIF; name the file with the suffix .gif.")
-    if isinstance(fps, bool) or not isinstance(fps, int) or not 1 <= fps <= MAX_GIF_FPS:
-        raise ConfigError(f"fps must be an integer from 1 to {MAX_GIF_FPS} (GIF delays are 1/100 s), got {fps!r}.")
+    fps = check_int(fps, "fps (GIF delays are 1/100 s)", low=1, high=MAX_GIF_FPS)
     check_videos(videos)
     if videos.shape[0] == 0 or videos.shape[2] == 0:
         raise InputError(f"write_video_grid needs at least one video of at least one frame, got {tuple(videos.shape)}.")

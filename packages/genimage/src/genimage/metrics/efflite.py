@@ -20,6 +20,7 @@ from functools import lru_cache
 import torch
 import torch.nn.functional as F
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError
 from genimage.imageio import check_images
 
@@ -47,10 +48,7 @@ MIN_INPUT_PX = 32  # the network downsamples 32 times; a smaller input has no pi
 
 def check_input_px(input_px: int) -> None:
     """Raise :class:`~gencore.errors.ConfigError` unless ``input_px`` is an integer of at least ``MIN_INPUT_PX``."""
-    if isinstance(input_px, bool) or not isinstance(input_px, int) or input_px < MIN_INPUT_PX:
-        raise ConfigError(
-            f"the EfficientNet-Lite0 input size must be an integer of at least {MIN_INPUT_PX} pixels, got {input_px!r}."
-        )
+    check_int(input_px, "the EfficientNet-Lite0 input size in pixels", low=MIN_INPUT_PX)
 
 
 @torch.inference_mode()

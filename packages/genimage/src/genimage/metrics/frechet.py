@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import InputError
 
 
@@ -29,6 +30,8 @@ def _check(a: torch.Tensor, b: torch.Tensor) -> None:
         raise InputError(f"feature sets must be [N, D] with equal D, got {tuple(a.shape)} and {tuple(b.shape)}.")
     if a.shape[0] < 2 or b.shape[0] < 2:
         raise InputError("each feature set needs at least 2 samples.")
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())):
+        raise InputError("feature sets must be finite; got NaN or infinite features.")
 
 
 def gaussian_stats(features: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -66,8 +69,13 @@ class KIDResult:
 def kernel_inception_distance(
     a: torch.Tensor, b: torch.Tensor, *, subset_size: int = 100, n_subsets: int = 50, seed: int = 0
 ) -> KIDResult:
-    """KID between feature sets ``a`` and ``b`` (see the module docstring)."""
+    """KID between feature sets ``a`` and ``b`` (see the module docstring).
+
+    ``subset_size`` (at least 2; capped at the smaller set's size) and ``n_subsets`` (at least 1) are integers.
+    """
     _check(a, b)
+    subset_size = check_int(subset_size, "KID subset_size", low=2)
+    n_subsets = check_int(n_subsets, "KID n_subsets", low=1)
     m = min(subset_size, a.shape[0], b.shape[0])
     d = a.shape[1]
     g = torch.Generator().manual_seed(seed)

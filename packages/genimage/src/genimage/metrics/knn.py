@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import InputError
 
 
@@ -30,11 +31,18 @@ def _covered(queries: torch.Tensor, points: torch.Tensor, radii: torch.Tensor, b
 
 
 def knn_precision_recall(real: torch.Tensor, fake: torch.Tensor, k: int = 3, block: int = 1024) -> dict[str, float]:
-    """``{"precision_knn": ..., "recall_knn": ...}`` for feature sets ``real: [N, D]``, ``fake: [M, D]``."""
+    """``{"precision_knn": ..., "recall_knn": ...}`` for feature sets ``real: [N, D]``, ``fake: [M, D]``.
+
+    ``k >= 1`` neighbours; ``block >= 1`` rows of distances at a time.
+    """
+    k = check_int(k, "k-NN precision/recall k", low=1)
+    block = check_int(block, "k-NN precision/recall block", low=1)
     if real.dim() != 2 or fake.dim() != 2 or real.shape[1] != fake.shape[1]:
         raise InputError(f"feature sets must be [N, D] with equal D, got {tuple(real.shape)} and {tuple(fake.shape)}.")
     if min(real.shape[0], fake.shape[0]) <= k:
         raise InputError(f"k-NN precision/recall needs more than k = {k} samples in each set.")
+    if not (bool(torch.isfinite(real).all()) and bool(torch.isfinite(fake).all())):
+        raise InputError("k-NN precision/recall needs finite features; got NaN or infinite values.")
     r, f = real.double(), fake.double()
     precision = _covered(f, r, _kth_radius(r, k, block), block).double().mean()
     recall = _covered(r, f, _kth_radius(f, k, block), block).double().mean()

@@ -20,6 +20,7 @@ import math
 
 import torch
 
+from gencore.errors import InputError
 from gencore.likelihood import log_likelihood
 from genimage.imageio import to_uint8
 from genimage.runs import LoadedRun
@@ -35,6 +36,9 @@ def bits_per_dim(
     seed: int = 0,
 ) -> float | None:
     """Mean bits/dim of ``images: [N, *image_shape]`` under ``run`` (None where undefined; module docstring)."""
+    if not torch.is_tensor(images) or images.shape[1:] != tuple(run.image_shape) or images.shape[0] < 1:
+        got = tuple(images.shape) if torch.is_tensor(images) else type(images).__name__
+        raise InputError(f"images must have shape [N, {', '.join(map(str, run.image_shape))}] with N >= 1, got {got}.")
     if run.vae is not None or run.objective != "flow":
         return None
     g = torch.Generator().manual_seed(seed)

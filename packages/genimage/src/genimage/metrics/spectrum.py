@@ -13,12 +13,20 @@ from __future__ import annotations
 
 import torch
 
+from gencore.errors import InputError
 from genimage.imageio import check_images
 
 
 def radial_power_spectrum(images: torch.Tensor) -> torch.Tensor:
-    """Mean radially averaged power ``P(r)``, ``r = 0 .. min(H, W) // 2``, as float64 ``[R + 1]``."""
+    """Mean radially averaged power ``P(r)``, ``r = 0 .. min(H, W) // 2``, as float64 ``[R + 1]``.
+
+    Needs at least one image, of at least 2 x 2 pixels (a ring ``r >= 1``).
+    """
     check_images(images)
+    if images.shape[0] < 1 or min(images.shape[-2:]) < 2:
+        raise InputError(
+            f"the power spectrum needs at least one image of at least 2x2 pixels, got {tuple(images.shape)}."
+        )
     x = images.detach().double().cpu()
     h, w = x.shape[-2:]
     power = torch.fft.fft2(x).abs().square().mean(dim=(0, 1)) / (h * w)
@@ -33,7 +41,15 @@ def radial_power_spectrum(images: torch.Tensor) -> torch.Tensor:
 
 
 def spectral_errors(generated: torch.Tensor, reference: torch.Tensor, eps: float = 1e-12) -> dict[str, float]:
-    """``{"spectral_error": ..., "hf_spectral_error": ...}`` (mean |log10 P_gen - log10 P_ref|; module docstring)."""
+    """``{"spectral_error": ..., "hf_spectral_error": ...}`` (mean |log10 P_gen - log10 P_ref|; module docstring).
+
+    Both sets must have one image size ``H x W`` (the rings are frequencies in cycles per image).
+    """
+    if torch.is_tensor(generated) and torch.is_tensor(reference) and generated.shape[-2:] != reference.shape[-2:]:
+        raise InputError(
+            f"generated and reference images must have one size H x W, got {tuple(generated.shape)} "
+            f"and {tuple(reference.shape)}."
+        )
     pg, pr = radial_power_spectrum(generated), radial_power_spectrum(reference)
     diff = (torch.log10(pg + eps) - torch.log10(pr + eps)).abs()
     r_max = diff.shape[0] - 1

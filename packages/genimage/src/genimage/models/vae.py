@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from gencore.io import Pretrained
 
 
@@ -83,8 +83,10 @@ class KLVAE(Pretrained, nn.Module):
         return self.decode(z), self.decode(F.avg_pool2d(z, 2)), mean, logvar
 
     def latent_shape(self, x: torch.Tensor) -> tuple[int, ...]:
-        """Shape of the latent of ``x: [B, C, H, W]``: ``[B, z, H/f, W/f]``."""
-        return (x.shape[0], self.config["latent_channels"], x.shape[2] // self.factor, x.shape[3] // self.factor)
+        """Shape of the latent of ``x: [B, C, H, W]``: ``[B, z, ceil(H/f), ceil(W/f)]`` (each stride-2 convolution
+        rounds up)."""
+        f = self.factor
+        return (x.shape[0], self.config["latent_channels"], -(-x.shape[2] // f), -(-x.shape[3] // f))
 
 
 def klvae_loss(
@@ -100,6 +102,13 @@ def klvae_loss(
     ``model`` is a :class:`KLVAE` or a wrapper of one (DDP): it is called, so gradients synchronise.
     """
     vae = model.module if isinstance(getattr(model, "module", None), KLVAE) else model
+    mult = vae.factor * (2 if scale_weight > 0 else 1)  # the scale-consistency term pools the latent 2x2 once more
+    if x.dim() != 4 or x.shape[-2] % mult or x.shape[-1] % mult:
+        raise InputError(
+            f"the KL-VAE loss needs images [B, C, H, W] with H and W divisible by {mult} "
+            f"(downsampling factor {vae.factor}{', times 2 for scale consistency' if scale_weight > 0 else ''}), "
+            f"got {tuple(x.shape)}."
+        )
     eps = torch.randn(vae.latent_shape(x), generator=generator, device=x.device, dtype=x.dtype)
     rec_full, rec_small, mean, logvar = model(x, eps)
     rec = (rec_full - x).square().mean()

@@ -64,6 +64,8 @@ class GaussianShadingWatermark:
         m = m.expand(n, -1) if m.dim() == 1 else m
         if m.shape != (n, self.message_bits):
             raise InputError(f"message must have shape [{self.message_bits}] or [N, L], got {tuple(m.shape)}.")
+        if bool(((m != 0) & (m != 1)).any()):
+            raise InputError("message must hold only 0/1 bits.")
         return (m[:, self.bit_index] + self.stream) % 2
 
     def embed(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from scipy import stats
 
-from gencore.errors import InputError
+from gencore.errors import ConfigError, InputError
 from gencore.metrics import roc_auc
 
 __all__ = [
@@ -37,6 +37,10 @@ def bit_accuracy(bits: torch.Tensor, message: torch.Tensor) -> float:
     """Fraction of ``bits: [N, L]`` equal to ``message: [L]`` or ``[N, L]``."""
     if bits.shape[-1] != message.shape[-1]:
         raise InputError(f"decoded bits have {bits.shape[-1]} bits but the message has {message.shape[-1]}.")
+    if bits.numel() == 0:
+        raise InputError(f"bit_accuracy needs at least one decoded bit, got bits of shape {tuple(bits.shape)}.")
+    if message.dim() == 2 and message.shape[0] != bits.shape[0]:
+        raise InputError(f"{bits.shape[0]} decoded messages but {message.shape[0]} reference messages.")
     return float((bits.long() == message.long()).double().mean())
 
 
@@ -47,7 +51,18 @@ def tpr_at_fpr(
     score_marked: torch.Tensor | None = None,
     score_clean: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """``tpr`` (p < alpha on marked), ``fpr`` (p < alpha on clean) and, given scores, ``tpr_empirical``."""
+    """``tpr`` (p < alpha on marked), ``fpr`` (p < alpha on clean) and, given scores, ``tpr_empirical``.
+
+    ``alpha`` must lie in ``(0, 1)``; every set must be non-empty.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ConfigError(f"the nominal false-positive rate alpha must lie in (0, 1), got {alpha!r}.")
+    sets = {"pvalue_marked": pvalue_marked, "pvalue_clean": pvalue_clean}
+    if score_marked is not None and score_clean is not None:
+        sets |= {"score_marked": score_marked, "score_clean": score_clean}
+    for name, values in sets.items():
+        if values.numel() == 0:
+            raise InputError(f"tpr_at_fpr needs a non-empty {name}.")
     out = {
         "tpr": float((pvalue_marked < alpha).double().mean()),
         "fpr": float((pvalue_clean < alpha).double().mean()),
@@ -59,7 +74,9 @@ def tpr_at_fpr(
 
 
 def pvalue_calibration(pvalues: torch.Tensor) -> dict[str, float]:
-    """KS statistic and p-value of ``pvalues`` against U(0, 1)."""
+    """KS statistic and p-value of ``pvalues`` against U(0, 1) (at least one p-value, none NaN)."""
+    if pvalues.numel() == 0 or bool(torch.isnan(pvalues).any()):
+        raise InputError(f"pvalue_calibration needs at least one p-value and no NaN, got {pvalues.numel()} values.")
     res = stats.kstest(pvalues.double().cpu().numpy(), "uniform")
     return {"ks_stat": float(res.statistic), "ks_pvalue": float(res.pvalue)}
 
@@ -129,6 +146,8 @@ def detectability_auc(marked: torch.Tensor, gaussian: torch.Tensor, *, seed: int
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
-    """Mean PSNR in dB between image batches in ``[-1, 1]`` (peak-to-peak 2)."""
+    """Mean PSNR in dB between image batches ``[N, ...]`` of one shape in ``[-1, 1]`` (peak-to-peak 2)."""
+    if a.shape != b.shape or a.dim() < 2 or a.shape[0] < 1:
+        raise InputError(f"psnr compares two batches [N, ...] of one shape, got {tuple(a.shape)} and {tuple(b.shape)}.")
     mse = (a.double() - b.double()).pow(2).flatten(1).mean(1).clamp_min(1e-12)
     return float((10 * torch.log10(4.0 / mse)).mean())

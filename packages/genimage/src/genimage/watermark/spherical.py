@@ -157,6 +157,8 @@ class SphericalWatermark:
         if m.shape != (n, self.embedding.message_bits):
             bits = self.embedding.message_bits
             raise InputError(f"message must have shape [{bits}] or [N, L], got {tuple(m.shape)}.")
+        if bool(((m != 0) & (m != 1)).any()):
+            raise InputError("message must hold only 0/1 bits.")
         return m
 
     def embed(

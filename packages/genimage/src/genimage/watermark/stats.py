@@ -7,7 +7,6 @@
 - :func:`correlation_pvalue`: for an isotropic ``z`` (any scale) and a fixed unit direction ``s``,
   ``(1 + <s, z/|z|>) / 2 ~ Beta((D-1)/2, (D-1)/2)``; the p-value is its upper tail. Scale-free,
   so a mis-estimated noise variance after inversion cannot break calibration.
-- :func:`ncx2_pvalue`: lower tail of a noncentral chi-square (Tree-Ring's distance statistic).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-__all__ = ["binomial_pvalue", "correlation_pvalue", "ncx2_pvalue"]
+__all__ = ["binomial_pvalue", "correlation_pvalue"]
 
 
 def binomial_pvalue(matches: torch.Tensor, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -37,9 +36,3 @@ def correlation_pvalue(z: torch.Tensor, direction: torch.Tensor) -> torch.Tensor
     a = (d - 1) / 2.0
     p = stats.beta.sf(((1.0 + cos) / 2.0).clamp(0, 1).cpu().numpy(), a, a)
     return torch.as_tensor(p, dtype=torch.float64)
-
-
-def ncx2_pvalue(statistic: torch.Tensor, dof: int, noncentrality: float) -> torch.Tensor:
-    """Lower-tail ``P(X <= statistic)`` for ``X ~ noncentral chi2(dof, noncentrality)``."""
-    x = statistic.detach().to(torch.float64).cpu().numpy()
-    return torch.as_tensor(stats.ncx2.cdf(x, dof, noncentrality), dtype=torch.float64)

@@ -19,12 +19,16 @@ Two known faults of the reference code are fixed here:
 * Its p-value treats every masked coefficient as an independent complex Gaussian with the
   variance estimated from the masked values themselves. Conjugate pairs carry the same
   information and self-conjugate frequencies (DC, Nyquist) are real, so the degrees of freedom
-  were wrong, and the variance estimate is biased by the mark. Here ``sigma^2`` is estimated
-  from the unmarked annulus ``radius <= |f| < 2 radius``; ``eta = sum 2 |y - k|^2 / sigma^2`` over
-  one representative of each conjugate pair plus ``sum (y - k)^2 / sigma^2`` over real frequencies
-  is noncentral chi-square with ``2 n_pair + n_real`` degrees of freedom and noncentrality
-  ``sum 2 k^2 / sigma^2 + sum_real k^2 / sigma^2`` under "not marked"; the p-value is its lower
-  tail (small distance = marked). The detection score is the reference's negative L1 distance.
+  were wrong, and the variance estimate is biased by the mark; any plug-in variance (ours used to
+  come from an unmarked annulus) leaves the p-values only approximately uniform (at 32 x 32 a KS
+  test on 20,000 unmarked draws rejected them, and the realised rate at a nominal 0.001 was 0.0015).
+  Here the masked spectrum is written as one real vector ``v`` (``sqrt(2) Re y`` and ``sqrt(2) Im y``
+  for one representative of each conjugate pair, ``y`` on the real frequencies), which is isotropic
+  Gaussian, of any scale, when the noise is white and unmarked; the p-value is the exact upper tail
+  of its cosine with the key's vector (:func:`~genimage.watermark.stats.correlation_pvalue`, a
+  Beta law), uniform under that null without estimating the variance. For a Gaussian mark in
+  Gaussian noise this linear statistic is also the likelihood-ratio test. The detection score stays
+  the reference's negative L1 distance.
 """
 
 from __future__ import annotations
@@ -34,13 +38,13 @@ import torch
 from gencore.errors import ConfigError, InputError
 from genimage.watermark.keys import WatermarkKey, derive_generator
 from genimage.watermark.spherical import Detection
-from genimage.watermark.stats import ncx2_pvalue
+from genimage.watermark.stats import correlation_pvalue
 
 __all__ = ["TreeRingWatermark", "ring_geometry"]
 
 
 def ring_geometry(h: int, w: int, radius: int) -> dict[str, torch.Tensor]:
-    """Masks over the ``[h, w]`` FFT grid: ``mask``, ``ring`` index, ``representative``, ``real``, ``annulus``."""
+    """Masks over the ``[h, w]`` FFT grid: ``mask``, ``ring`` index, ``representative``, ``real``."""
     fy = torch.fft.fftfreq(h, d=1.0 / h).round().long()
     fx = torch.fft.fftfreq(w, d=1.0 / w).round().long()
     r = (fy[:, None].double() ** 2 + fx[None, :].double() ** 2).sqrt()
@@ -49,8 +53,7 @@ def ring_geometry(h: int, w: int, radius: int) -> dict[str, torch.Tensor]:
     conj = ((-torch.arange(h)) % h)[:, None] * w + ((-torch.arange(w)) % w)[None, :]
     real = conj == idx
     representative = mask & (idx <= conj)
-    annulus = (r >= radius) & (r < 2 * radius)
-    return {"mask": mask, "ring": r.floor().long(), "representative": representative, "real": real, "annulus": annulus}
+    return {"mask": mask, "ring": r.floor().long(), "representative": representative, "real": real}
 
 
 class TreeRingWatermark:
@@ -79,12 +82,7 @@ class TreeRingWatermark:
                 f"tree-ring radius must be in [1, {min(h, w) // 2}) for {h}x{w} noise, got {self.radius}."
             )
         geo = ring_geometry(h, w, self.radius)
-        self.mask, self.representative, self.real, self.annulus = (
-            geo["mask"],
-            geo["representative"],
-            geo["real"],
-            geo["annulus"],
-        )
+        self.mask, self.representative, self.real = geo["mask"], geo["representative"], geo["real"]
         parts = torch.randn(2, self.radius, generator=derive_generator(key.seed, "tree-ring"), dtype=torch.float64)
         values = torch.complex(parts[0], parts[1])[geo["ring"].clamp(max=self.radius - 1)]
         conj_side = self.mask & ~self.representative
@@ -101,19 +99,17 @@ class TreeRingWatermark:
         z[:, self.channel] = patched.real
         return z.to(torch.float32)
 
+    def _real_vector(self, spec: torch.Tensor) -> torch.Tensor:
+        """``[..., dof]`` real coordinates of the masked spectrum ``[..., H, W]``, isotropic for white noise."""
+        pair, real = self.representative & ~self.real, self.representative & self.real
+        c = spec[..., pair]
+        return torch.cat([2**0.5 * c.real, 2**0.5 * c.imag, spec[..., real].real], dim=-1)
+
     def detect(self, z: torch.Tensor, generator: torch.Generator | None = None) -> Detection:
-        """Score (negative L1 distance on the mask) and the noncentral chi-square p-value."""
+        """Score (negative L1 distance on the mask) and the exact cosine p-value (module docstring)."""
         if z.dim() != 4 or tuple(z.shape[1:]) != self.shape:
             raise InputError(f"noise must have shape [N, {', '.join(map(str, self.shape))}], got {tuple(z.shape)}.")
         spec = torch.fft.fft2(z.detach().to(torch.float64)[:, self.channel], norm="ortho")
-        diff = spec - self.pattern
-        l1 = diff[:, self.mask].abs().mean(1)
-        sigma2 = spec[:, self.annulus].abs().pow(2).mean(1).clamp_min(1e-12)
-        rep_c = self.representative & ~self.real
-        rep_r = self.representative & self.real
-        eta = (2 * diff[:, rep_c].abs().pow(2).sum(1) + diff[:, rep_r].real.pow(2).sum(1)) / sigma2
-        k = self.pattern
-        lam = (2 * k[rep_c].abs().pow(2).sum() + k[rep_r].real.pow(2).sum()) / sigma2
-        dof = int(2 * rep_c.sum() + rep_r.sum())
-        pvalue = torch.stack([ncx2_pvalue(e.reshape(1), dof, float(lm))[0] for e, lm in zip(eta, lam)])
+        l1 = (spec - self.pattern)[:, self.mask].abs().mean(1)
+        pvalue = correlation_pvalue(self._real_vector(spec), self._real_vector(self.pattern))
         return Detection(score=-l1, pvalue=pvalue, bits=None)
