@@ -152,3 +152,22 @@ def test_evaluation_and_splice_run_in_the_saes_own_dtype(store_dir, arch):
     out = _splice_fn(sae64, skip_positions=1)(h)
     assert out.dtype == h.dtype and torch.equal(out[:, :1], h[:, :1])
     assert torch.allclose(out, _splice_fn(sae32, skip_positions=1)(h), atol=1e-5)
+
+
+def test_a_training_views_statistics_leave_out_the_held_out_sequences(tmp_path):
+    """The SAE's act_scale and decoder bias come from the view it trains on: held-out sequences at ten times the
+    scale must not change them (the store's running statistics cover every sequence)."""
+    from geninterp.training import position_stats
+
+    g = torch.Generator().manual_seed(0)
+    train = torch.randn(6, 4, 8, generator=g) + 1.0
+    held_out = 10 * torch.randn(2, 4, 8, generator=g)
+    with ActivationWriter(tmp_path / "s", d_model=8, seq_len=4) as w:
+        w.write(torch.cat([train, held_out]), torch.zeros(8, 4, dtype=torch.long))
+    store = ActivationStore(tmp_path / "s")
+    mean, sq = position_stats(store[0:6], skip_positions=0)
+    flat = train.reshape(-1, 8).double()
+    assert torch.allclose(mean.double(), flat.mean(0), atol=1e-5)
+    assert sq == pytest.approx(float(flat.pow(2).sum(1).mean()), rel=1e-5)
+    whole_mean, _ = position_stats(store, skip_positions=0)  # the whole store: its running statistics
+    assert torch.allclose(whole_mean, store.mean)

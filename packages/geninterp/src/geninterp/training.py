@@ -91,12 +91,13 @@ class SAETask:
 
 
 def position_stats(store: ActivationStore, skip_positions: int, max_sequences: int = 512) -> tuple[torch.Tensor, float]:
-    """Mean and mean squared norm of the activations at positions ``>= skip_positions``.
+    """Mean and mean squared norm of the activations at positions ``>= skip_positions`` of ``store`` (a view).
 
-    The store's running statistics when nothing is skipped; otherwise one pass over at most
-    ``max_sequences`` sequences spread evenly over ``store`` (a view).
+    The store's running statistics when nothing is skipped and the view is the whole store; otherwise one pass
+    over at most ``max_sequences`` sequences spread evenly over the view (so a training view's statistics never
+    include its held-out sequences).
     """
-    if skip_positions == 0:
+    if skip_positions == 0 and len(store) == store.index["n_sequences"]:
         return store.mean, store.mean_sq_norm
     picks = torch.linspace(0, len(store) - 1, min(len(store), max_sequences)).round().long().unique().tolist()
     acts = torch.stack([store[i][skip_positions:] for i in picks]).reshape(-1, store.d_model).double()
