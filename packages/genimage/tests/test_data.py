@@ -296,16 +296,6 @@ def test_a_malformed_classes_json_is_one_sentence(tmp_path, meta) -> None:
         ShardedImages(tmp_path / "s")
 
 
-def _tar_of(path, members) -> None:
-    import io
-
-    with tarfile.open(path, "w") as tar:
-        for name, payload in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(payload)
-            tar.addfile(info, io.BytesIO(payload))
-
-
 def test_hand_made_shards_follow_webdataset_keys_and_an_unlabelled_set_ignores_cls(tmp_path) -> None:
     """Keys end at the first dot of the file name (a dotted folder is part of the key), as WebDataset splits them;
     without classes.json a tar that labels only some samples still batches, as (image,) samples."""
@@ -320,7 +310,7 @@ def test_hand_made_shards_follow_webdataset_keys_and_an_unlabelled_set_ignores_c
 
     root = tmp_path / "wds"
     root.mkdir()
-    _tar_of(
+    _tar(
         root / "a.tar",
         [
             ("set.v2/000.png", png(0)),
@@ -335,7 +325,7 @@ def test_hand_made_shards_follow_webdataset_keys_and_an_unlabelled_set_ignores_c
     batch = next(iter(DataLoader(ShardedImages(root, image_size=8), batch_size=2)))
     assert len(batch) == 1 and batch[0].shape == (2, 3, 8, 8)  # no classes.json: RGB
     # a multi-part extension is WebDataset's: 'b.seg.png' is sample 'b' with member 'seg.png', not an image
-    _tar_of(root / "a.tar", [("b.seg.png", png(0))])
+    _tar(root / "a.tar", [("b.seg.png", png(0))])
     with pytest.raises(InputError, match=r"sample 'b' has no \.png, \.jpg, \.jpeg or \.webp member"):
         list(ShardedImages(root, image_size=8))
 
