@@ -150,3 +150,26 @@ def test_spectral_errors_refuse_mismatched_sizes_and_degenerate_images() -> None
         spectral_errors(torch.zeros(2, 1, 1, 1), torch.zeros(2, 1, 1, 1))
     with pytest.raises(InputError, match="at least one image"):
         radial_power_spectrum(torch.zeros(0, 1, 8, 8))
+
+
+def test_a_conditional_run_is_sampled_with_every_class_against_an_unlabelled_reference(digits_run, monkeypatch):
+    """Against an unlabelled reference set a class-conditional run still gets labels (so --cfg-scale guides);
+    with a labelled reference it gets the reference's labels."""
+    import genimage.evaluate as ev
+    from genimage.data import ImageSet, load_image_set
+    from genimage.runs import load_run
+
+    seen = []
+
+    def fake_sample_images(run, n, labels, **kw):
+        seen.append(labels)
+        return torch.rand(n, *run.image_shape, generator=torch.Generator().manual_seed(0)) * 2 - 1
+
+    monkeypatch.setattr(ev, "sample_images", fake_sample_images)
+    run = load_run(digits_run)
+    data = load_image_set("digits")
+    unlabelled = ImageSet(data.images[:40], None, None, name="mine")
+    ev.evaluate_run(run, n=12, input_px=32, bpd_images=0, reference=unlabelled, cache_dir=None, progress=False)
+    assert seen[-1] is not None and seen[-1].tolist() == [i % run.num_classes for i in range(12)]
+    ev.evaluate_run(run, n=12, input_px=32, bpd_images=0, reference=data, cache_dir=None, progress=False)
+    assert seen[-1] is not None and len(seen[-1]) == 12

@@ -1,7 +1,8 @@
 """``genimage evaluate``: sample a run and score it against its training data, offline.
 
 Samples: ``n`` images from seeded noise (class-conditional runs use the labels of ``n`` reference
-images drawn with the same seed, so both sets share the class mix), integrated with ``solver`` at
+images drawn with the same seed, so both sets share the class mix; against an unlabelled reference set,
+every class in turn, so guidance is never silently off), integrated with ``solver`` at
 ``nfe`` evaluations and guidance ``cfg_scale``. The reference set is ``n`` images of the run's data
 (seeded choice). Metric keys (all "lower is better" except precision and recall):
 
@@ -128,7 +129,9 @@ def evaluate_run(
         cache = ensure_dir(run.run_dir / "evaluation") if run.run_dir is not None else None
     else:
         cache = ensure_dir(cache_dir) if cache_dir is not None else None
-    labels = ref.labels if run.num_classes and ref.labels is not None else None
+    labels = None
+    if run.num_classes:  # a conditional run samples with the reference's class mix, else with balanced classes
+        labels = ref.labels if ref.labels is not None else torch.arange(len(ref)) % run.num_classes
     fake = sample_images(
         run,
         len(ref),
