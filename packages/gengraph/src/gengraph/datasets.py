@@ -35,8 +35,8 @@ from collections.abc import Callable
 import networkx as nx
 import numpy as np
 
-from gencore.checks import check_choice
-from gencore.errors import ConfigError, InputError
+from gencore.checks import check_choice, check_int
+from gencore.errors import InputError
 from gengraph.connectomes import CONNECTOMES, SERIES, connectome
 from gengraph.graph import Graph
 
@@ -122,19 +122,13 @@ DEFAULT_SIZES = {
 DATASETS = tuple(DEFAULT_SIZES)
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-
 def generate(name: str, n: int | None = None, *, seed: int = 0) -> list[Graph]:
     """``n`` graphs (default: the set's published size) of the procedural set ``name``, deterministic in
     ``(name, n, seed)``."""
     check_choice(name, DATASETS, "graph dataset")
     n = DEFAULT_SIZES[name] if n is None else n
-    if not _is_int(n) or n < 1:
-        raise ConfigError(f"the number of graphs must be a positive integer, got {n!r}.")
-    if not _is_int(seed) or seed < 0:  # numpy's seed sequence refuses negative entries with a bare ValueError
-        raise ConfigError(f"the data seed must be a non-negative integer, got {seed!r}.")
+    n = check_int(n, "the number of graphs", low=1)
+    seed = check_int(seed, "the data seed", low=0)  # numpy's seed sequence refuses negatives with a bare ValueError
     # the set name enters the seed, so two sets with the same seed are still independent streams
     rng = np.random.default_rng([seed, sum(map(ord, name))])
     graphs = _ego_small_many(rng, n) if name == "ego-small" else [_ONE[name](rng) for _ in range(n)]
@@ -144,8 +138,7 @@ def generate(name: str, n: int | None = None, *, seed: int = 0) -> list[Graph]:
 def split(graphs: list[Graph], which: str, *, split_seed: int = SPLIT_SEED) -> list[Graph]:
     """The ``train`` (64 %), ``val`` (16 %) or ``test`` (20 %) part of ``graphs`` (or ``all``)."""
     check_choice(which, SPLITS, "split")
-    if not _is_int(split_seed) or split_seed < 0:
-        raise ConfigError(f"split_seed must be a non-negative integer, got {split_seed!r}.")
+    split_seed = check_int(split_seed, "split_seed", low=0)
     if which == "all":
         return list(graphs)
     n = len(graphs)
