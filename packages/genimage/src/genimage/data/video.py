@@ -164,21 +164,15 @@ class MovingMnistLayout:
     speed: float
 
 
-def _check_positive(name: str, value: object, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"moving_mnist: {name} must be an integer of at least {minimum}, got {value!r}.")
-    return int(value)
-
-
 def moving_mnist_layout(
     n: int = 2000, *, frames: int = 8, image_size: int = 32, digits: int = 2, seed: int = 0
 ) -> MovingMnistLayout:
     """The digits and trajectories of :func:`moving_mnist` (same arguments, same seed -> same layout)."""
-    n = _check_positive("n", n)
-    frames = _check_positive("frames", frames, 2)
-    size = _check_positive("image_size", image_size, 8)
-    digits = _check_positive("digits", digits)
-    seed = _check_positive("seed", seed, 0)
+    n = check_int(n, "moving_mnist: n", low=1)
+    frames = check_int(frames, "moving_mnist: frames", low=2)
+    size = check_int(image_size, "moving_mnist: image_size", low=8)
+    digits = check_int(digits, "moving_mnist: digits", low=1)
+    seed = check_int(seed, "moving_mnist: seed", low=0)
     d = round(28 * size / 64)
     lim = size - d  # the top-left corner moves in [0, lim] on each axis
     speed = 0.1 * lim
