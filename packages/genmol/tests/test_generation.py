@@ -65,8 +65,9 @@ def test_training_loss_runs_with_the_engines_cuda_generator():
     vocab = AtomVocabulary.from_molecules(mols)
     task = MoleculeFlowTask(GenConfig(hidden=8, layers=1), vocab)
     t = pad(mols, vocab.token)
-    batch = [t[k].cuda() for k in ("tokens", "coords", "mask", "bonds")]
-    loss, _ = task.loss(task.model.cuda(), batch, torch.Generator(device="cuda").manual_seed(0))
+    device = torch.device("cuda")
+    batch = [t[k].to(device) for k in ("tokens", "coords", "mask", "bonds")]
+    loss, _ = task.loss(task.model.to(device), batch, torch.Generator(device=device).manual_seed(0))
     assert torch.isfinite(loss)
 
 
