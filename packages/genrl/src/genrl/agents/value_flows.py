@@ -9,7 +9,9 @@ flow-derivative ODE). Policy extraction:
   ``target_candidates`` draws (4 by default, against the reference code's 16, to fit a CPU budget).
 * ``one-step`` (online, after :meth:`~genrl.agents.fql.FQLAgent.use_extraction`): FQL's one-step policy,
   distilled from the BC flow (teacher detached) while maximising the flow critic's Q (critic frozen); it is
-  trained in both modes, so the switch needs no warm-up.
+  trained in both modes, so the switch needs no warm-up. The distillation acts on the unclipped output, as in
+  FQL's code; the Value Flows reference clips the output first, which leaves an output beyond the action
+  bounds without any distillation gradient (a known fault of that code, not followed here).
 
 Both extractions are FQL's (:mod:`genrl.agents.fql`); what Value Flows adds is that in ``best-of-n`` mode the
 critic also bootstraps from best-of-N actions.
