@@ -60,12 +60,7 @@ class GaussianShadingWatermark:
         self.stream = torch.randint(0, 2, (key.dim,), generator=derive_generator(key.seed, "gaussian-shading"))
 
     def _bits(self, message: torch.Tensor | None, n: int) -> torch.Tensor:
-        m = self.key.message_tensor() if message is None else torch.as_tensor(message, dtype=torch.int64)
-        m = m.expand(n, -1) if m.dim() == 1 else m
-        if m.shape != (n, self.message_bits):
-            raise InputError(f"message must have shape [{self.message_bits}] or [N, L], got {tuple(m.shape)}.")
-        if bool(((m != 0) & (m != 1)).any()):
-            raise InputError("message must hold only 0/1 bits.")
+        m = self.key.messages(n, self.message_bits, message)
         return (m[:, self.bit_index] + self.stream) % 2
 
     def embed(

@@ -100,6 +100,17 @@ class WatermarkKey:
         """The message as a ``[L]`` int64 tensor of 0/1."""
         return torch.tensor(self.message, dtype=torch.int64)
 
+    def messages(self, n: int, bits: int, message: Any = None) -> torch.Tensor:
+        """``[n, bits]`` int64 messages to embed: ``message`` (``[bits]`` for every image, or ``[n, bits]``) or, when
+        None, the key's own; one :class:`InputError` unless the shape fits and every entry is a 0/1 bit."""
+        m = self.message_tensor() if message is None else torch.as_tensor(message, dtype=torch.int64)
+        m = m.expand(n, -1) if m.dim() == 1 else m
+        if m.shape != (n, bits):
+            raise InputError(f"message must have shape [{bits}] or [N, L], got {tuple(m.shape)}.")
+        if bool(((m != 0) & (m != 1)).any()):
+            raise InputError("message must hold only 0/1 bits.")
+        return m
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["shape"] = list(self.shape)

@@ -151,15 +151,7 @@ class SphericalWatermark:
         self.soft_beta = float(key.params.get("soft_beta", 1.5))
 
     def _messages(self, n: int, message: torch.Tensor | None) -> torch.Tensor:
-        m = self.key.message_tensor() if message is None else torch.as_tensor(message, dtype=torch.int64)
-        if m.dim() == 1:
-            m = m.expand(n, -1)
-        if m.shape != (n, self.embedding.message_bits):
-            bits = self.embedding.message_bits
-            raise InputError(f"message must have shape [{bits}] or [N, L], got {tuple(m.shape)}.")
-        if bool(((m != 0) & (m != 1)).any()):
-            raise InputError("message must hold only 0/1 bits.")
-        return m
+        return self.key.messages(n, self.embedding.message_bits, message)
 
     def embed(
         self, n: int, generator: torch.Generator | None = None, message: torch.Tensor | None = None
