@@ -59,6 +59,30 @@ def test_replay_buffer_sampling_is_checked() -> None:
         buf.sample(0, torch.Generator())
 
 
+def test_replay_buffer_batches_match_single_adds_and_shapes_are_checked() -> None:
+    rng = np.random.default_rng(0)
+    for capacity, first, n in [(7, 3, 4), (7, 5, 6), (5, 2, 12), (4, 0, 4)]:
+        one, many = ReplayBuffer(3, 2, capacity), ReplayBuffer(3, 2, capacity)
+        m = first + n
+        rows = [rng.normal(size=(m, 3)), rng.normal(size=(m, 2)), rng.normal(size=m), rng.random(m) < 0.5]
+        rows.append(rng.normal(size=(m, 3)))
+        for i in range(first):  # both start part-way round the ring
+            one.add(*(r[i] for r in rows))
+            many.add(*(r[i] for r in rows))
+        for i in range(first, first + n):
+            one.add(*(r[i] for r in rows))
+        many.add_batch(*(r[first:] for r in rows))
+        assert (one.pos, one.size) == (many.pos, many.size)
+        for key in one.data:
+            np.testing.assert_array_equal(one.data[key], many.data[key])
+    buf = ReplayBuffer(3, 2, capacity=4)
+    with pytest.raises(InputError, match=r"observations: expected shape \(3,\), got \(1,\)"):
+        buf.add(np.zeros(1), np.zeros(2), 0.0, False, np.zeros(3))  # numpy would broadcast it to 3 dimensions
+    with pytest.raises(InputError, match=r"actions: expected shape \(2, 2\), got \(2,\)"):
+        buf.add_batch(np.zeros((2, 3)), np.zeros(2), np.zeros(2), np.zeros(2, bool), np.zeros((2, 3)))
+    assert buf.size == 0
+
+
 def test_vectorised_evaluation(pendulum_dataset) -> None:
     ds, card = pendulum_dataset
     agent = make_agent("flow-bc", EnvSpec.from_dataset(ds, card), SMALL)

@@ -61,16 +61,49 @@ class ReplayBuffer:
         return buf
 
     def add_batch(self, obs, actions, rewards, terminals, next_obs) -> None:
-        for i in range(len(rewards)):
-            self.add(obs[i], actions[i], rewards[i], terminals[i], next_obs[i])
+        """Append ``N`` transitions (``obs [N, obs_dim]``, ``actions [N, action_dim]``, ``rewards [N]``,
+        ``terminals [N]``, ``next_obs [N, obs_dim]``) in order, as ``N`` calls of :meth:`add` would: when ``N``
+        exceeds the capacity only the last ``capacity`` are kept."""
+        rows = {
+            "observations": np.asarray(obs),
+            "actions": np.asarray(actions),
+            "rewards": np.asarray(rewards),
+            "terminals": np.asarray(terminals),
+            "next_observations": np.asarray(next_obs),
+        }
+        n = len(rows["rewards"])
+        for key, value in rows.items():
+            self._check_shape(key, value.shape, (n, *self.data[key].shape[1:]))
+        skip = max(0, n - self.capacity)  # rows that later rows of this batch would overwrite
+        start = (self.pos + skip) % self.capacity
+        idx = (start + np.arange(n - skip)) % self.capacity
+        for key, value in rows.items():
+            self.data[key][idx] = value[skip:]
+        self.pos = (self.pos + n) % self.capacity
+        self.size = min(self.size + n, self.capacity)
 
     def add(self, obs, action, reward, terminal, next_obs) -> None:
-        i = self.pos
+        """Append one transition (``obs [obs_dim]``, ``action [action_dim]``, scalar reward and terminal)."""
         d = self.data
+        self._check_shape("observations", np.shape(obs), d["observations"].shape[1:])
+        self._check_shape("actions", np.shape(action), d["actions"].shape[1:])
+        self._check_shape("rewards", np.shape(reward), ())
+        self._check_shape("terminals", np.shape(terminal), ())
+        self._check_shape("next_observations", np.shape(next_obs), d["next_observations"].shape[1:])
+        i = self.pos
         d["observations"][i], d["actions"][i], d["rewards"][i] = obs, action, reward
         d["terminals"][i], d["next_observations"][i] = terminal, next_obs
         self.pos = (self.pos + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
+
+    @staticmethod
+    def _check_shape(key: str, got: tuple[int, ...], expected: tuple[int, ...]) -> None:
+        """Refuse a shape that numpy would broadcast into the buffer's rows (one :class:`InputError`)."""
+        if tuple(got) != tuple(expected):
+            raise InputError(
+                f"replay buffer {key}: expected shape {tuple(expected)}, got {tuple(got)}; "
+                "a wrongly shaped transition would be broadcast into the buffer silently."
+            )
 
     def sample(self, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """``batch_size`` transitions drawn uniformly with replacement from the ``size`` stored ones."""
