@@ -71,6 +71,24 @@ def test_training_loss_runs_with_the_engines_cuda_generator():
     assert torch.isfinite(loss)
 
 
+def test_the_task_seeds_its_weights_without_reseeding_the_callers_rng():
+    from conftest import embedded
+
+    from genmol.generation.flow import MoleculeFlowTask
+
+    vocab = AtomVocabulary.from_molecules([embedded("CCO", 0)])
+    cfg = GenConfig(hidden=8, layers=1, seed=3)
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    task = MoleculeFlowTask(cfg, vocab)
+    assert torch.equal(torch.rand(4), expected)  # the global stream goes on as if the task were not built
+    torch.manual_seed(cfg.seed)
+    reference = build_backbone(cfg, len(vocab))  # the weights are still those of the seed
+    for a, b in zip(task.model.parameters(), reference.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
 @pytest.mark.parametrize("weight", [-1.0, float("nan"), float("inf")])
 def test_config_refuses_a_bad_token_weight(weight):
     with pytest.raises(ConfigError, match="token_weight"):

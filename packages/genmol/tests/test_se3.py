@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from genmol.generation.strategies import STRATEGIES, coordinate_error, pair, sde_step
 from genmol.se3 import (
     center,
+    centered_noise,
     horizontal_projection,
     inertia,
     log_orbit_volume,
@@ -228,3 +229,14 @@ def test_projection_is_stable_for_nearly_linear_molecules(dtype):
     v = torch.randn(x.shape, generator=torch.Generator().manual_seed(1)).to(dtype)
     p = horizontal_projection(x, v)
     assert torch.isfinite(p).all() and torch.isfinite(mean_curvature(x)).all()
+
+
+def test_centered_noise_is_drawn_in_the_requested_dtype():
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+    x = centered_noise((2, 4, 3), mask, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    eps = torch.randn((2, 4, 3), generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    assert x.dtype == torch.float64
+    assert torch.equal(x[0, 3], torch.zeros(3, dtype=torch.float64))  # padding stays zero
+    mean = (eps * mask[..., None]).sum(1, keepdim=True) / mask.sum(1)[:, None, None]
+    torch.testing.assert_close(x, (eps - mean) * mask[..., None], rtol=0, atol=1e-15)
+    assert torch.randn(1).dtype == centered_noise((1, 1, 3), torch.ones(1, 1)).dtype  # default: torch's dtype

@@ -140,7 +140,9 @@ def centered_noise(
     *,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
+    dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
-    """Standard Gaussian noise on the zero-centroid subspace of each molecule (padding zero)."""
-    eps = torch.randn(shape, generator=generator, device=device)
+    """Standard Gaussian noise on the zero-centroid subspace of each molecule (padding zero), drawn in
+    ``dtype`` (default: torch's default dtype)."""
+    eps = torch.randn(shape, generator=generator, device=device, dtype=dtype)
     return center(eps, mask.to(device))

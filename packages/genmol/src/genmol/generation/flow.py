@@ -125,8 +125,9 @@ class MoleculeFlowTask:
     def __init__(self, cfg: GenConfig, vocab: AtomVocabulary) -> None:
         self.cfg = cfg
         self.vocab = vocab
-        torch.manual_seed(cfg.seed)
-        self.model = build_backbone(cfg, len(vocab))
+        with torch.random.fork_rng(devices=[]):  # the seed's initial weights, without reseeding the caller's RNG
+            torch.manual_seed(cfg.seed)
+            self.model = build_backbone(cfg, len(vocab))
         self.path = AffineGaussianPath(LinearSchedule())
         self.tokens = MaskedDiffusion(len(vocab))
 
@@ -137,7 +138,7 @@ class MoleculeFlowTask:
         b, dev = tokens.shape[0], coords.device
         rot = random_rotations(b, generator=generator, device=dev)  # the engine's generator lives on `dev`
         x1 = coords @ rot.transpose(1, 2)
-        x0 = centered_noise(x1.shape, mask, generator=generator, device=dev)
+        x0 = centered_noise(x1.shape, mask, generator=generator, device=dev, dtype=x1.dtype)
         x0, x1 = pair(self.cfg.strategy, x0, x1, mask)
         t = torch.rand(b, generator=generator, device=dev)
         s = self.path.sample(x0, x1, t)
@@ -210,7 +211,10 @@ def sample_joint(
 ) -> list[Molecule]:
     """Generate molecules of the given sizes: tokens by ancestral unmasking, coordinates by Euler (ODE)
     or Euler-Maruyama (SDE; the quotient strategies add their correction term), bonds from distances;
-    ``hydrogens="implicit"`` (heavy-atom models) fills in hydrogen counts."""
+    ``hydrogens="implicit"`` (heavy-atom models) fills in hydrogen counts.
+
+    The noise is drawn from ``generator`` chunk by chunk (``batch_size`` molecules, padded to the chunk's
+    largest size), so a seed gives the same molecules only with the same ``sizes`` and ``batch_size``."""
     check_strategy(strategy)
     check_hydrogens(hydrogens)
     check_sampler(sampler, steps, noise_scale)
