@@ -61,3 +61,13 @@ def test_rejects_bad_marginal_and_step() -> None:
         MarginalTransitionDiffusion(torch.tensor([1.0, -0.5]))
     with pytest.raises(ConfigError):
         MarginalTransitionDiffusion(M).posterior_probs(torch.tensor([0]), torch.ones(1, 3), 0.5, 0.5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_prior_draws_on_the_generators_device() -> None:
+    """The marginal lives on the CPU; a CUDA generator used to be refused by the draw on the CPU."""
+    proc = MarginalTransitionDiffusion(M)
+    x = proc.prior((4, 5), generator=torch.Generator(device="cuda").manual_seed(0))
+    assert x.device.type == "cuda" and x.shape == (4, 5)
+    cpu = proc.prior((4, 5), generator=torch.Generator().manual_seed(0))
+    assert cpu.device.type == "cpu"

@@ -62,8 +62,9 @@ class MarginalTransitionDiffusion:
         return sample_categorical(self.forward_probs(clean, t), generator=generator)
 
     def prior(self, shape: tuple[int, ...], *, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Draw ``x_0 ~ m`` with the given shape."""
-        return sample_categorical(self.marginal.expand(*shape, -1), generator=generator)
+        """Draw ``x_0 ~ m`` with the given shape, on ``generator``'s device (without one, the marginal's)."""
+        m = self.marginal if generator is None else self.marginal.to(generator.device)
+        return sample_categorical(m.expand(*shape, -1), generator=generator)
 
     def posterior_probs(self, x_t: torch.Tensor, p_clean: torch.Tensor, t: float, s: float) -> torch.Tensor:
         """``p(x_s = . | x_t)`` ``[..., K]`` for ``s > t``, given the predicted clean-class probabilities

@@ -319,7 +319,8 @@ class PoincareBall(Manifold):
         return self.dim * self._c(x) * self.lambda_x(x, keepdim=False) * _dot(x, v)
 
     def random_base(self, n, *, generator=None, dtype=torch.float32):
-        xi = torch.randn(n, self.dim, generator=generator, dtype=dtype) * self.base_std
+        # drawn on the CPU like every base here, then moved to where the curvature lives (the module's device)
+        xi = torch.randn(n, self.dim, generator=generator, dtype=dtype).to(self.geo.c.device) * self.base_std
         o = self.origin(dtype).expand(n, -1)
         return self.expmap(o, self.origin_tangent(xi))
 
