@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 import torch
 
-from gengraph.datasets import DATASETS, generate, real_graph, split
+from gengraph.datasets import DATASETS, generate, load_dataset, real_graph, split
 from gengraph.metrics import is_valid
 
 
@@ -59,3 +59,15 @@ def test_bad_sizes_and_seeds_are_one_config_error() -> None:
         generate("tree", True)
     with pytest.raises(ConfigError, match="split_seed"):
         split(generate("tree", 5), "test", split_seed=-3)
+
+
+@pytest.mark.parametrize("name", ["karate", "les-miserables", "community-small"])
+def test_a_mistyped_split_is_refused_for_real_and_procedural_sets(name: str) -> None:
+    from gencore.errors import ConfigError
+    from gengraph.io import load_graphs
+
+    assert len(load_dataset(name, "test", n=10)) >= 1  # every split name is accepted (real sets: the whole graph)
+    with pytest.raises(ConfigError, match=r"unknown split 'tset'; expected one of: train, val, test, all"):
+        load_dataset(name, "tset", n=10)
+    with pytest.raises(ConfigError, match=r"unknown split 'Train'"):
+        load_graphs(name, "Train")

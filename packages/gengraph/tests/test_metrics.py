@@ -198,3 +198,17 @@ def test_kernel_and_bootstrap_arguments_are_checked(sets) -> None:
         graph_mmd(ref, gen, ["degree_mmd_gaussian_tv"], n_boot=2.5)
     with pytest.raises(InputError, match=r"generated set must hold gengraph Graphs, got a networkx.*from_networkx"):
         graph_mmd(ref, [g.to_networkx() for g in gen], ["degree_mmd_gaussian_tv"])  # an AttributeError before
+
+
+def test_sbm_validity_tests_against_the_generating_p_out_not_spectres_default() -> None:
+    """``p_out = 0.05`` is the inter-block probability the SBM data is generated with; SPECTRE's ``is_sbm_graph``
+    defaults to 0.005, against which graphs of the generating recipe fail. The choice is stated in the docstring."""
+    import inspect
+
+    from gengraph.metrics.vun import is_sbm_graph
+
+    assert inspect.signature(is_sbm_graph).parameters["p_out"].default == 0.05
+    assert "0.005" in is_sbm_graph.__doc__ and "0.05" in is_sbm_graph.__doc__
+    graphs = [g.to_networkx() for g in generate("sbm", 10, seed=0)]
+    assert sum(is_sbm_graph(g) for g in graphs) >= 5
+    assert not any(is_sbm_graph(g, p_out=0.005) for g in graphs)

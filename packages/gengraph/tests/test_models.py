@@ -417,3 +417,24 @@ def test_training_refuses_a_graph_without_nodes(tmp_path) -> None:
     with pytest.raises(InputError, match="graph 3 of the training set has no nodes"):
         train_run(cfg, graphs, tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_samplers_run_on_the_models_device_with_a_cpu_generator_and_mask() -> None:
+    """A CUDA model with a CPU mask and a CPU generator (as ``sample_run`` passes them): the noise is drawn on
+    the CPU and moved, and the samples come back on the model's device."""
+    from gencore.discrete.marginal import MarginalTransitionDiffusion
+    from gengraph.models.digress import digress_sample
+
+    cuda = torch.device("cuda")
+    mask = torch.ones(2, 10, dtype=torch.bool)
+    mask[1, 6:] = False
+    model = DigressDenoiser(DigressConfig(n_node_types=2, hidden=16, layers=1)).eval().to(cuda)
+    noise = MarginalTransitionDiffusion(torch.tensor([0.6, 0.4])), MarginalTransitionDiffusion(torch.tensor([0.7, 0.3]))
+    e, x = digress_sample(model, *noise, mask, steps=2, generator=torch.Generator().manual_seed(0))
+    assert e.device.type == x.device.type == "cuda"
+    assert torch.equal(e, e.transpose(1, 2)) and not e[1, 6:].any() and not x[1, 6:].any()
+    for geo in (BallGeometry(4), make_geometry("euclidean", 4)):
+        net = SetVelocity(geo, hidden=16, layers=1).eval().to(cuda)
+        z = sample_latent_sets(net, geo, mask, steps=2, generator=torch.Generator().manual_seed(0))
+        assert z.device.type == "cuda" and z.shape == (2, 10, 4) and torch.isfinite(z).all()

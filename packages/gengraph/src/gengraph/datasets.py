@@ -21,7 +21,8 @@ so it keeps the hub-and-spokes shape but is not the same distribution.
 
 Real graphs (one graph each, no split): ``karate``, ``les-miserables``, ``florentine`` (networkx), and the
 C. elegans connectomes of :mod:`gengraph.connectomes` (``celegans-*``, read from the ``cect`` package's data);
-``celegans-witvliet2021`` is Witvliet et al.'s eight animals from L1 to adult, in that order, for any split.
+``celegans-witvliet2021`` is Witvliet et al.'s eight animals from L1 to adult, in that order, for any split
+(the split name is still checked: a mistyped one is refused).
 
 Splits: a seeded permutation (seed ``split_seed = 42``), then 64 % train, 16 % val, 20 % test (SPECTRE's
 128/32/40 for 200 graphs).
@@ -168,7 +169,8 @@ def real_graph(name: str) -> Graph:
 
 def load_dataset(name: str, which: str = "train", *, seed: int = 0, n: int | None = None) -> list[Graph]:
     """A split of a procedural set, or the whole of a real one (any split: a one-graph list, or the
-    Witvliet developmental series)."""
+    Witvliet developmental series). ``which`` must be one of :data:`SPLITS` for every set, real ones included."""
+    check_choice(which, SPLITS, "split")  # before any graph is generated or read
     if name in REAL_GRAPHS:
         return [real_graph(name)]
     if name in CONNECTOMES:

@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.checks import check_int
+from gencore.discrete import model_device
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
@@ -118,6 +119,12 @@ def digress_loss(model, node_noise, edge_noise, edges, nodes, mask, generator, e
     return node_ce + edge_weight * edge_ce, {"node_ce": float(node_ce.detach()), "edge_ce": float(edge_ce.detach())}
 
 
+def _multinomial(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One class per row of ``probs: [M, K]`` (``[M, 1]``), drawn on the generator's device, on ``probs``' device."""
+    where = probs.device if generator is None else generator.device
+    return torch.multinomial(probs.to(where), 1, generator=generator).to(probs.device)
+
+
 @torch.no_grad()
 def digress_sample(
     model,
@@ -128,19 +135,25 @@ def digress_sample(
     steps: int = 50,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Ancestral sampling from the marginals: ``(edges [B, N, N], nodes [B, N])``."""
+    """Ancestral sampling from the marginals: ``(edges [B, N, N], nodes [B, N])``, on the model's device.
+
+    The random draws happen on ``generator``'s device (a CPU generator draws on the CPU and the draws are moved),
+    so a seed gives the same graphs whatever the model's device.
+    """
     steps = check_int(steps, "the number of sampling steps", low=1)  # 0 steps would return the noise
+    device = model_device(model)
+    mask = mask.to(device)
     b, n = mask.shape
     pair = (mask[:, :, None] & mask[:, None, :]).triu(1)
-    x = node_noise.prior((b, n), generator=generator) * mask
-    e = _symmetric(edge_noise.prior((b, n, n), generator=generator) * pair)
+    x = node_noise.prior((b, n), generator=generator).to(device) * mask
+    e = _symmetric(edge_noise.prior((b, n, n), generator=generator).to(device) * pair)
     grid = torch.linspace(0, 1, steps + 1).tolist()
     for i in range(steps):
         t, s = grid[i], grid[i + 1]
-        node_logits, edge_logits = model(x, torch.full((b,), t), edges_t=e, mask=mask)
+        node_logits, edge_logits = model(x, torch.full((b,), t, device=device), edges_t=e, mask=mask)
         px = node_noise.posterior_probs(x, node_logits.softmax(-1), t, s)
         pe = edge_noise.posterior_probs(e, edge_logits.softmax(-1), t, s)
-        x = torch.multinomial(px.flatten(0, 1).float() + 1e-30, 1, generator=generator).view(b, n) * mask
-        e = torch.multinomial(pe.flatten(0, 2).float() + 1e-30, 1, generator=generator).view(b, n, n)
+        x = _multinomial(px.flatten(0, 1).float() + 1e-30, generator).view(b, n) * mask
+        e = _multinomial(pe.flatten(0, 2).float() + 1e-30, generator).view(b, n, n)
         e = _symmetric(e * pair)
     return e, x

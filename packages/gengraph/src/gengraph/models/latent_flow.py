@@ -41,6 +41,7 @@ from torch import nn
 
 from gencore.checks import check_choice
 from gencore.couplings import align_sets
+from gencore.discrete import model_device
 from gencore.errors import GenError
 from gencore.manifolds import geodesic_interpolant, solve_manifold_ode
 from gencore.nn import BiasedAttentionBlock, SinusoidalTimeEmbedding, broadcast_time
@@ -153,11 +154,17 @@ def sample_latent_sets(
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """Integrate the prior from base noise to ``[B, N, d]`` latent sets (rows outside ``mask`` are noise), moved
-    back from the flow's centred coordinates."""
+    back from the flow's centred coordinates, on the model's device.
+
+    The base noise is drawn on the CPU (with ``generator``, a CPU generator, or the global CPU one) and moved, so
+    a seed gives the same sets whatever the model's device.
+    """
     m = geometry.manifold
+    device = model_device(model)
+    mask = mask.to(device)
     b, n = mask.shape
     d = geometry.dim
-    x0 = m.random_base(b * n, generator=generator)
+    x0 = m.random_base(b * n, generator=generator).to(device)
 
     def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return model(x.view(b, n, d), t, mask=mask).reshape(-1, d)
