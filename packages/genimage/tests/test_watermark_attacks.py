@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from genimage.watermark.attacks import AttackContext, apply_attack, gaussian_blur, parse_attack
 from genimage.watermark.metrics import psnr
 
@@ -91,3 +91,39 @@ def test_unknown_or_incomplete_attacks_raise():
             parse_attack(name)
     with pytest.raises(ConfigError, match="needs a generator"):
         apply_attack(_images(), "regen0.3")
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 3), (1, 1, 1, 4), (1, 2, 4, 4)])
+@pytest.mark.parametrize("sigma", [1.0, 2.5, 4.0])
+def test_blur_with_a_kernel_wider_than_the_image_mirrors_again(shape, sigma):
+    """A radius ``ceil(3 sigma)`` at or beyond the image side (where torch's reflect padding refuses) reflects
+    repeatedly: the result is scipy's ``mode="mirror"`` Gaussian filter with the same radius."""
+    ndimage = pytest.importorskip("scipy.ndimage")
+    x = torch.rand(shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 2 - 1
+    want = ndimage.gaussian_filter(x.numpy(), sigma=(0, 0, sigma, sigma), mode="mirror", truncate=3.0)
+    torch.testing.assert_close(gaussian_blur(x, sigma), torch.from_numpy(want), rtol=0, atol=1e-12)
+    y = apply_attack(x.float(), f"blur{sigma}")
+    assert y.shape == x.shape and float(y.min()) >= -1 and float(y.max()) <= 1
+
+
+@pytest.mark.parametrize("channels", [2, 4])
+def test_jpeg_names_the_channel_counts_it_supports(channels):
+    x = torch.zeros(1, channels, 8, 8)
+    for name in ("jpeg75", "noise0.1+jpeg75"):
+        with pytest.raises(InputError, match=rf"1 \(grayscale\) or 3 \(RGB\) channels, got {channels} channels"):
+            apply_attack(x, name)
+
+
+@pytest.mark.parametrize(
+    "device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU"))]
+)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float64])
+def test_attacks_return_on_the_input_device_and_dtype(device, dtype):
+    x = _images(dtype, c=3)
+    reference = _images(dtype, c=3).flip(-1)
+    ctx = AttackContext(reference=reference.to(device))
+    for name in ("jpeg75+noise0.05+blur0.5", "crop0.8+rotate10", "average4"):
+        y = apply_attack(x.to(device), name, seed=3, context=ctx)
+        assert y.device == x.to(device).device and y.dtype == dtype
+        # the same seed gives the same attack whatever the device
+        assert torch.equal(y.cpu(), apply_attack(x, name, seed=3, context=AttackContext(reference=reference)))

@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gencore.errors import ConfigError
 from genimage.wavelet import haar_dwt2, haar_idwt2, lwd_mask, wavelet_energy_map
 
 
@@ -105,3 +106,11 @@ def test_energy_map_keeps_float64() -> None:
     up = torch.nn.functional.interpolate(energy, size=(8, 8), mode="bilinear", align_corners=False)[:, 0]
     lo, hi = up.amin(dim=(1, 2), keepdim=True), up.amax(dim=(1, 2), keepdim=True)
     torch.testing.assert_close(a, (up - lo) / (hi - lo + 1e-8), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("t", [float("nan"), float("inf"), -float("inf"), np.float64("nan")])
+def test_mask_refuses_a_non_finite_scalar_time(t: float) -> None:
+    energy = torch.rand(2, 4, 4, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ConfigError, match="the LWD mask time t must be a finite number"):
+        lwd_mask(energy, t)
+    assert lwd_mask(energy, 0.5).shape == (2, 1, 4, 4)  # finite scalars still work

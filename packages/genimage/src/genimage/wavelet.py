@@ -27,10 +27,13 @@ some of the time.
 
 from __future__ import annotations
 
+import math
+from numbers import Real
+
 import torch
 import torch.nn.functional as F
 
-from gencore.errors import InputError
+from gencore.errors import ConfigError, InputError
 from gencore.nn import broadcast_time
 
 __all__ = ["haar_dwt2", "haar_idwt2", "lwd_mask", "wavelet_energy_map"]
@@ -76,9 +79,14 @@ def wavelet_energy_map(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
 def lwd_mask(energy: torch.Tensor, t: torch.Tensor | float, floor: float = 0.1) -> torch.Tensor:
     """Binary mask ``[B, 1, H, W]``: 1 where ``energy + floor >= 1 - t`` (LWD's time-dependent mask).
 
-    ``energy: [B, H, W]`` from :func:`wavelet_energy_map`; ``t`` in suite time (scalar or ``[B]``).
+    ``energy: [B, H, W]`` from :func:`wavelet_energy_map`; ``t`` in suite time (scalar or ``[B]``). A
+    non-finite Python number ``t`` is refused (NaN would select no position at all); a tensor ``t`` is not
+    checked, since the training loss calls this every step and reading a GPU tensor's values would
+    synchronise the device.
     """
     if energy.dim() != 3:
         raise InputError(f"energy must be [B, H, W], got {tuple(energy.shape)}.")
+    if isinstance(t, Real) and not math.isfinite(t):
+        raise ConfigError(f"the LWD mask time t must be a finite number in suite time, got {t}.")
     tau = 1.0 - broadcast_time(t, energy).to(energy.dtype)
     return (energy + floor >= tau[:, None, None]).to(energy.dtype).unsqueeze(1)

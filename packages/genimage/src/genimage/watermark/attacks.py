@@ -9,14 +9,17 @@ The Gaussian-noise attack adds noise in float and then clips. Reference watermar
 noise to ``uint8`` arrays, which wraps around (250 + 10 -> 4) and turns a mild attack into
 salt-and-pepper damage; that fault is not reproduced here.
 
+The attacks run on the CPU (JPEG goes through Pillow, and the random draws come from a CPU generator, so a
+seed gives the same attack whatever the input's device); the result is returned on the input's device.
+
 | name | effect |
 | --- | --- |
 | ``none`` | identity |
-| ``jpegQ`` | JPEG round trip at quality ``Q`` (Pillow, 8-bit) |
+| ``jpegQ`` | JPEG round trip at quality ``Q`` (Pillow, 8-bit; 1 or 3 channels) |
 | ``cropF`` | random crop keeping fraction ``F`` of each side, resized back (bilinear) |
 | ``resizeF`` | downscale by ``F`` and back (bilinear) |
 | ``rotateD`` | rotation by ``D`` degrees (border padding) |
-| ``blur`` / ``blurS`` | Gaussian blur, sigma ``S`` pixels (default 1) |
+| ``blur`` / ``blurS`` | Gaussian blur, sigma ``S`` pixels (default 1), mirrored borders (any image size) |
 | ``noiseS`` | additive Gaussian noise, std ``S`` in ``[-1, 1]`` units (default 0.1), clipped |
 | ``brightnessB`` | add ``B`` (default 0.2) |
 | ``contrastF`` | scale deviations from the per-image mean by ``F`` (default 0.7) |
@@ -125,13 +128,24 @@ def _check(images: torch.Tensor) -> None:
         raise InputError("images must be a float tensor [N, C, H, W] in [-1, 1].")
 
 
+JPEG_CHANNELS = (1, 3)  # what JPEG (through Pillow) stores: grayscale or RGB
+
+
+def _check_jpeg_channels(channels: int) -> None:
+    if channels not in JPEG_CHANNELS:
+        raise InputError(
+            f"the JPEG attack needs images with 1 (grayscale) or 3 (RGB) channels, got {channels} channels."
+        )
+
+
 def jpeg(images: torch.Tensor, quality: float) -> torch.Tensor:
-    """JPEG round trip through Pillow at ``quality`` (1..95), per image, 8-bit."""
+    """JPEG round trip through Pillow at ``quality`` (1..95), per image, 8-bit; 1 or 3 channels."""
     from PIL import Image
 
     q = round(float(quality))
     if not 1 <= q <= 100:
         raise ConfigError(f"JPEG quality must be in 1..100, got {quality}.")
+    _check_jpeg_channels(images.shape[1])
     u8 = ((images.detach().float().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).cpu().numpy()
     out = np.empty_like(u8)
     for i, img in enumerate(u8):
@@ -144,16 +158,33 @@ def jpeg(images: torch.Tensor, quality: float) -> torch.Tensor:
     return torch.from_numpy(out).to(images.dtype) / 127.5 - 1
 
 
+def _mirror_index(n: int, r: int, device: torch.device) -> torch.Tensor:
+    """Source indices of positions ``-r .. n - 1 + r`` of a side of ``n`` pixels padded by mirroring about the
+    edge pixels (``torch``'s ``reflect``: ``... 2 1 | 0 1 2 ... n-1 | n-2 ...``, scipy's ``mirror``), the
+    reflection repeated as often as ``r`` needs (a one-pixel side repeats its pixel)."""
+    i = torch.arange(-r, n + r, device=device)
+    if n == 1:
+        return torch.zeros_like(i)
+    period = 2 * (n - 1)
+    i = i.remainder(period)
+    return torch.where(i < n, i, period - i)
+
+
 def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Separable Gaussian blur with reflect padding, kernel radius ``ceil(3 sigma)``."""
+    """Separable Gaussian blur, kernel radius ``ceil(3 sigma)``, borders padded by mirroring (reflect padding).
+
+    A kernel wider than the image is padded by reflecting again and again (the image extended periodically
+    by its mirror images, as scipy's ``mode="mirror"``), so any sigma works on any image size; while the radius
+    is below the side the result is torch's ``reflect`` padding exactly.
+    """
     r = max(1, math.ceil(3 * sigma))
     x = torch.arange(-r, r + 1, dtype=torch.float64)
     k = torch.exp(-0.5 * (x / sigma) ** 2)
-    k = (k / k.sum()).to(images.dtype)
-    c = images.shape[1]
-    out = F.pad(images, (r, r, 0, 0), mode="reflect")
+    k = (k / k.sum()).to(device=images.device, dtype=images.dtype)
+    c, h, w = images.shape[1:]
+    out = images.index_select(-1, _mirror_index(w, r, images.device))
     out = F.conv2d(out, k.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
-    out = F.pad(out, (0, 0, r, r), mode="reflect")
+    out = out.index_select(-2, _mirror_index(h, r, images.device))
     return F.conv2d(out, k.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
 
 
@@ -209,23 +240,28 @@ def _one(kind: str, value: float | None, x: torch.Tensor, g: torch.Generator, ct
     if kind == "regen":
         if ctx.generator is None:
             raise ConfigError("the regen attack needs a generator (a trained run).")
-        return ctx.generator.regenerate(x, value, generator=g).to(x.dtype)
+        return ctx.generator.regenerate(x, value, generator=g).to(device=x.device, dtype=x.dtype)
     if ctx.reference is None:
         raise ConfigError("the average attack needs unmarked reference images.")
     n = min(int(value), x.shape[0], ctx.reference.shape[0])
-    residual = x[:n].mean(0) - ctx.reference[:n].to(x.dtype).mean(0)
+    residual = x[:n].mean(0) - ctx.reference[:n].to(device=x.device, dtype=x.dtype).mean(0)
     return x - residual
 
 
 def apply_attack(
     images: torch.Tensor, name: str | Sequence[tuple[str, float | None]], *, seed: int = 0, context=None
 ) -> torch.Tensor:
-    """Apply the attack ``name`` (see the module table); deterministic given ``seed``."""
+    """Apply the attack ``name`` (see the module table); deterministic given ``seed``.
+
+    The attack runs on the CPU; the result has the shape, dtype and device of ``images``.
+    """
     _check(images)
     steps = parse_attack(name) if isinstance(name, str) else list(name)
+    if any(kind == "jpeg" for kind, _ in steps):
+        _check_jpeg_channels(images.shape[1])  # before any other step does work
     g = torch.Generator().manual_seed(int(seed))
     ctx = context or AttackContext()
     x = images.detach().cpu()
     for kind, value in steps:
         x = _one(kind, value, x, g, ctx).clamp(-1, 1)
-    return x.to(images.dtype)
+    return x.to(device=images.device, dtype=images.dtype)
