@@ -223,6 +223,34 @@ def test_capture_reads_mapping_outputs_and_names_a_module_without_a_tensor():
         cap.run(lambda: model(x))
 
 
+def test_replacement_of_a_mapping_output_replaces_the_value_capture_reads():
+    """A module returning a mapping (a transformers ``ModelOutput``): capture reads its first value, so
+    replacement edits that value and keeps the other fields (it used to hand ``fn`` the whole mapping)."""
+
+    class DictOut(torch.nn.Module):
+        def forward(self, x):
+            return {"hidden": 2 * x, "aux": x + 1}
+
+    class Head(torch.nn.Module):
+        def forward(self, out):
+            return out["hidden"] * 10 + out["aux"]
+
+    model = torch.nn.Sequential(DictOut(), Head())
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    with OutputReplacement(model, "0", lambda h: -h):
+        with ActivationCapture(model, ["0"]) as cap:  # registered after the replacement: sees the replaced value
+            got = model(x)
+        seen = cap.outputs["0"]
+    torch.testing.assert_close(seen, -2 * x)
+    torch.testing.assert_close(got, -20 * x + (x + 1))
+    model = torch.nn.Sequential(DictOut())
+    with OutputReplacement(model, "0", torch.zeros_like):
+        out = model(x)
+    assert list(out) == ["hidden", "aux"]
+    torch.testing.assert_close(out["hidden"], torch.zeros_like(x))
+    torch.testing.assert_close(out["aux"], x + 1)
+
+
 def test_captured_outputs_are_not_changed_by_later_in_place_ops():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(inplace=True), torch.nn.Linear(4, 4))
     x = torch.randn(16, 4, generator=torch.Generator().manual_seed(0))

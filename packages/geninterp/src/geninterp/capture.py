@@ -4,7 +4,8 @@
 ``stop_early=True`` it aborts the pass right after the last requested module has run, so
 capturing layer 3 of a 30-layer model costs only 4 blocks. :class:`OutputReplacement` swaps a
 module's output for ``fn(output)`` (an SAE reconstruction, a steering edit). A module returning
-a tuple (transformer blocks) is handled by capturing/replacing its first element.
+a tuple or list (transformer blocks) or a mapping (a transformers ``ModelOutput``) is handled by
+capturing/replacing its first element or value, the rest of the output kept as it is.
 
 :func:`capture_to_store` streams a text corpus through a language model in batches and writes
 the activations of one layer to an :class:`~geninterp.store.ActivationWriter`.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 import torch
@@ -97,18 +98,33 @@ class ActivationCapture:
         self._handles.clear()
 
 
+def _replace_first(output: Any, name: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``output`` with the activation :func:`_first` reads replaced by ``fn(activation)``: the output itself, the
+    first item of a tuple or list (a new one of the same type), or the first value of a mutable mapping (set in
+    place, so a ``ModelOutput`` keeps its type and its other fields)."""
+    new = fn(_first(output, name))
+    if isinstance(output, tuple | list):
+        return type(output)([new, *output[1:]])
+    if isinstance(output, Mapping):
+        if not isinstance(output, MutableMapping):
+            raise InputError(f"module {name!r} returned a read-only {type(output).__name__}; it cannot be replaced.")
+        output[next(iter(output))] = new
+        return output
+    return new
+
+
 class OutputReplacement:
-    """``with OutputReplacement(model, name, fn): model(x)`` runs with ``module.output := fn(output)``."""
+    """``with OutputReplacement(model, name, fn): model(x)`` runs with the activation of ``module`` (the value
+    :class:`ActivationCapture` reads: the output, or its first item or mapping value) replaced by ``fn`` of it."""
 
     def __init__(self, model: torch.nn.Module, name: str, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         self.module = get_module(model, name)
+        self.name = name
         self.fn = fn
         self._handle: Any = None
 
     def _hook(self, module: torch.nn.Module, args: Any, output: Any) -> Any:
-        if isinstance(output, tuple | list):
-            return type(output)([self.fn(output[0]), *output[1:]])
-        return self.fn(output)
+        return _replace_first(output, self.name, self.fn)
 
     def __enter__(self) -> OutputReplacement:
         self._handle = self.module.register_forward_hook(self._hook)
