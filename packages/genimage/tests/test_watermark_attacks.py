@@ -127,3 +127,9 @@ def test_attacks_return_on_the_input_device_and_dtype(device, dtype):
         assert y.device == x.to(device).device and y.dtype == dtype
         # the same seed gives the same attack whatever the device
         assert torch.equal(y.cpu(), apply_attack(x, name, seed=3, context=AttackContext(reference=reference)))
+
+
+@pytest.mark.parametrize("sigma", [0.0, -1.0, float("nan"), float("inf")])
+def test_blur_refuses_a_sigma_that_is_not_a_positive_number(sigma):
+    with pytest.raises(ConfigError, match="sigma must be a positive number"):
+        gaussian_blur(torch.zeros(1, 1, 8, 8), sigma)  # it used to return NaN (or loop on inf)

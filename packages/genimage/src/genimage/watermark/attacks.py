@@ -177,6 +177,8 @@ def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
     by its mirror images, as scipy's ``mode="mirror"``), so any sigma works on any image size; while the radius
     is below the side the result is torch's ``reflect`` padding exactly.
     """
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ConfigError(f"the blur's sigma must be a positive number of pixels, got {sigma}.")
     r = max(1, math.ceil(3 * sigma))
     x = torch.arange(-r, r + 1, dtype=torch.float64)
     k = torch.exp(-0.5 * (x / sigma) ** 2)
