@@ -23,9 +23,10 @@ from gencore.checks import check_choice
 from gencore.errors import ConfigError, InputError
 from gencore.losses import Weighting, flow_matching_loss
 from gencore.paths.affine import AffineGaussianPath
-from gencore.paths.base import PREDICTIONS, ProbabilityPath, randn_like_with
+from gencore.paths.base import PREDICTIONS, ProbabilityPath
 from gencore.paths.schedules import LinearSchedule
 from gencore.paths.time_samplers import UniformTime
+from gencore.rng import randn_like_with
 
 Coupling = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 """``coupling(x0, x1, *, generator=None) -> (x0_paired, x1_paired)``."""

@@ -79,11 +79,6 @@ def sq_euclidean_cost(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return c.clamp_min_(0.0)
 
 
-def generator_device(generator: torch.Generator | None) -> torch.device:
-    """Where index draws made with ``generator`` must happen (its device; the CPU without one)."""
-    return generator.device if generator is not None else torch.device("cpu")
-
-
 def gumbel_like(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """Standard Gumbel noise ``-log(-log U)``, ``U ~ Uniform(0, 1)``, drawn with ``generator``."""
     u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)

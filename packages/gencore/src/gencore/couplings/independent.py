@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from gencore.couplings.base import check_batch_pair, generator_device
+from gencore.couplings.base import check_batch_pair
+from gencore.rng import draw_device
 
 
 class IndependentCoupling:
@@ -31,7 +32,7 @@ class IndependentCoupling:
         check_batch_pair(x0, x1)
         if not self.shuffle:
             return x0, x1
-        perm = torch.randperm(x1.shape[0], generator=generator, device=generator_device(generator))
+        perm = torch.randperm(x1.shape[0], generator=generator, device=draw_device(generator))
         perm = perm.to(x1.device)
         return x0, x1[perm]
 

@@ -47,9 +47,10 @@ from torch import nn
 
 from gencore.checks import check_choice, check_finite, check_points
 from gencore.couplings.assignment import optimal_assignment
-from gencore.couplings.base import check_positive, generator_device, max_inner_product, sq_euclidean_cost
+from gencore.couplings.base import check_positive, max_inner_product, sq_euclidean_cost
 from gencore.errors import ConfigError, InputError
 from gencore.io import load_pretrained, save_pretrained
+from gencore.rng import draw_device
 
 
 @dataclass
@@ -361,7 +362,7 @@ class SemidiscreteCoupling(nn.Module):
         unassigned = float((counts == 0).double().mean())
         p0 = math.exp(m * math.log1p(-1.0 / n)) if n > 1 else 0.0
         sd0 = math.sqrt(p0 * (1 - p0) / n)
-        draw = torch.randint(n, (1 + max(2, w2_draws), k), generator=generator, device=generator_device(generator))
+        draw = torch.randint(n, (1 + max(2, w2_draws), k), generator=generator, device=draw_device(generator))
         ref = self.data[draw[0].to(self.data.device)]
         w2_assigned = _w2(self.data[kept], ref)
         null = torch.tensor([_w2(self.data[d.to(self.data.device)], ref) for d in draw[1:]])

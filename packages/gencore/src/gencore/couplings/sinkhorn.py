@@ -56,12 +56,12 @@ from gencore.checks import check_choice, check_finite
 from gencore.couplings.base import (
     check_batch_pair,
     check_positive,
-    generator_device,
     max_inner_product,
     sq_euclidean_cost,
     sq_norms,
 )
 from gencore.errors import ConfigError, ConvergenceError, InputError
+from gencore.rng import draw_device
 
 METHODS = ("absorb", "lse")
 
@@ -475,7 +475,7 @@ class SinkhornCoupling:
         self.last_result = res
         rows = None
         if self.sample == "pairs":
-            rows = torch.randint(n, (n,), generator=generator, device=generator_device(generator))
+            rows = torch.randint(n, (n,), generator=generator, device=draw_device(generator))
             rows = rows.to(x0.device)
         # softmax_j((g_j - |x_i|^2 - |y_j|^2 + 2 <x_i, y_j>) / eps); |x_i|^2 is constant in j
         cols = max_inner_product(

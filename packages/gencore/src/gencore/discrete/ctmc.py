@@ -33,6 +33,7 @@ import torch
 
 from gencore.checks import check_choice
 from gencore.errors import InputError
+from gencore.rng import rand_with
 
 __all__ = [
     "CTMC_METHODS",
@@ -153,7 +154,7 @@ def sample_categorical(probs: torch.Tensor, *, generator: torch.Generator | None
     total = cdf[..., -1:]
     if not bool((total > 0).all()) or not bool(torch.isfinite(total).all()):
         raise InputError("every row of probs must have a positive finite total weight.")
-    u = torch.rand((*probs.shape[:-1], 1), generator=generator, device=probs.device, dtype=cdf.dtype) * total
+    u = rand_with((*probs.shape[:-1], 1), generator, device=probs.device, dtype=cdf.dtype) * total
     return (cdf <= u).sum(-1).clamp_max(probs.shape[-1] - 1)
 
 

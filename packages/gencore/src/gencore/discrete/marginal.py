@@ -26,6 +26,7 @@ import torch
 
 from gencore.discrete.ctmc import DiscreteSchedule, discrete_schedule, sample_categorical
 from gencore.errors import ConfigError
+from gencore.rng import draw_device
 
 __all__ = ["MarginalTransitionDiffusion"]
 
@@ -63,7 +64,7 @@ class MarginalTransitionDiffusion:
 
     def prior(self, shape: tuple[int, ...], *, generator: torch.Generator | None = None) -> torch.Tensor:
         """Draw ``x_0 ~ m`` with the given shape, on ``generator``'s device (without one, the marginal's)."""
-        m = self.marginal if generator is None else self.marginal.to(generator.device)
+        m = self.marginal.to(draw_device(generator, self.marginal.device))
         return sample_categorical(m.expand(*shape, -1), generator=generator)
 
     def posterior_probs(self, x_t: torch.Tensor, p_clean: torch.Tensor, t: float, s: float) -> torch.Tensor:

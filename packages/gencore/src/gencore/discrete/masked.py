@@ -51,6 +51,7 @@ from gencore.discrete.ctmc import (
     sample_categorical,
 )
 from gencore.errors import ConfigError, InputError
+from gencore.rng import rand_with
 
 __all__ = ["MaskedDiffusion", "masked_elbo_integrand"]
 
@@ -167,6 +168,6 @@ class MaskedDiffusion(ELBOProcess):
             a_t, a_s = alphas[k], (1.0 if k == steps - 1 else alphas[k + 1])
             p_unmask = (a_s - a_t) / (1.0 - a_t) if a_t < 1.0 else 1.0
             draw = sample_categorical(torch.softmax(logits.float(), dim=-1), generator=generator)
-            unmask = (x == self.mask_index) & (torch.rand(x.shape, generator=generator, device=device) < p_unmask)
+            unmask = (x == self.mask_index) & (rand_with(x.shape, generator, device=device) < p_unmask)
             x = torch.where(unmask, draw, x)
         return DiscreteSample(tokens=x, nfe=nfe)

@@ -51,9 +51,10 @@ from gencore.checks import check_choice, check_int
 from gencore.errors import ConfigError, InputError
 from gencore.nn import broadcast_time, expand_like
 from gencore.paths.affine import AffineGaussianPath
-from gencore.paths.base import ProbabilityPath, randn_like_with
+from gencore.paths.base import ProbabilityPath
 from gencore.paths.schedules import LinearSchedule
 from gencore.paths.time_samplers import UniformTime
+from gencore.rng import rand_with, randn_like_with
 
 FlowMapModel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 """``model(x: [B, ...], s: [B], t: [B]) -> u: [B, ...]``, the average velocity over ``[s, t]``."""
@@ -203,8 +204,7 @@ class MeanFlow:
         kw = {"generator": generator, "device": like.device, "dtype": like.dtype}
         a, b = self.time_sampler(n, **kw), self.time_sampler(n, **kw)
         s, t = torch.minimum(a, b), torch.maximum(a, b)
-        device = generator.device if generator is not None else like.device
-        diagonal = (torch.rand(n, generator=generator, device=device) >= self.ratio).to(like.device)
+        diagonal = rand_with((n,), generator, device=like.device) >= self.ratio
         return s, torch.where(diagonal, s, t)
 
     def adaptive_loss(self, delta: torch.Tensor) -> torch.Tensor:

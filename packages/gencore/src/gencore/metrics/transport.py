@@ -32,6 +32,7 @@ import torch
 from gencore.couplings.assignment import optimal_assignment
 from gencore.errors import InputError
 from gencore.metrics._pairwise import _BLOCK_ELEMENTS, as_point_pair, distances
+from gencore.rng import draw_device
 
 
 def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, max_points: int = 8192) -> float:
@@ -69,8 +70,7 @@ def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, max_points: int = 8192) ->
 
 def _random_directions(n: int, dim: int, generator: torch.Generator | None, device: torch.device) -> torch.Tensor:
     """``n`` directions uniform on the sphere ``S^{dim-1}`` (normalised Gaussians): ``[n, dim]``."""
-    gen_device = generator.device if generator is not None else torch.device("cpu")
-    g = torch.randn(n, dim, generator=generator, dtype=torch.float64, device=gen_device)
+    g = torch.randn(n, dim, generator=generator, dtype=torch.float64, device=draw_device(generator))
     return (g / g.norm(dim=1, keepdim=True)).to(device)
 
 

@@ -51,10 +51,3 @@ class ProbabilityPath(Protocol):
         *,
         generator: torch.Generator | None = None,
     ) -> PathSample: ...
-
-
-def randn_like_with(x: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """``N(0, I)`` noise shaped like ``x``, drawn on ``generator``'s device (so a seed gives the same numbers
-    on any device) and moved to ``x``'s device."""
-    device = generator.device if generator is not None else x.device
-    return torch.randn(x.shape, generator=generator, dtype=x.dtype, device=device).to(x.device)

@@ -27,7 +27,8 @@ import torch
 from gencore.errors import ConfigError, InputError
 from gencore.nn import broadcast_time, expand_like
 from gencore.paths.affine import _check_pair
-from gencore.paths.base import PathSample, randn_like_with
+from gencore.paths.base import PathSample
+from gencore.rng import randn_like_with
 
 
 class BrownianBridgePath:

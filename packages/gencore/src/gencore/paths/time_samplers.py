@@ -25,12 +25,7 @@ import torch
 
 from gencore.checks import check_int
 from gencore.errors import ConfigError, ConvergenceError, InputError
-
-
-def _draw_device(generator: torch.Generator | None, device: torch.device | str | None) -> torch.device:
-    if generator is not None:
-        return generator.device
-    return torch.device(device) if device is not None else torch.device("cpu")
+from gencore.rng import draw_device
 
 
 @dataclass(frozen=True)
@@ -58,7 +53,7 @@ class TimeSampler(ABC):
     ) -> torch.Tensor:
         """Draw ``n`` times, a ``[n]`` tensor in ``[t_min, t_max]`` (default dtype unless ``dtype``)."""
         n = check_int(n, "n", low=0, error=InputError)
-        u = self._draw(n, generator, _draw_device(generator, device))
+        u = self._draw(n, generator, draw_device(generator, device))
         if self.t_min != 0.0 or self.t_max != 1.0:
             u = self.t_min + (self.t_max - self.t_min) * u
         out_device = device if device is not None else u.device

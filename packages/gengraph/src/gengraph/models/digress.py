@@ -28,6 +28,7 @@ from gencore.discrete import model_device
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
+from gencore.rng import draw_device
 from gengraph.batch import structural_features
 
 __all__ = ["DigressConfig", "DigressDenoiser", "digress_loss", "digress_sample"]
@@ -121,8 +122,7 @@ def digress_loss(model, node_noise, edge_noise, edges, nodes, mask, generator, e
 
 def _multinomial(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """One class per row of ``probs: [M, K]`` (``[M, 1]``), drawn on the generator's device, on ``probs``' device."""
-    where = probs.device if generator is None else generator.device
-    return torch.multinomial(probs.to(where), 1, generator=generator).to(probs.device)
+    return torch.multinomial(probs.to(draw_device(generator, probs.device)), 1, generator=generator).to(probs.device)
 
 
 @torch.no_grad()
