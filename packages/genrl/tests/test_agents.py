@@ -187,3 +187,12 @@ def test_replay_buffer_wraps_and_samples(toy_dataset) -> None:
     assert buf.size == buf.capacity == len(toy_dataset) + 2
     s = buf.sample(8, torch.Generator().manual_seed(0))
     assert s["observations"].shape == (8, 2) and s["terminals"].dtype == torch.bool
+
+
+def test_iqn_agent_passes_its_huber_threshold_to_the_critic() -> None:
+    """The agent config had no huber_kappa, so `genrl train --agent iqn` always used the critic's default 1."""
+    agent = make_agent("iqn", SPEC, SMALL | {"huber_kappa": 0.25})
+    assert agent.critic.cfg.huber_kappa == 0.25 and agent.target_critic.cfg.huber_kappa == 0.25
+    assert make_agent("iqn", SPEC, SMALL).critic.cfg.huber_kappa == 1.0
+    with pytest.raises(ConfigError, match="huber_kappa"):
+        make_agent("iqn", SPEC, SMALL | {"huber_kappa": 0.0})

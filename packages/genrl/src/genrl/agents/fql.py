@@ -41,6 +41,7 @@ class FQLConfig(FlowBCConfig):
     ensemble: int = 2  # critic ensemble size (targets use the ensemble mean)
     n_atoms: int = 51  # C51 only
     n_quantiles: int = 32  # IQN only
+    huber_kappa: float = 1.0  # IQN only: the quantile Huber loss's threshold, on the scaled return's scale
     extraction: str = "one-step"  # one-step | best-of-n (act with the best of n_candidates BC-flow actions)
     n_candidates: int = 16  # actions drawn from the BC flow for best-of-n when acting
 
@@ -48,6 +49,7 @@ class FQLConfig(FlowBCConfig):
         super().__post_init__()
         require(self, "alpha", self.alpha >= 0, "non-negative")
         require(self, "n_atoms", self.n_atoms >= 2, "at least 2")
+        require(self, "huber_kappa", self.huber_kappa > 0, "positive")
         require_positive_ints(self, "ensemble", "n_quantiles", "n_candidates")
 
 
@@ -83,6 +85,7 @@ class FQLAgent(FlowActorMixin, Agent):
             return_max=vmax,
             n_atoms=c.n_atoms,
             n_quantiles=c.n_quantiles,
+            huber_kappa=c.huber_kappa,
         )
 
     # ------------------------------------------------------------------ pieces
