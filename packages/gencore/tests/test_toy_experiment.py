@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from gencore.toy_experiment import ToyConfig, compare
+from gencore.toy_experiment import ToyConfig, ToyFlowTask, compare, training_data
 
 
 def _by(records, coupling, nfe, metric="w2"):
@@ -40,3 +41,19 @@ def test_semidiscrete_beats_independent_and_sinkhorn_at_every_nfe() -> None:
     for k in cfg.nfe:
         assert _by(records, "semidiscrete", k) < _by(records, "independent", k)
         assert _by(records, "semidiscrete", k) < _by(records, "sinkhorn", k)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("epsilon", [0.0, 0.1])
+def test_the_toy_task_pairs_cuda_batches_with_a_coupling_fitted_on_the_cpu(epsilon: float) -> None:
+    """The engine trains on CUDA when there is one; the semidiscrete coupling is fitted on the CPU data set, so
+    its assignment multiplied CUDA noise by CPU data."""
+    cfg = ToyConfig(
+        coupling="semidiscrete", semidiscrete_epsilon=epsilon, semidiscrete_fit_steps=20,
+        semidiscrete_batch_size=64, n_data=128, hidden=16, depth=2, progress=False,
+    )  # fmt: skip
+    data = training_data(cfg)
+    task = ToyFlowTask(cfg, data)
+    cuda = torch.device("cuda")
+    loss, _ = task.loss(task.model.to(cuda), (data[:32].to(cuda),), torch.Generator(device=cuda).manual_seed(0))
+    assert loss.device.type == "cuda" and torch.isfinite(loss)

@@ -438,3 +438,26 @@ def test_samplers_run_on_the_models_device_with_a_cpu_generator_and_mask() -> No
         net = SetVelocity(geo, hidden=16, layers=1).eval().to(cuda)
         z = sample_latent_sets(net, geo, mask, steps=2, generator=torch.Generator().manual_seed(0))
         assert z.device.type == "cuda" and z.shape == (2, 10, 4) and torch.isfinite(z).all()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("kind", ["ball", "euclidean"])
+def test_training_losses_take_the_engines_cuda_generator(kind: str) -> None:
+    """gencore's Trainer hands the losses a generator on the training device: the autoencoder's sign flips and
+    random node features, and the prior's base noise, were drawn on the CPU from it, which a CUDA generator
+    refuses."""
+    cuda = torch.device("cuda")
+    graphs = generate("tree", 4, seed=0)
+    edges, nodes, mask = (t.to(cuda) for t in pack(graphs, max(g.n_nodes for g in graphs)))
+    gen = torch.Generator(device=cuda).manual_seed(0)
+    torch.manual_seed(0)
+    ae = GGBall(GGBallConfig(n_max=edges.shape[1], geometry=kind, hidden=16, latent_dim=4, vq_warmup=1)).to(cuda)
+    for _ in range(2):  # the warm-up step, then one through the codebook
+        loss, _ = ae(edges, nodes, mask, gen)
+        assert loss.device.type == "cuda" and torch.isfinite(loss)
+    with torch.no_grad():
+        zq, _, _ = ae.eval().quantise(ae.encode(edges, nodes, mask), mask)
+    prior = SetVelocity(ae.geometry, hidden=16, layers=1).to(cuda)
+    for coupling in COUPLINGS:
+        loss = latent_flow_loss(prior, ae.geometry, zq, mask, gen, coupling)
+        assert loss.device.type == "cuda" and torch.isfinite(loss)

@@ -177,3 +177,27 @@ def test_bits_per_dim_refuses_images_of_another_shape() -> None:
         bits_per_dim(run, torch.zeros(3, 1, 4, 4), steps=2)
     with pytest.raises(InputError, match="N >= 1"):
         bits_per_dim(run, torch.zeros(0, 1, 2, 2), steps=2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_periodic_samples_of_a_latent_run_decode_on_the_backbones_device(tmp_path) -> None:
+    """The engine trains the backbone on CUDA when there is one, while the trained VAE is kept on the CPU: the
+    periodic sample grids decoded CUDA latents with the CPU decoder."""
+    from genimage.config import ImageTrainConfig
+    from genimage.training import data_summary, fit_backbone, load_training_data, run_record
+
+    cfg = ImageTrainConfig(
+        data="digits", image_size=8, latent=True, vae_steps=2, steps=2, batch_size=8, vae_width=8, warmup_steps=1,
+        progress=False,
+    ).validate()  # fmt: skip
+    data = load_training_data(cfg)
+    record = run_record(cfg, data_summary(data, 8))
+    got = []
+
+    def callback(run: LoadedRun, step: int) -> None:
+        got.append(generate(run, sample_noise(run, 4, 1), nfe=2))
+
+    result, vae, _ = fit_backbone(cfg, data, record, tmp_path, {"sample_every": 1}, callback)
+    assert next(result.ema.parameters()).device.type == "cuda"
+    assert vae.latent_scale.device.type == "cpu"  # the returned VAE stays where it was
+    assert len(got) == 2 and all(x.shape == (4, 1, 8, 8) and torch.isfinite(x).all() for x in got)

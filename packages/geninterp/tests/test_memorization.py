@@ -141,3 +141,24 @@ def test_spikiness_measures_of_an_all_zero_representation_stay_in_range():
     zero = torch.zeros(3, 16)
     for name, fn in SPIKINESS_MEASURES.items():
         torch.testing.assert_close(fn(zero), torch.zeros(3), msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_experiment_tasks_train_on_cuda_and_hand_back_cpu_models() -> None:
+    """The engine trains on CUDA when there is one and hands the losses a CUDA generator: the DAE and EDM losses drew
+    their noise on the CPU from it (refused), and the trained networks came back on the GPU while the experiments
+    evaluate them on CPU tensors."""
+    from geninterp.iem_experiments import DenoiserTask, EDMDenoiser, train_digit_denoiser
+    from geninterp.memorization import DAETask, ReLUDAE, _fit
+
+    cuda = torch.device("cuda")
+    gen = torch.Generator(device=cuda).manual_seed(0)
+    x = torch.randn(256, 8, generator=torch.Generator().manual_seed(0))
+    dae, den = ReLUDAE(8, 12).to(cuda), EDMDenoiser(8).to(cuda)
+    for task, model in ((DAETask(dae, 0.5), dae), (DenoiserTask(den), den)):
+        loss, _ = task.loss(model, (x.to(cuda),), gen)
+        assert loss.device.type == "cuda" and torch.isfinite(loss)
+    model = _fit(DAETask(ReLUDAE(8, 12), 0.5), x, 3, 64, 1e-3, 0, False)
+    assert next(model.parameters()).device.type == "cpu" and torch.isfinite(model(x)).all()
+    den = train_digit_denoiser(x, steps=3, seed=0)
+    assert next(den.parameters()).device.type == "cpu" and torch.isfinite(den(x, torch.ones(256))).all()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from gencore.errors import InputError
+from gencore.rng import draw_device
 from gengraph.graph import Graph
 
 __all__ = ["laplacian_eigenvectors", "pack", "structural_features", "unpack"]
@@ -76,5 +77,5 @@ def laplacian_eigenvectors(adjacency: torch.Tensor, mask: torch.Tensor, k: int) 
 
 
 def random_signs(shape: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
-    """Independent uniform +-1 of ``shape`` (float32)."""
-    return torch.randint(0, 2, shape, generator=generator).to(torch.float32) * 2 - 1
+    """Independent uniform +-1 of ``shape`` (float32), drawn on ``generator``'s device (without one, the CPU)."""
+    return torch.randint(0, 2, shape, generator=generator, device=draw_device(generator)).to(torch.float32) * 2 - 1

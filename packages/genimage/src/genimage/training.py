@@ -15,6 +15,7 @@ EMA start afresh.
 
 from __future__ import annotations
 
+import copy
 import os
 import shutil
 import time
@@ -289,10 +290,17 @@ def fit_backbone(
     sampler = None
     if sample_every:
         hook = callback or _grid_callback(cfg, out)
+        placed: dict[torch.device, KLVAE] = {}  # the VAE (kept on the CPU) copied to the EMA backbone's device
 
         def sampler(ema: ImageBackbone, step: int, out_dir: Path) -> None:
             was_training = ema.training
-            hook(LoadedRun.from_parts(ema, record, vae), step)
+            decoder = vae
+            device = next(ema.parameters()).device
+            if vae is not None and vae.latent_scale.device != device:
+                if device not in placed:
+                    placed[device] = copy.deepcopy(vae).to(device)
+                decoder = placed[device]
+            hook(LoadedRun.from_parts(ema, record, decoder), step)
             ema.train(was_training)
 
     task = ImageTask(cfg, model, record["num_classes"], sampler)

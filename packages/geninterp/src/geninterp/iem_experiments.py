@@ -23,6 +23,7 @@ import torch
 
 from gencore.data import get_dataset
 from gencore.nn import MLPVelocity
+from gencore.rng import draw_device
 from gencore.train import TrainConfig, Trainer
 from geninterp.iem import (
     GaussianDenoiser,
@@ -132,9 +133,10 @@ class DenoiserTask:
     def loss(self, model: torch.nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         (x,) = batch
         inner = getattr(model, "module", model)
-        u = torch.rand(x.shape[0], generator=generator).to(x)
+        where = draw_device(generator)  # the engine's generator lives on the training device
+        u = torch.rand(x.shape[0], generator=generator, device=where).to(x)
         sigma = (inner.log_min + u * (inner.log_max - inner.log_min)).exp()
-        noise = torch.randn(x.shape, generator=generator).to(x)
+        noise = torch.randn(x.shape, generator=generator, device=where).to(x)
         weight = (sigma**2 + SIGMA_DATA**2) / (sigma * SIGMA_DATA) ** 2
         err = (model(x + sigma[:, None] * noise, sigma) - x).pow(2).mean(-1)
         return (weight * err).mean(), {}
@@ -153,7 +155,7 @@ def train_digit_denoiser(
             seed=seed, progress=progress, out_dir=out_dir or tmp, warmup_steps=min(100, steps),
         )  # fmt: skip
         result = Trainer(cfg).fit(DenoiserTask(model), torch.utils.data.TensorDataset(data))
-    return result.ema.eval()
+    return result.ema.cpu().eval()  # trained on CUDA when there is one; evaluated on the CPU
 
 
 def _loo_accuracy(dist: torch.Tensor, labels: torch.Tensor) -> float:

@@ -46,6 +46,7 @@ from gencore.flow_matching import FlowMatcher
 from gencore.io import ensure_dir
 from gencore.metrics import roc_auc
 from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
+from gencore.rng import draw_device
 from gencore.train import TrainConfig, Trainer
 from geninterp.capture import ActivationCapture, OutputReplacement
 from geninterp.memorization_unet import UNET_TAPS, ReLUUNet
@@ -116,7 +117,8 @@ def _fit(
             steps=steps, global_batch_size=batch, optimizer="adamw", lr=lr, schedule="cosine", ema_decay=0.0,
             seed=seed, progress=progress, out_dir=tmp, log_every=max(steps // 10, 1), weight_decay=weight_decay,
         )  # fmt: skip
-        return Trainer(cfg).fit(task, torch.utils.data.TensorDataset(data)).model.eval()
+        # the engine trains on CUDA when there is one; the experiments evaluate on the CPU
+        return Trainer(cfg).fit(task, torch.utils.data.TensorDataset(data)).model.cpu().eval()
 
 
 # ---------------------------------------------------------------------------------------------- ReLU DAE
@@ -141,7 +143,7 @@ class DAETask:
 
     def loss(self, model: nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         (x,) = batch
-        y = x + self.sigma * torch.randn(x.shape, generator=generator).to(x)
+        y = x + self.sigma * torch.randn(x.shape, generator=generator, device=draw_device(generator)).to(x)
         return (model(y) - x).pow(2).sum(-1).mean(), {}
 
 

@@ -27,6 +27,7 @@ import torch
 
 from gencore.errors import ConfigError
 from gencore.manifolds.base import Manifold, eps_for, safe_norm, safe_sqrt, sinc_ratio, wrapped_normal_log_prob
+from gencore.rng import draw_device
 
 __all__ = ["SO3", "Euclidean", "Lorentz", "PoincareBall", "Sphere", "Torus", "wrap_angle"]
 
@@ -84,7 +85,7 @@ class Euclidean(Manifold):
         return (y - x).square().sum(-1)
 
     def random_base(self, n, *, generator=None, dtype=torch.float32):
-        return torch.randn(n, self.dim, generator=generator, dtype=dtype)
+        return torch.randn(n, self.dim, generator=generator, dtype=dtype, device=draw_device(generator))
 
     def base_log_prob(self, x):
         return -0.5 * x.square().sum(-1) - 0.5 * self.dim * math.log(2 * math.pi)
@@ -319,8 +320,10 @@ class PoincareBall(Manifold):
         return self.dim * self._c(x) * self.lambda_x(x, keepdim=False) * _dot(x, v)
 
     def random_base(self, n, *, generator=None, dtype=torch.float32):
-        # drawn on the CPU like every base here, then moved to where the curvature lives (the module's device)
-        xi = torch.randn(n, self.dim, generator=generator, dtype=dtype).to(self.geo.c.device) * self.base_std
+        # drawn on the generator's device (without one, the CPU), then moved to where the curvature lives (the
+        # module's device): a training loss's CUDA generator works, a CPU generator gives the same draws anywhere
+        xi = torch.randn(n, self.dim, generator=generator, dtype=dtype, device=draw_device(generator))
+        xi = xi.to(self.geo.c.device) * self.base_std
         o = self.origin(dtype).expand(n, -1)
         return self.expmap(o, self.origin_tangent(xi))
 

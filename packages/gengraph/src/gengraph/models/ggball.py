@@ -50,6 +50,7 @@ from torch.nn import functional as F
 
 from gencore.errors import ConfigError
 from gencore.io import Pretrained
+from gencore.rng import draw_device
 from gengraph.batch import laplacian_eigenvectors, random_signs, structural_features
 from gengraph.hyperbolic import HypGraphConv, HypTransformerBlock, PoincareLinear, make_geometry
 from gengraph.models.codebook import ManifoldCodebook
@@ -164,7 +165,7 @@ class GGBall(Pretrained, nn.Module):
             parts.append(pe)
         if c.random_features:
             gen = generator if self.training else torch.Generator().manual_seed(0)
-            noise = torch.randn(*mask.shape, c.random_features, generator=gen).to(mask.device)
+            noise = torch.randn(*mask.shape, c.random_features, generator=gen, device=draw_device(gen)).to(mask.device)
             parts.append(noise * mask[..., None])
         feats = torch.cat(parts, -1)
         x = self.hidden_geo.expmap0(self.lift(feats))
