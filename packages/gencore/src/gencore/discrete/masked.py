@@ -115,7 +115,7 @@ class MaskedDiffusion(ELBOProcess):
         """Draw ``x_t ~ q_t(. | x0)`` (``[B, L]``, the mask is token ``K``) at ``t`` (scalar or ``[B]``)."""
         x0 = check_tokens(x0, self.vocab_size)
         alpha = self.schedule.alpha(torch.as_tensor(t, dtype=torch.float32, device=x0.device).expand(x0.shape[0]))
-        keep = torch.rand(x0.shape, generator=generator, device=x0.device) < alpha[:, None]
+        keep = rand_with(x0.shape, generator, device=x0.device) < alpha[:, None]
         return torch.where(keep, x0, torch.full_like(x0, self.mask_index))
 
     def clean_log_likelihood(self, features: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

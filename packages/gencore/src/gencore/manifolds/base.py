@@ -107,7 +107,9 @@ class Manifold(nn.Module, abc.ABC):
     def random_base(
         self, n: int, *, generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32
     ) -> torch.Tensor:
-        """``n`` draws of the base distribution (uniform if compact, else a wrapped normal at the origin)."""
+        """``n`` draws of the base distribution (uniform if compact, else a wrapped normal at the origin), made on
+        ``generator``'s device (without one, the CPU); a manifold with parameters (the learnable ball) returns them
+        on its own device."""
 
     @abc.abstractmethod
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:

@@ -140,7 +140,9 @@ class Sphere(Manifold):
         return _dot(u, v)
 
     def random_base(self, n, *, generator=None, dtype=torch.float32):
-        return self.projx(torch.randn(n, self.ambient_dim, generator=generator, dtype=dtype))
+        return self.projx(
+            torch.randn(n, self.ambient_dim, generator=generator, dtype=dtype, device=draw_device(generator))
+        )
 
     def log_area(self) -> float:
         m = self.dim + 1
@@ -209,7 +211,9 @@ class Torus(Manifold):
         return 2 * self.dim
 
     def random_base(self, n, *, generator=None, dtype=torch.float32):
-        return (torch.rand(n, self.dim, generator=generator, dtype=dtype) * 2 - 1) * math.pi
+        return (
+            torch.rand(n, self.dim, generator=generator, dtype=dtype, device=draw_device(generator)) * 2 - 1
+        ) * math.pi
 
     def base_log_prob(self, x):
         return torch.full(x.shape[:-1], -self.dim * math.log(2 * math.pi), dtype=x.dtype, device=x.device)
@@ -395,8 +399,8 @@ class Lorentz(Manifold):
         return v + self.linner(y, v, True) / (self.k - self.linner(x, y, True)) * (x + y)
 
     def random_base(self, n, *, generator=None, dtype=torch.float32):
-        xi = torch.randn(n, self.dim, generator=generator, dtype=dtype) * self.base_std
-        return self.expmap(self.origin(dtype).expand(n, -1), self.origin_tangent(xi))
+        xi = torch.randn(n, self.dim, generator=generator, dtype=dtype, device=draw_device(generator)) * self.base_std
+        return self.expmap(self.origin(dtype).to(xi.device).expand(n, -1), self.origin_tangent(xi))
 
     def base_log_prob(self, x):
         r = self.dist(self.origin(x.dtype).to(x.device).expand_as(x), x)
@@ -541,7 +545,7 @@ class SO3(Manifold):
         return self._f(r @ hat((_jr_inv(a) @ b[..., None])[..., 0]))
 
     def random_base(self, n, *, generator=None, dtype=torch.float32):
-        q = torch.randn(n, 4, generator=generator, dtype=dtype)
+        q = torch.randn(n, 4, generator=generator, dtype=dtype, device=draw_device(generator))
         q = q / safe_norm(q)
         w, x, y, z = q.unbind(-1)
         m = torch.stack(
