@@ -23,7 +23,7 @@ import torch
 
 from gencore.data import get_dataset
 from gencore.nn import MLPVelocity
-from gencore.rng import draw_device
+from gencore.rng import rand_with, randn_like_with
 from gencore.train import TrainConfig, Trainer
 from geninterp.iem import (
     GaussianDenoiser,
@@ -133,10 +133,9 @@ class DenoiserTask:
     def loss(self, model: torch.nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         (x,) = batch
         inner = getattr(model, "module", model)
-        where = draw_device(generator)  # the engine's generator lives on the training device
-        u = torch.rand(x.shape[0], generator=generator, device=where).to(x)
+        u = rand_with((x.shape[0],), generator, device=x.device, dtype=x.dtype)
         sigma = (inner.log_min + u * (inner.log_max - inner.log_min)).exp()
-        noise = torch.randn(x.shape, generator=generator, device=where).to(x)
+        noise = randn_like_with(x, generator)
         weight = (sigma**2 + SIGMA_DATA**2) / (sigma * SIGMA_DATA) ** 2
         err = (model(x + sigma[:, None] * noise, sigma) - x).pow(2).mean(-1)
         return (weight * err).mean(), {}

@@ -46,7 +46,7 @@ from gencore.flow_matching import FlowMatcher
 from gencore.io import ensure_dir
 from gencore.metrics import roc_auc
 from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
-from gencore.rng import draw_device
+from gencore.rng import randn_like_with
 from gencore.train import TrainConfig, Trainer
 from geninterp.capture import ActivationCapture, OutputReplacement
 from geninterp.memorization_unet import UNET_TAPS, ReLUUNet
@@ -143,7 +143,7 @@ class DAETask:
 
     def loss(self, model: nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         (x,) = batch
-        y = x + self.sigma * torch.randn(x.shape, generator=generator, device=draw_device(generator)).to(x)
+        y = x + self.sigma * randn_like_with(x, generator)
         return (model(y) - x).pow(2).sum(-1).mean(), {}
 
 
