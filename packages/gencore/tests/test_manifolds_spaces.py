@@ -264,7 +264,7 @@ def test_ball_with_a_fixed_curvature_computes_float64_with_the_exact_c():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_ball_base_draws_from_a_cpu_generator_on_the_balls_device() -> None:
     """The ball's origin follows its curvature to CUDA while its noise is drawn on the CPU: they used to mix."""
-    ball = PoincareBall(3, c=0.7).cuda()
+    ball = PoincareBall(3, c=0.7).to("cuda")
     x = ball.random_base(16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     ref = PoincareBall(3, c=0.7).random_base(16, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     assert x.device.type == "cuda"

@@ -34,5 +34,5 @@ def test_a_cpu_generator_drives_cuda_data_with_the_cpu_numbers() -> None:
     assert torch.equal(noise.cpu(), torch.randn(3, 4, generator=torch.Generator().manual_seed(0)))
     probs = torch.tensor([[0.2, 0.3, 0.5]] * 64)
     on_cpu = sample_categorical(probs, generator=torch.Generator().manual_seed(1))
-    on_cuda = sample_categorical(probs.cuda(), generator=torch.Generator().manual_seed(1))
+    on_cuda = sample_categorical(probs.to("cuda"), generator=torch.Generator().manual_seed(1))
     assert on_cuda.device.type == "cuda" and torch.equal(on_cuda.cpu(), on_cpu)
