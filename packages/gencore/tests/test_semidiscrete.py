@@ -233,3 +233,16 @@ def test_fit_with_identical_data_points_uses_a_positive_default_step():
     assert torch.isfinite(sd.potential).all()
     _, x1 = sd(torch.randn(5, 2), torch.ones(5, 2), generator=torch.Generator().manual_seed(1))
     assert torch.equal(x1, torch.ones(5, 2))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_coupling_fitted_on_the_cpu_pairs_cuda_noise_on_cuda(fitted16: SemidiscreteCoupling) -> None:
+    """The engine hands the task CUDA batches and a CUDA generator; the coupling follows them there."""
+    sd = SemidiscreteCoupling(fitted16.data.clone())
+    sd.load_state_dict(fitted16.state_dict())
+    x0 = torch.randn(64, 2, generator=torch.Generator().manual_seed(5))
+    want = sd.assign(x0)
+    cuda = torch.device("cuda")
+    _, got_x1 = sd(x0.to(cuda), generator=torch.Generator(device=cuda).manual_seed(0))
+    assert sd.data.device.type == "cuda" and got_x1.device.type == "cuda"
+    torch.testing.assert_close(got_x1.cpu(), sd.data.cpu()[want])

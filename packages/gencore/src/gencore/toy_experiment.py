@@ -152,8 +152,6 @@ class ToyFlowTask:
 
     def loss(self, model: torch.nn.Module, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         (x1,) = batch
-        if isinstance(self.coupling, SemidiscreteCoupling) and self.coupling.data.device != x1.device:
-            self.coupling.to(x1.device)  # fitted on the CPU; it pairs the batches where the engine trains
         return self.matcher.loss(model, x1, generator=generator), {}
 
     def sample(self, model: torch.nn.Module, step: int, out_dir: Path) -> None:

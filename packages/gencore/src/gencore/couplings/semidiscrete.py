@@ -174,7 +174,13 @@ class SemidiscreteCoupling(nn.Module):
 
     @torch.no_grad()
     def assign(self, x0: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Indices ``[B]`` of the data points matched to ``x0: [B, ...]`` (sampled if ``epsilon > 0``)."""
+        """Indices ``[B]`` of the data points matched to ``x0: [B, ...]`` (sampled if ``epsilon > 0``).
+
+        The coupling follows the noise: when ``x0`` is on another device than the data (a coupling
+        fitted on the CPU pairing the batches of a GPU run), the module moves itself there once.
+        """
+        if x0.device != self.data.device:
+            self.to(x0.device)
         return self._assign_flat(self._flat_noise(x0), None, generator)
 
     def forward(
