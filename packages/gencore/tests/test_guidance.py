@@ -176,3 +176,20 @@ def test_reward_guidance_other_schedule_and_errors() -> None:
         bad(x, tt)
     with pytest.raises(ConfigError):
         RewardGuidance(lambda x, t: -x, reward, 1.0, max_factor=0.0)
+
+
+def test_guidance_without_an_interval_never_reads_the_time_back() -> None:
+    """With no interval there is nothing to compare, so a device scalar ``t`` is never synchronised to the
+    host; a ``meta`` tensor, which has no value to read, stands in for a CUDA scalar."""
+
+    def model(x, t, label):
+        return x * (2.0 if label == "cat" else 1.0)
+
+    t = torch.empty((), device="meta")
+    cfg = ClassifierFreeGuidance(model, 3.0, cond={"label": "cat"}, null_cond={"label": None})
+    assert guidance_mask(t, cfg.interval) is None
+    torch.testing.assert_close(cfg(X, t), 4.0 * X)  # 1 + 3 * (2 - 1)
+    rg = RewardGuidance(lambda x, t, label: x, lambda x1: x1.sum(1), 0.0, through_model=False, cond={"label": "cat"})
+    torch.testing.assert_close(rg(X, 0.5), X)
+    with pytest.raises((RuntimeError, NotImplementedError)):  # an interval must read t to compare it
+        ClassifierFreeGuidance(model, 3.0, cond={"label": "cat"}, null_cond={"label": None}, interval=(0.0, 1.0))(X, t)

@@ -10,7 +10,9 @@ Interval Improves Sample and Distribution Quality in Diffusion Models"):
 
 ``w = 1`` is the conditional model, ``w = 0`` the unconditional one. In the suite's time
 (``t = 0`` noise) the paper's recommendation -- no guidance at the highest noise levels --
-is an interval with ``t_lo > 0``; the interval is closed.
+is an interval with ``t_lo > 0``; the interval is closed. Without an interval (the default)
+guidance applies at every ``t`` and no time is compared: a scalar ``t`` on a GPU is then never
+read back to the host, so sampling steps queue without waiting for each other.
 
 Reward guidance (gradient guidance from a differentiable reward ``r``, in the spirit of
 Chung et al. 2023 "Diffusion Posterior Sampling" and Bansal et al. 2023 "Universal
@@ -48,15 +50,20 @@ from gencore.paths import AffineGaussianPath, LinearSchedule, Schedule
 __all__ = ["ClassifierFreeGuidance", "RewardGuidance", "guidance_mask"]
 
 
-def _check_interval(interval: tuple[float, float]) -> tuple[float, float]:
+def _check_interval(interval: tuple[float, float] | None) -> tuple[float, float] | None:
+    if interval is None:
+        return None
     lo, hi = (float(v) for v in interval)
     if not lo <= hi:
         raise ConfigError(f"guidance interval must satisfy t_lo <= t_hi, got {interval}.")
     return lo, hi
 
 
-def guidance_mask(t: torch.Tensor | float, interval: tuple[float, float]) -> torch.Tensor:
-    """Boolean tensor (shape of ``t``) that is ``True`` where ``t_lo <= t <= t_hi``."""
+def guidance_mask(t: torch.Tensor | float, interval: tuple[float, float] | None) -> torch.Tensor | None:
+    """Boolean tensor (shape of ``t``) that is ``True`` where ``t_lo <= t <= t_hi``; ``None`` (guide
+    everywhere) without an interval."""
+    if interval is None:
+        return None
     lo, hi = interval
     t = torch.as_tensor(t)
     return (t >= lo) & (t <= hi)
@@ -87,7 +94,8 @@ class ClassifierFreeGuidance:
         scale: guidance weight ``w`` (1: conditional, 0: unconditional).
         cond: keyword arguments of the conditional call (e.g. ``{"y": labels}``).
         null_cond: keyword arguments of the unconditional call (e.g. ``{"y": null_labels}``).
-        interval: ``(t_lo, t_hi)``; guidance is applied for ``t_lo <= t <= t_hi`` only.
+        interval: ``(t_lo, t_hi)``; guidance is applied for ``t_lo <= t <= t_hi`` only. ``None`` (default):
+            at every ``t``.
         batched: evaluate both branches in one model call by concatenating along the batch
             (used when every conditioning value is a ``[B, ...]`` tensor in both dicts).
 
@@ -103,7 +111,7 @@ class ClassifierFreeGuidance:
         *,
         cond: Mapping[str, Any] | None = None,
         null_cond: Mapping[str, Any] | None = None,
-        interval: tuple[float, float] = (0.0, 1.0),
+        interval: tuple[float, float] | None = None,
         batched: bool = True,
     ) -> None:
         self.model = model
@@ -129,11 +137,11 @@ class ClassifierFreeGuidance:
     def __call__(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
         """Guided velocity ``[B, ...]`` at ``x: [B, ...]`` and ``t`` (scalar or ``[B]``)."""
         mask = guidance_mask(t, self.interval)
-        if mask.dim() == 0 and not bool(mask):
+        if mask is not None and mask.dim() == 0 and not bool(mask):
             return self.model(x, t, **self.cond)
         v_c, v_u = self._both(x, t)
         v = v_u + self.scale * (v_c - v_u)
-        if mask.dim() == 0:
+        if mask is None or mask.dim() == 0:
             return v
         return _select(mask, x, v, v_c)
 
@@ -146,7 +154,7 @@ class RewardGuidance:
         reward: differentiable ``r(x1: [B, ...]) -> [B]`` (larger is better).
         scale: guidance strength (inverse temperature of the tilt ``exp(scale * r)``).
         schedule: the model's :mod:`gencore.paths` schedule (default ``LinearSchedule()``).
-        interval: apply guidance only for ``t_lo <= t <= t_hi``.
+        interval: apply guidance only for ``t_lo <= t <= t_hi``; ``None`` (default): at every ``t``.
         max_factor: cap on the score-to-velocity factor ``c_t``.
         through_model: differentiate ``r(x1_hat(x_t))`` through the model (``True``) or use
             ``(grad r)(x1_hat)`` (``False``).
@@ -163,7 +171,7 @@ class RewardGuidance:
         scale: float,
         *,
         schedule: Schedule | None = None,
-        interval: tuple[float, float] = (0.0, 1.0),
+        interval: tuple[float, float] | None = None,
         max_factor: float = 10.0,
         through_model: bool = True,
         cond: Mapping[str, Any] | None = None,
@@ -208,10 +216,10 @@ class RewardGuidance:
     def __call__(self, x: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
         """Guided velocity ``v + scale * min(c_t, max_factor) * grad_x r(x1_hat(x))``, ``[B, ...]``."""
         mask = guidance_mask(t, self.interval)
-        if mask.dim() == 0 and not bool(mask):
+        if mask is not None and mask.dim() == 0 and not bool(mask):
             return self.model(x, t, **self.cond)
         v, g = self.reward_gradient(x, t)
         guided = v + self.scale * self.factor(t, x) * g
-        if mask.dim() == 0:
+        if mask is None or mask.dim() == 0:
             return guided
         return _select(mask, x, guided, v)

@@ -152,7 +152,7 @@ def sample_categorical(probs: torch.Tensor, *, generator: torch.Generator | None
         raise InputError(f"probs must have a non-empty last (class) dimension, got shape {tuple(probs.shape)}.")
     cdf = probs.cumsum(-1)
     total = cdf[..., -1:]
-    if not bool((total > 0).all()) or not bool(torch.isfinite(total).all()):
+    if not bool(((total > 0) & torch.isfinite(total)).all()):  # one host sync per call
         raise InputError("every row of probs must have a positive finite total weight.")
     u = rand_with((*probs.shape[:-1], 1), generator, device=probs.device, dtype=cdf.dtype) * total
     return (cdf <= u).sum(-1).clamp_max(probs.shape[-1] - 1)
@@ -173,7 +173,7 @@ def ctmc_jump(
     check_choice(method, CTMC_METHODS, "CTMC step method")
     if intensity.shape[:-1] != x.shape:
         raise InputError(f"intensity must have shape {tuple(x.shape)} + [K], got {tuple(intensity.shape)}.")
-    if bool((intensity < 0).any()) or not bool(torch.isfinite(intensity).all()):
+    if not bool(((intensity >= 0) & torch.isfinite(intensity)).all()):  # one host sync per step
         raise InputError("CTMC jump intensities must be finite and non-negative.")
     current = torch.nn.functional.one_hot(x, intensity.shape[-1]).bool()
     lam = intensity.masked_fill(current, 0.0)

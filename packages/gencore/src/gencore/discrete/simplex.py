@@ -170,7 +170,7 @@ def lineage_nodes(tau: torch.Tensor, psi: float) -> tuple[torch.Tensor, torch.Te
 def sample_log_gamma(alpha: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
     """``log G`` with ``G ~ Gamma(alpha, 1)`` (float64), Marsaglia-Tsang with the ``alpha < 1`` boost in log space."""
     alpha = alpha.to(torch.float64)
-    if bool((alpha <= 0).any()) or not bool(torch.isfinite(alpha).all()):
+    if not bool(((alpha > 0) & torch.isfinite(alpha)).all()):  # one host sync per call
         raise InputError("Gamma shapes must be positive and finite.")
     boost = alpha < 1
     a = torch.where(boost, alpha + 1, alpha).reshape(-1)
@@ -430,4 +430,4 @@ class JacobiDirichletSDE(WrightFisherSimplex):
         s_model = dirichlet + w * g
         per_pos = 0.5 * ((s_model - s_true) ** 2).sum(-1)
         loss = (self.dtau_dt(t).float()[:, None] * per_pos).mean()
-        return loss, {"loss": float(loss.detach())}
+        return loss, {"loss": loss.detach()}
