@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -316,3 +317,24 @@ def test_optimizer_is_fused_where_possible_and_follows_torchs_update() -> None:
         for p, q in zip(ours, theirs):
             torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6)
     assert not _build_optimizer(TrainConfig(optimizer="adam"), ours, sharded=True).defaults["fused"]
+
+
+def test_tensor_metrics_are_averaged_over_micro_batches_like_the_loss(tmp_path: Path) -> None:
+    """Tasks return their metrics as device tensors (no host sync per step); the engine averages them over the
+    accumulation micro-batches and logs floats. The example task's ``mse`` metric is its loss."""
+    _run(_cfg(tmp_path, steps=3, grad_accum_steps=4))
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    for r in records:
+        assert isinstance(r["mse"], float) and r["mse"] == pytest.approx(r["loss"], rel=1e-6)
+
+
+def test_metrics_to_floats_keeps_order_and_values_in_one_read_back() -> None:
+    from gencore.train.metrics_log import metrics_to_floats
+
+    metrics = {"a": torch.tensor(0.1, dtype=torch.float32), "b": 2, "c": torch.tensor([3.5], dtype=torch.float64),
+               "d": math.nan, "e": torch.tensor(True)}  # fmt: skip
+    out = metrics_to_floats(metrics)
+    assert list(out) == list(metrics) and all(type(v) is float for v in out.values())
+    assert out["a"] == float(torch.tensor(0.1, dtype=torch.float32)) and out["b"] == 2.0 and out["c"] == 3.5
+    assert math.isnan(out["d"]) and out["e"] == 1.0

@@ -45,6 +45,11 @@ def test_ggball_trains_and_keeps_its_codebook_on_the_ball(tmp_path) -> None:
         losses.append(float(loss))
         assert (model.codebook.codes.norm(dim=-1) < 1).all()
     assert bool(model.codebook.initialised) and metrics["codes_used"] >= 2
+    model.eval()
+    with torch.no_grad():  # the count kept on the device is the number of distinct codes of the real nodes
+        _, idx, _ = model.quantise(model.encode(edges, nodes, mask, torch.Generator().manual_seed(1)), mask)
+        _, m = model(edges, nodes, mask, torch.Generator().manual_seed(1))
+    assert int(m["codes_used"]) == torch.unique(idx[mask.bool()]).numel()
     assert sum(losses[-5:]) < sum(losses[5:10])  # quantised from step 6 on
     model.eval()
     model.save_pretrained(tmp_path / "m")

@@ -73,12 +73,12 @@ class ScalarCritic(nn.Module):
 
     def loss(
         self, batch: Batch, next_actions: torch.Tensor, target: ScalarCritic, discount: float, generator=None
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         with torch.no_grad():
             y = batch["rewards"] + discount * bellman_mask(batch) * target.q(batch["next_observations"], next_actions)
         q = self.all_q(batch["observations"], batch["actions"])
         loss = ((q - y[None]) ** 2).mean()
-        return loss, {"critic_loss": loss.item(), "q_mean": q.mean().item()}
+        return loss, {"critic_loss": loss.detach(), "q_mean": q.mean().detach()}
 
 
 class C51Critic(nn.Module):
@@ -118,13 +118,13 @@ class C51Critic(nn.Module):
 
     def loss(
         self, batch: Batch, next_actions: torch.Tensor, target: C51Critic, discount: float, generator=None
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         with torch.no_grad():
             p_next = target.probs(batch["next_observations"], next_actions)
             m = self.project(batch["rewards"], discount * bellman_mask(batch), p_next)
         logp = self.logits(batch["observations"], batch["actions"]).log_softmax(-1)
         loss = -(m[None] * logp).sum(-1).mean()
-        return loss, {"critic_loss": loss.item(), "q_mean": (logp.exp() * self.atoms).sum(-1).mean().item()}
+        return loss, {"critic_loss": loss.detach(), "q_mean": (logp.exp() * self.atoms).sum(-1).mean().detach()}
 
 
 class IQNCritic(nn.Module):
@@ -161,7 +161,7 @@ class IQNCritic(nn.Module):
 
     def loss(
         self, batch: Batch, next_actions: torch.Tensor, target: IQNCritic, discount: float, generator=None
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         b, n, kappa = batch["rewards"].shape[0], self.cfg.n_quantiles, self.cfg.huber_kappa
         obs = batch["observations"]
         with torch.no_grad():
@@ -174,4 +174,4 @@ class IQNCritic(nn.Module):
         huber = torch.where(u.abs() <= kappa, 0.5 * u**2, kappa * (u.abs() - 0.5 * kappa))
         rho = (tau[None, :, :, None] - (u.detach() < 0).to(u.dtype)).abs() * huber / kappa
         loss = rho.sum(2).mean()
-        return loss, {"critic_loss": loss.item(), "q_mean": z.mean().item()}
+        return loss, {"critic_loss": loss.detach(), "q_mean": z.mean().detach()}

@@ -156,7 +156,7 @@ class FlowReturnCritic(nn.Module):
         target: FlowReturnCritic,
         discount: float,
         generator: torch.Generator | None = None,
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         obs, act, nobs = batch["observations"], batch["actions"], batch["next_observations"]
         r = batch["rewards"][:, None]
         gm = discount * bellman_mask(batch)[:, None]  # gamma * (1 - terminal)
@@ -177,9 +177,9 @@ class FlowReturnCritic(nn.Module):
         dcfm = ((v_d - u_dcfm[None]) ** 2).sum(0).squeeze(-1)
         loss = (weights * (self.cfg.bcfm_weight * bcfm + self.cfg.dcfm_weight * dcfm)).mean()
         return loss, {
-            "critic_loss": loss.item(),
-            "bcfm_loss": bcfm.mean().item(),
-            "dcfm_loss": dcfm.mean().item(),
-            "confidence_weight": weights.mean().item(),
-            "return_std": std.mean().item(),
+            "critic_loss": loss.detach(),
+            "bcfm_loss": bcfm.mean().detach(),
+            "dcfm_loss": dcfm.mean().detach(),
+            "confidence_weight": weights.mean().detach(),
+            "return_std": std.mean().detach(),
         }

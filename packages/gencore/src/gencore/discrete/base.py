@@ -105,7 +105,7 @@ class ELBOProcess(DiscreteProcess):
         """The NELBO integrand at stratified times, averaged over the batch (nats per position)."""
         t = stratified_times(x0.shape[0], generator=generator, device=x0.device)
         loss = self.elbo_terms(model, x0, t, generator=generator, **cond).mean().float()
-        return loss, {"nelbo": float(loss.detach())}
+        return loss, {"nelbo": loss.detach()}
 
     @torch.no_grad()
     def nll_bound(

@@ -257,7 +257,7 @@ class FewStepForward(nn.Module, DiscreteProcess):
             baseline = (value.sum(1, keepdim=True) - value) / (repeats - 1)
             objective = kl + (value - baseline) * logprob
         loss = objective.mean() / self.length
-        bound = float(kl.detach().mean()) / self.length
+        bound = kl.detach().mean() / self.length
         metrics = {
             "loss": bound,
             "bound": bound,

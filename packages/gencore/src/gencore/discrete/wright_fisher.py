@@ -175,7 +175,7 @@ class WrightFisherProcess(DiscreteProcess):
         t = stratified_times(x0.shape[0], generator=generator, device=x0.device)
         per_seq = self._diffusion_term(model, x0, t, generator, cond)
         loss = per_seq.mean()
-        return loss.float(), {"loss": float(loss.detach())}
+        return loss.float(), {"loss": loss.detach()}
 
     @torch.no_grad()
     def nll_bound(

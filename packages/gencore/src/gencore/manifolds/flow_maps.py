@@ -130,4 +130,4 @@ def gfm_loss(
         l_sd = m.norm2(xm.detach(), r).mean()
     else:
         l_sd = psd_loss(fm, xs, s, t).mean()
-    return l_diag + l_sd, {"diag": float(l_diag.detach()), method: float(l_sd.detach())}
+    return l_diag + l_sd, {"diag": l_diag.detach(), method: l_sd.detach()}

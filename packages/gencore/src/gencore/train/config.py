@@ -75,7 +75,9 @@ class Task(Protocol):
     it as ``model(...)`` so that gradients are synchronised; ``batch`` is the collated
     micro-batch moved to the run's device; ``generator`` is this rank's ``torch.Generator``
     (all randomness of the loss should come from it). Returns a scalar loss, the *mean* over
-    the micro-batch, and a dict of float-able metrics.
+    the micro-batch, and a dict of float-able metrics: prefer detached 0-dim tensors, which the
+    trainer averages on the device and reads back only on logging steps (a Python float costs a
+    host sync on every step).
     Optional ``sample(model_ema, step, out_dir)`` is called on rank 0 every
     ``TrainConfig.sample_every`` steps with the EMA network in eval mode under ``no_grad``.
     """

@@ -15,6 +15,7 @@ import math
 import os
 import resource
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,22 @@ def peak_memory_mb(device: torch.device) -> float:
         return torch.cuda.max_memory_allocated(device) / 2**20
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return rss / 2**20 if sys.platform == "darwin" else rss / 2**10
+
+
+def metrics_to_floats(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """``{name: float}`` from values that are Python numbers or one-element tensors, reading every tensor back to
+    the host in a single transfer per device (``float(t)`` per tensor would wait for the device once per metric)."""
+    out: dict[str, float] = {}
+    by_device: dict[torch.device, list[str]] = {}
+    for k, v in metrics.items():
+        if isinstance(v, torch.Tensor):
+            by_device.setdefault(v.device, []).append(k)
+        else:
+            out[k] = float(v)
+    for keys in by_device.values():
+        values = torch.stack([metrics[k].detach().reshape(()).to(torch.float64) for k in keys]).tolist()
+        out.update(zip(keys, values, strict=True))
+    return {k: out[k] for k in metrics}
 
 
 def _jsonable(value: Any) -> Any:

@@ -66,7 +66,7 @@ from gencore.train.distributed import (
 )
 from gencore.train.ema import EMA
 from gencore.train.layersync import LayerSync
-from gencore.train.metrics_log import MetricsLogger, peak_memory_mb
+from gencore.train.metrics_log import MetricsLogger, metrics_to_floats, peak_memory_mb
 from gencore.train.signals import signal_received, stop_signals
 
 
@@ -418,7 +418,7 @@ class Trainer:
                         "samples_per_s": rate,
                         "peak_memory_mb": peak_memory_mb(info.device),
                         "skipped": not finite,
-                        **{k: float(v) for k, v in metric_acc.items() if k not in ("step", "loss", "lr")},
+                        **metrics_to_floats({k: v for k, v in metric_acc.items() if k not in ("step", "loss", "lr")}),
                     }
                     logger.log(record)
                     bar.set_postfix(loss=f"{mean_loss:.4g}", sps=f"{rate:.0f}")

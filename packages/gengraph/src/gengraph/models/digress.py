@@ -117,7 +117,7 @@ def digress_loss(model, node_noise, edge_noise, edges, nodes, mask, generator, e
     pf = pair.float()
     edge_ce = F.cross_entropy(edge_logits.flatten(0, 2), edges.flatten(), reduction="none").view_as(pf)
     edge_ce = (edge_ce * pf).sum() / pf.sum().clamp_min(1)
-    return node_ce + edge_weight * edge_ce, {"node_ce": float(node_ce.detach()), "edge_ce": float(edge_ce.detach())}
+    return node_ce + edge_weight * edge_ce, {"node_ce": node_ce.detach(), "edge_ce": edge_ce.detach()}
 
 
 def _multinomial(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

@@ -227,13 +227,15 @@ class GGBall(Pretrained, nn.Module):
         if self.config.code_repulsion > 0:
             repulsion = latent_repulsion(self.latent_geo.logmap0(z), pair, self.config.repulsion_radius)
             loss = loss + self.config.code_repulsion * repulsion
-            extra["repulsion"] = float(repulsion.detach())
+            extra["repulsion"] = repulsion.detach()
         with torch.no_grad():
             pred = edge_logits.argmax(-1)
-            acc = (((pred == edges).float() * pair).sum() / pair.sum().clamp_min(1)).item()
-            used = int(torch.unique(idx[mask]).numel())
-        return loss, {"edge_ce": float(edge_loss.detach()), "node_ce": float(node_loss.detach()),
-                "commit": float(commit_loss.detach()),
+            acc = ((pred == edges).float() * pair).sum() / pair.sum().clamp_min(1)
+            k = self.config.codebook_size  # slot k takes the padding nodes
+            used = torch.zeros(k + 1, device=idx.device).index_fill_(0, torch.where(mask.bool(), idx, k).flatten(), 1.0)
+            used = used[:-1].sum()
+        # metrics stay on the device: the engine reads them back only on logging steps
+        return loss, {"edge_ce": edge_loss.detach(), "node_ce": node_loss.detach(), "commit": commit_loss.detach(),
                       "edge_acc": acc, "codes_used": used, **extra}  # fmt: skip
 
     @torch.no_grad()

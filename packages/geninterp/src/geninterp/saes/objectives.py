@@ -57,10 +57,10 @@ class L1Objective:
         l1 = codes.sum(-1).mean()
         loss = terms["mse"] + self.l1_coeff * l1
         return loss, {
-            "mse": float(terms["mse"].detach()),
-            "fvu": float(terms["fvu"].detach()),
-            "l1": float(l1.detach()),
-            "l0": float((codes > 0).float().sum(-1).mean()),
+            "mse": terms["mse"].detach(),
+            "fvu": terms["fvu"].detach(),
+            "l1": l1.detach(),
+            "l0": (codes > 0).float().sum(-1).mean().detach(),
         }
 
 
@@ -115,14 +115,14 @@ class TopKObjective:
         aux = self.auxk_loss(model, x, out, dead)
         loss = terms["mse"] + self.aux_coeff * aux
         metrics = {
-            "mse": float(terms["mse"].detach()),
-            "fvu": float(terms["fvu"].detach()),
-            "auxk": float(aux.detach()),
-            "dead_frac": float(dead.float().mean()),
-            "l0": float((codes > 0).float().sum(-1).mean()),
+            "mse": terms["mse"].detach(),
+            "fvu": terms["fvu"].detach(),
+            "auxk": aux.detach(),
+            "dead_frac": dead.float().mean(),
+            "l0": (codes > 0).float().sum(-1).mean().detach(),
         }
         if out.pred_recon is not None:
             p = out.pred_recon.pow(2).sum(-1).mean()
             n = out.novel_recon.pow(2).sum(-1).mean()
-            metrics["pred_share"] = float((p / (p + n).clamp_min(1e-12)).detach())
+            metrics["pred_share"] = (p / (p + n).clamp_min(1e-12)).detach()
         return loss, metrics

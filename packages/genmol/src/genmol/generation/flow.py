@@ -154,14 +154,14 @@ class MoleculeFlowTask:
             cond["edges"] = bond_features(bonds)
         v, logits = model(x_t, t, **cond)
         coord = coordinate_error(self.cfg.strategy, v, s.u_t, x_t, mask).mean()
-        metrics = {"coord": float(coord.detach())}
+        metrics = {"coord": coord.detach()}
         loss = coord
         if self.cfg.task == "joint":
             masked = (noisy == self.tokens.mask_index) & mask.bool()
             ce = F.cross_entropy(logits.transpose(1, 2), tokens, reduction="none")
             tok = (ce * masked).sum() / masked.sum().clamp_min(1)
             loss = loss + self.cfg.token_weight * tok
-            metrics["token_ce"] = float(tok.detach())
+            metrics["token_ce"] = tok.detach()
         return loss, metrics
 
 

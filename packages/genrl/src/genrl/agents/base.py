@@ -212,7 +212,10 @@ class Agent(nn.Module, abc.ABC):
     # ------------------------------------------------------------------ contract
     @abc.abstractmethod
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
-        """One learner step on an environment-unit batch; returns scalar metrics."""
+        """One learner step on an environment-unit batch; returns scalar metrics as Python floats. Keep the
+        step's metrics as tensors and convert them once at the end with
+        :func:`gencore.train.metrics_log.metrics_to_floats`: a ``.item()`` per metric waits for the device each
+        time, while the training loop reads the metrics every update anyway (to catch divergence)."""
 
     @abc.abstractmethod
     def policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from gencore.solvers import solve_ode
+from gencore.train.metrics_log import metrics_to_floats
 from genrl.agents.base import Agent, AgentConfig, EnvSpec, require_positive_ints
 from genrl.networks import ActionVelocity
 
@@ -65,7 +66,7 @@ class FlowBCAgent(FlowActorMixin, Agent):
         loss = self.bc_flow_loss(b["observations"], b["actions"])
         self.optimise(self.actor_opt, loss)
         self.steps += 1
-        return {"bc_flow_loss": loss.item()}
+        return metrics_to_floats({"bc_flow_loss": loss.detach()})
 
     def policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
         a0 = self.noise(obs.shape[0], self.spec.action_dim)

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from gencore.checks import check_choice
+from gencore.train.metrics_log import metrics_to_floats
 from genrl.agents.base import Agent, EnvSpec, frozen, make_target, polyak, require, require_positive_ints
 from genrl.agents.flow_bc import FlowActorMixin, FlowBCConfig
 from genrl.critics import C51Critic, CriticConfig, IQNCritic, ScalarCritic
@@ -113,14 +114,14 @@ class FQLAgent(FlowActorMixin, Agent):
         with torch.no_grad():
             return self.onestep_actions(next_obs, self.noise(next_obs.shape[0], self.spec.action_dim))
 
-    def critic_step(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
+    def critic_step(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         loss, metrics = self.critic.loss(
             b, self.next_actions(b["next_observations"]), self.target_critic, self.config.discount, self.generator
         )
         self.optimise(self.critic_opt, loss)
         return metrics
 
-    def actor_loss(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
+    def actor_loss(self, b: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         obs = b["observations"]
         bc = self.bc_flow_loss(obs, b["actions"])
         eps = self.noise(obs.shape[0], self.spec.action_dim)
@@ -134,7 +135,7 @@ class FQLAgent(FlowActorMixin, Agent):
         if self.config.normalize_q_loss:
             q_loss = q_loss / q.abs().mean().detach().clamp_min(1e-6)
         loss = bc + self.config.alpha * distill + q_loss
-        return loss, {"bc_flow_loss": bc.item(), "distill_loss": distill.item(), "q_loss": q_loss.item()}
+        return loss, {"bc_flow_loss": bc.detach(), "distill_loss": distill.detach(), "q_loss": q_loss.detach()}
 
     # ------------------------------------------------------------------ contract
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -144,7 +145,7 @@ class FQLAgent(FlowActorMixin, Agent):
         self.optimise(self.actor_opt, loss)
         polyak(self.target_critic, self.critic, self.config.tau)
         self.steps += 1
-        return {**metrics, **actor_metrics, "actor_loss": loss.item()}
+        return metrics_to_floats({**metrics, **actor_metrics, "actor_loss": loss.detach()})
 
     @property
     def nfe_per_decision(self) -> int:

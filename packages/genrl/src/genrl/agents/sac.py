@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from gencore.train.metrics_log import metrics_to_floats
 from genrl.agents.base import Agent, AgentConfig, EnvSpec, frozen, make_target, polyak, require
 from genrl.critics import CriticConfig, ScalarCritic, bellman_mask
 from genrl.networks import MLP
@@ -78,7 +79,8 @@ class SACAgent(Agent):
         self.optimise(self.alpha_opt, alpha_loss)
         polyak(self.target_critic, self.critic, self.config.tau)
         self.steps += 1
-        return {"critic_loss": critic_loss.item(), "actor_loss": actor_loss.item(), "alpha": alpha.item()}
+        metrics = {"critic_loss": critic_loss, "actor_loss": actor_loss, "alpha": alpha}
+        return metrics_to_floats({k: v.detach() for k, v in metrics.items()})
 
     def policy(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
         return self.sample(obs, deterministic)[0]
