@@ -370,6 +370,13 @@ def test_ctrl_c_in_the_vae_stage_stops_the_run_and_resume_continues_the_vae(tmp_
     assert code == 130, err[-2000:]
     steps = logged()
     assert steps == sorted(steps) and steps[-1] > first  # one log, continued past the first checkpoint
+    # like --steps, --vae-steps may change on resume: ending the VAE at its newest checkpoint trains the DiT
+    last = max(int(c.name.split("-")[1]) for c in find_checkpoints(out / "vae_train" / "checkpoints"))
+    at_last = [*cmd[: cmd.index("100000")], str(last), *cmd[cmd.index("100000") + 1 :], "--resume", "auto"]
+    done = subprocess.run(at_last, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "vae" / "model.safetensors").is_file() and (out / "model").is_dir()
+    assert max(logged()) <= last  # no VAE step past the new count
 
 
 def test_demo_with_a_bad_step_count_is_refused_before_anything_is_made(tmp_path, capsys) -> None:

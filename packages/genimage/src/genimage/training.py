@@ -232,6 +232,7 @@ def _train_vae(
     keep = {k: v for k, v in engine.items() if k in ("nan_policy", "keep_last", "parallel", "checkpoint_every")}
     if engine.get("resume") == "auto":  # a checkpoint folder given to --resume is the backbone's
         keep["resume"] = "auto"
+    keep["identity"] = run_identity(cfg, (*RESUMABLE, "vae_steps"))  # the VAE's step count may change on resume
     result = Trainer(_engine(cfg, out / "vae_train", cfg.vae_steps, **keep)).fit(
         VAETask(cfg, vae), TensorDataset(images)
     )
