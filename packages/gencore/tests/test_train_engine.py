@@ -115,6 +115,11 @@ def test_resume_refuses_a_run_defined_by_other_settings(tmp_path: Path) -> None:
     # a setting added later and off (None) matches a checkpoint written before it existed
     resumed = _run(_cfg(tmp_path, steps=6, resume="auto", identity=identity | {"frames": None}))
     assert resumed.step == 6  # the step count may change too
+    # a setting the run no longer counts as defining (it became resumable) is not compared with the saved one
+    without_layers = {k: v for k, v in identity.items() if k != "layers"}
+    assert _run(_cfg(tmp_path, steps=7, resume="auto", identity=without_layers)).step == 7
+    with pytest.raises(ConfigError, match=r"hidden: 16 -> 8"):  # the others still are
+        _run(_cfg(tmp_path, steps=8, resume="auto", identity=without_layers | {"hidden": 8}))
 
 
 def test_holds_settings_ignores_stored_extras_progress_and_new_unset_settings() -> None:

@@ -46,15 +46,15 @@ def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int 
     """``"name: saved -> current; ..."`` for the settings that differ between two identities, sorted by name and
     cut after ``limit`` of them; ``""`` when they agree.
 
-    A setting that one side lacks and the other holds as ``None`` agrees: that is how a setting added in a later
-    version, off by default, appears next to a checkpoint written before it existed.
+    A setting that ``saved`` lacks and ``current`` holds as ``None`` agrees: that is how a setting added in a later
+    version, off by default, appears next to a checkpoint written before it existed. A setting only ``saved`` holds
+    is not compared: the current run no longer counts it among those that define a run (a later version made it
+    resumable, like a stage's step count, or dropped it).
     """
     saved, current = run_identity(saved), run_identity(current)
     missing = "(unset)"
     changes = [
-        f"{n}: {saved.get(n, missing)!r} -> {current.get(n, missing)!r}"
-        for n in sorted(set(saved) | set(current))
-        if saved.get(n, None) != current.get(n, None)
+        f"{n}: {saved.get(n, missing)!r} -> {current[n]!r}" for n in sorted(current) if saved.get(n, None) != current[n]
     ]
     return "; ".join(changes[:limit]) + ("; ..." if len(changes) > limit else "")
 
