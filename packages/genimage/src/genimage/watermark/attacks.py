@@ -139,7 +139,8 @@ def _check_jpeg_channels(channels: int) -> None:
 
 
 def jpeg(images: torch.Tensor, quality: float) -> torch.Tensor:
-    """JPEG round trip through Pillow at ``quality`` (1..95), per image, 8-bit; 1 or 3 channels."""
+    """JPEG round trip through Pillow at ``quality`` (1..95), per image, 8-bit; 1 or 3 channels; the result on
+    ``images``' device and dtype."""
     from PIL import Image
 
     q = round(float(quality))
@@ -155,7 +156,7 @@ def jpeg(images: torch.Tensor, quality: float) -> torch.Tensor:
         buf.seek(0)
         dec = np.asarray(Image.open(buf).convert("L" if img.shape[0] == 1 else "RGB"))
         out[i] = dec[None] if img.shape[0] == 1 else dec.transpose(2, 0, 1)
-    return torch.from_numpy(out).to(images.dtype) / 127.5 - 1
+    return torch.from_numpy(out).to(device=images.device, dtype=images.dtype) / 127.5 - 1
 
 
 def _mirror_index(n: int, r: int, device: torch.device) -> torch.Tensor:
@@ -191,7 +192,7 @@ def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 def _affine(images: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
-    grid = F.affine_grid(theta.to(images.dtype), list(images.shape), align_corners=False)
+    grid = F.affine_grid(theta.to(device=images.device, dtype=images.dtype), list(images.shape), align_corners=False)
     return F.grid_sample(images, grid, mode="bilinear", padding_mode="border", align_corners=False)
 
 

@@ -8,7 +8,9 @@
                                 --attacks none,jpeg75,blur --n 64 --json wm.json
 
 ``--run`` is a ``genimage train`` run folder, or ``gaussian:C,H,W`` for the exact analytic flow of
-``N(0, 0.5^2 I)`` data (closed-form inversion; a check of the pipeline without a model).
+``N(0, 0.5^2 I)`` data (closed-form inversion; a check of the pipeline without a model). ``embed``, ``detect``
+and ``evaluate`` take ``--device auto|cpu|cuda``: the run's network (sampling, inversion, regeneration) and the
+HiDDeN and MOLM training run there; keys, attacks and metrics run on the CPU.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gencore.command import add_commands, name_list, output_file
+from gencore.command import add_commands, add_device_argument, name_list, output_file, resolve_device
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, save_tensors, write_json
 from gencore.tables import format_table
@@ -28,7 +30,8 @@ from gencore.tables import format_table
 __all__ = ["register"]
 
 
-def _generator(spec: str, steps: int, solver: str):
+def _generator(spec: str, steps: int, solver: str, device: str = "cpu"):
+    """The generator of ``--run`` (an analytic ``gaussian:`` flow has no network and stays on the CPU)."""
     from genimage.watermark.generators import GaussianFlowGenerator, RunGenerator
 
     if spec.startswith("gaussian:"):
@@ -41,7 +44,7 @@ def _generator(spec: str, steps: int, solver: str):
         return GaussianFlowGenerator(torch.zeros(shape), torch.full(shape, 0.5), steps=steps, solver=solver)
     if not Path(spec).is_dir():
         raise StorageError(f"run folder {spec!r} does not exist (train one with `genimage train`).")
-    return RunGenerator(spec, steps=steps, solver=solver)
+    return RunGenerator(spec, steps=steps, solver=solver, device=device)
 
 
 def _read_images(paths: list[Path]) -> tuple[torch.Tensor, list[Path]]:
@@ -122,7 +125,7 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if args.n < 1:
         raise ConfigError(f"--n must be a positive integer, got {args.n}.")
     key = WatermarkKey.load(args.key)
-    gen = _generator(args.run, args.steps, args.solver)
+    gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     if tuple(gen.noise_shape) != tuple(key.shape):
         raise InputError(f"key {args.key} is for noise {key.shape} but the run's noise is {gen.noise_shape}.")
     noise = noise_scheme(key).embed(args.n, generator=torch.Generator().manual_seed(args.seed))
@@ -162,7 +165,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
     key = WatermarkKey.load(args.key)
     wm = noise_scheme(key)
-    gen = _generator(args.run, args.steps, args.solver)
+    gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     images, files = _read_images(args.images)
     if tuple(images.shape[1:]) != tuple(gen.image_shape):
         raise InputError(f"images have shape {tuple(images.shape[1:])} but the run makes {gen.image_shape}.")
@@ -195,7 +198,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for s in args.schemes:
         if s not in known_schemes():
             raise ConfigError(f"unknown scheme {s!r}; expected one of: {', '.join(known_schemes())}.")
-    gen = _generator(args.run, args.steps, args.solver)
+    gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     if args.bits is None:  # the paper's density: 256 bits in 16384 noise dimensions, at most 32 bits
         c, h, w = gen.noise_shape
         args.bits = max(1, min(32, c * h * w // 64))
@@ -258,10 +261,11 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
     )
 
 
-def _add_generator_options(p: argparse.ArgumentParser, run_required: bool = True) -> None:
-    p.add_argument("--run", required=run_required, help="run folder from `genimage train`, or gaussian:C,H,W")
+def _add_generator_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="run folder from `genimage train`, or gaussian:C,H,W")
     p.add_argument("--steps", type=int, default=20, help="ODE steps for generation and inversion (default 20)")
     p.add_argument("--solver", default="euler", help="euler, midpoint, heun or rk4 (default euler)")
+    add_device_argument(p)
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -4,6 +4,11 @@ Images are float ``[N, C, H, W]`` in ``[-1, 1]``; noise is ``[N, C, H, W]`` stan
 runs from ``t = 0`` (noise) to ``t = 1`` (data) as everywhere in the suite. Inversion integrates
 the same probability-flow ODE backwards with :func:`gencore.solvers.solve_ode`.
 
+A generator is the suite's device boundary: the network runs on ``generator.device`` (a run loaded with
+``device="cuda"``), ``generate``, ``invert`` and ``regenerate`` take tensors on any device and return them on
+the CPU, where keys, attacks and metrics work; ``velocity``, ``to_image`` and ``to_state`` (the differentiable
+pieces that guidance and MOLM use) work on ``generator.device``.
+
 - :class:`FlowGenerator`: any velocity field ``v(x, t)`` on image space.
 - :class:`RunGenerator`: a trained ``genimage train`` run through :func:`genimage.sampling.generate`
   and :func:`genimage.sampling.invert` (unconditional, as a detector does not know the class;
@@ -21,6 +26,7 @@ from collections.abc import Callable
 import torch
 
 from gencore.errors import ConfigError
+from gencore.rng import randn_like_with
 from gencore.solvers import solve_ode, uniform_grid
 
 __all__ = ["FlowGenerator", "GaussianFlowGenerator", "RunGenerator"]
@@ -34,13 +40,23 @@ class FlowGenerator:
     Attributes:
         image_shape: ``(C, H, W)``.
         nfe: network evaluations per generation (and per inversion).
+        device: where ``velocity`` runs (the CPU unless given).
+        t_end: the time of the clean state (1; a VP run stops just short of it).
     """
 
     def __init__(
-        self, velocity: Velocity, image_shape: tuple[int, int, int], *, steps: int = 50, solver: str = "euler"
+        self,
+        velocity: Velocity,
+        image_shape: tuple[int, int, int],
+        *,
+        steps: int = 50,
+        solver: str = "euler",
+        device: str | torch.device = "cpu",
     ) -> None:
         self.velocity, self.image_shape, self.steps, self.solver = velocity, tuple(image_shape), int(steps), solver
         self.noise_shape = self.image_shape
+        self.device = torch.device(device)
+        self.t_end = 1.0
         self.nfe = 0
         self.run = None
 
@@ -49,33 +65,35 @@ class FlowGenerator:
         return x
 
     def to_state(self, images: torch.Tensor) -> torch.Tensor:
-        """Images -> ODE states at ``t = 1`` (the identity in pixel space)."""
-        return images.to(torch.float32)
+        """Images -> float32 ODE states at ``t = 1`` on :attr:`device` (the identity in pixel space)."""
+        return images.to(device=self.device, dtype=torch.float32)
 
     def _solve(self, x: torch.Tensor, start: float, end: float, steps: int | None = None) -> torch.Tensor:
         grid = uniform_grid(steps or self.steps, dtype=torch.float64)
         grid = start + (end - start) * grid
-        sol = solve_ode(self.velocity, x, grid, method=self.solver)
+        sol = solve_ode(self.velocity, x.to(self.device), grid, method=self.solver)
         self.nfe = sol.nfe
         return sol.x
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor) -> torch.Tensor:
-        """Images ``[N, C, H, W]`` from noise, clipped to ``[-1, 1]``."""
-        return self._solve(noise, 0.0, 1.0).clamp(-1, 1)
+        """Images ``[N, C, H, W]`` from noise, clipped to ``[-1, 1]``, on the CPU."""
+        return self.to_image(self._solve(noise, 0.0, 1.0)).clamp(-1, 1).cpu()
 
     @torch.no_grad()
     def invert(self, images: torch.Tensor) -> torch.Tensor:
-        """Noise recovered by integrating the ODE from ``t = 1`` back to ``t = 0``."""
-        return self._solve(images.to(torch.float32), 1.0, 0.0)
+        """Noise recovered by integrating the ODE from ``t = 1`` back to ``t = 0``, on the CPU."""
+        return self._solve(self.to_state(images), 1.0, 0.0).cpu()
 
     @torch.no_grad()
     def regenerate(self, images: torch.Tensor, strength: float, generator: torch.Generator | None = None):
-        """Regeneration attack: ``x_s = s x + (1 - s) eps`` with ``s = 1 - strength``, then solve to ``t = 1``."""
+        """Regeneration attack: the clean state ``z`` of ``images`` noised to ``x_s = s z + (1 - s) eps`` with
+        ``s = 1 - strength``, then solved to the clean time; images on the CPU in ``images``' dtype."""
+        z = self.to_state(images)
         s = 1.0 - float(strength)
-        eps = torch.randn(images.shape, generator=generator, dtype=images.dtype)
-        steps = max(1, round(self.steps * strength))
-        return self._solve(s * images + (1 - s) * eps, s, 1.0, steps).clamp(-1, 1)
+        eps = randn_like_with(z, generator)
+        x = self._solve(s * z + (1 - s) * eps, s, self.t_end, max(1, round(self.steps * strength)))
+        return self.to_image(x).clamp(-1, 1).to(device="cpu", dtype=images.dtype)
 
 
 class GaussianFlowGenerator(FlowGenerator):
@@ -103,20 +121,22 @@ class GaussianFlowGenerator(FlowGenerator):
 
 
 class RunGenerator(FlowGenerator):
-    """A ``genimage train`` run folder: generation and inversion with ``steps`` solver steps."""
+    """A ``genimage train`` run folder: generation and inversion with ``steps`` solver steps on ``device``."""
 
-    def __init__(self, run_dir: str | os.PathLike, *, steps: int = 50, solver: str = "euler") -> None:
+    def __init__(
+        self, run_dir: str | os.PathLike, *, steps: int = 50, solver: str = "euler", device: str = "cpu"
+    ) -> None:
         from genimage.runs import load_run
         from genimage.sampling import EVALS_PER_STEP
 
-        run = load_run(run_dir)
+        run = load_run(run_dir, device=device)
         if len(run.image_shape) != 3:
             raise ConfigError(
                 f"the run in {str(run_dir)!r} generates videos {list(run.image_shape)}; the watermark schemes mark "
                 "images [C, H, W]: give an image run."
             )
-        super().__init__(run.velocity, tuple(run.image_shape), steps=steps, solver=solver)
-        self.run, self.noise_shape = run, tuple(run.sample_shape)
+        super().__init__(run.velocity, tuple(run.image_shape), steps=steps, solver=solver, device=device)
+        self.run, self.noise_shape, self.t_end = run, tuple(run.sample_shape), run.t_end
         self._nfe = int(steps) * EVALS_PER_STEP.get(solver, 1)
 
     @property
@@ -128,8 +148,8 @@ class RunGenerator(FlowGenerator):
         return x if self.run.vae is None else self.run.vae.from_latent(x)
 
     def to_state(self, images: torch.Tensor) -> torch.Tensor:
-        """Images -> ODE states at ``t = 1`` (the VAE encoder's mean for latent runs)."""
-        return self.run.encode(images.to(torch.float32))
+        """Images -> ODE states at ``t = 1`` on :attr:`device` (the VAE encoder's mean for latent runs)."""
+        return self.run.encode(images.to(device=self.device, dtype=torch.float32))
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor) -> torch.Tensor:
@@ -144,11 +164,3 @@ class RunGenerator(FlowGenerator):
 
         self.nfe = self._nfe
         return invert(self.run, images.to(torch.float32), nfe=self._nfe, solver=self.solver)
-
-    @torch.no_grad()
-    def regenerate(self, images: torch.Tensor, strength: float, generator: torch.Generator | None = None):
-        z = self.run.encode(images.to(torch.float32))
-        s = 1.0 - float(strength)
-        eps = torch.randn(z.shape, generator=generator, dtype=z.dtype)
-        x = self._solve(s * z + (1 - s) * eps, s, self.run.t_end, max(1, round(self.steps * strength)))
-        return self.run.decode(x).to(images.dtype)

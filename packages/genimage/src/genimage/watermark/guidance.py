@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from scipy import stats
 
+from gencore.rng import randn_like_with
 from gencore.solvers import uniform_grid
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
 from genimage.watermark.spherical import Detection
@@ -38,7 +39,7 @@ DEFAULT_AUGMENTATIONS = ("identity", "noise", "blur", "crop", "jpeg")
 
 def _augment(x: torch.Tensor, name: str, g: torch.Generator) -> torch.Tensor:
     if name == "noise":
-        return x + 0.08 * torch.randn(x.shape, generator=g, dtype=x.dtype)
+        return x + 0.08 * randn_like_with(x, g)
     if name == "blur":
         return gaussian_blur(x, 1.0)
     if name == "crop":
@@ -84,15 +85,17 @@ def guided_generate(
     """Euler sampling from ``noise`` with watermark guidance toward ``message: [L]`` (see module docstring).
 
     ``to_image`` maps ODE states to images differentiably (a latent run's VAE decoder; default the
-    identity): the decoder reads ``to_image(x1)`` and the gradient flows back to the state.
+    identity): the decoder reads ``to_image(x1)`` and the gradient flows back to the state. Runs on ``noise``'s
+    device (where ``velocity`` and ``decoder`` must live; the random draws are the same on every device) and
+    returns the images there.
     """
     to_image = to_image or (lambda x: x)
     g = torch.Generator().manual_seed(seed)
     grid = uniform_grid(steps, dtype=torch.float64)
     x = noise.to(torch.float32)
-    target = message.to(torch.float32).expand(x.shape[0], -1)
+    target = message.to(device=x.device, dtype=torch.float32).expand(x.shape[0], -1)
     for i in range(steps):
-        t, h = grid[i].to(torch.float32), float(grid[i + 1] - grid[i])
+        t, h = grid[i].to(device=x.device, dtype=torch.float32), float(grid[i + 1] - grid[i])
         with torch.no_grad():
             v = velocity(x, t)
         x1 = (x + (1 - t) * v).detach().requires_grad_(True)
@@ -121,9 +124,11 @@ class GaussianNull:
 
 
 def decoder_detection(decoder: torch.nn.Module, images: torch.Tensor, message: torch.Tensor, null: GaussianNull):
-    """Bits, score and calibrated p-value from a decoder's logits."""
+    """Bits, score and calibrated p-value from a decoder's logits (computed on the decoder's device; the
+    detection on the CPU)."""
+    device = next(decoder.parameters()).device
     with torch.no_grad():
-        logits = decoder(images.to(torch.float32))
+        logits = decoder(images.to(device=device, dtype=torch.float32)).cpu()
     sign = 2.0 * message.to(torch.float32) - 1.0
     score = (logits * sign).mean(1).double()
     return Detection(score=score, pvalue=null.pvalue(score), bits=(logits > 0).long())

@@ -22,6 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from gencore.io import Pretrained
+from gencore.rng import randn_like_with
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
 
 __all__ = ["HiddenConfig", "HiddenDecoder", "HiddenEncoder", "HiddenModel", "noise_layer", "train_hidden"]
@@ -107,7 +108,7 @@ class HiddenModel(Pretrained, nn.Module):
 def noise_layer(x: torch.Tensor, kind: int, g: torch.Generator) -> torch.Tensor:
     """One differentiable distortion of ``x`` (``kind`` 0..5: identity, noise, blur, crop, tone, JPEG-STE)."""
     if kind == 1:
-        return x + 0.1 * torch.rand((), generator=g) * torch.randn(x.shape, generator=g)
+        return x + 0.1 * torch.rand((), generator=g) * randn_like_with(x, g)
     if kind == 2:
         return gaussian_blur(x, 0.5 + float(torch.rand((), generator=g)))
     if kind == 3:
@@ -121,16 +122,21 @@ def noise_layer(x: torch.Tensor, kind: int, g: torch.Generator) -> torch.Tensor:
     return x
 
 
-def train_hidden(images: torch.Tensor, cfg: HiddenConfig, *, progress: bool = True) -> HiddenModel:
-    """Train encoder + decoder on ``images: [N, C, H, W]`` in ``[-1, 1]`` (random messages per batch)."""
-    torch.manual_seed(cfg.seed)
+def train_hidden(
+    images: torch.Tensor, cfg: HiddenConfig, *, progress: bool = True, device: str | torch.device = "cpu"
+) -> HiddenModel:
+    """Train encoder + decoder on ``images: [N, C, H, W]`` in ``[-1, 1]`` (random messages per batch) on
+    ``device``; the model is returned there. Initial weights and draws do not depend on the device."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = HiddenModel(cfg).to(device)
     g = torch.Generator().manual_seed(cfg.seed)
-    model = HiddenModel(cfg)
+    images = images.to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     for _ in tqdm(range(cfg.steps), disable=not progress, desc="train HiDDeN"):
         idx = torch.randint(0, images.shape[0], (cfg.batch_size,), generator=g)
-        x = images[idx]
-        m = torch.randint(0, 2, (cfg.batch_size, cfg.message_bits), generator=g)
+        x = images[idx.to(images.device)]
+        m = torch.randint(0, 2, (cfg.batch_size, cfg.message_bits), generator=g).to(images.device)
         marked = model.encoder(x, m)
         kind = int(torch.randint(0, 6, (), generator=g))
         logits = model.decoder(noise_layer(marked, kind, g).clamp(-1, 1))

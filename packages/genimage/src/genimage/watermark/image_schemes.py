@@ -1,8 +1,8 @@
 """Image-domain schemes for the harness: watermark guidance and post-hoc HiDDeN.
 
 Both use one HiDDeN encoder/decoder trained on unmarked images of the generator being
-evaluated (:func:`train_hidden`), and a Gaussian null of the decoder score fitted on further
-held-out unmarked images. ``mark(generator, noise, clean)`` returns marked images;
+evaluated (:func:`train_hidden`, on the generator's device), and a Gaussian null of the decoder score fitted
+on further held-out unmarked images. ``mark(generator, noise, clean)`` returns marked images on the CPU;
 ``detect(images)`` returns a :class:`~genimage.watermark.spherical.Detection`.
 """
 
@@ -30,7 +30,7 @@ def train_for_generator(
     """HiDDeN trained on ``n_train`` unmarked samples, plus ``n_null`` held-out unmarked samples."""
     images = _generate(gen, n_train + n_null, derive_seed(seed, "hidden-data"))
     cfg = HiddenConfig(channels=gen.image_shape[0], message_bits=message_bits, steps=steps, seed=seed)
-    return train_hidden(images[:n_train], cfg, progress=progress), images[n_train:]
+    return train_hidden(images[:n_train], cfg, progress=progress, device=gen.device), images[n_train:]
 
 
 class _DecoderScheme:
@@ -74,7 +74,7 @@ class GuidanceScheme(_DecoderScheme):
             [
                 guided_generate(
                     gen.velocity,
-                    noise[i : i + 64],
+                    noise[i : i + 64].to(gen.device),
                     self.model.decoder,
                     self.message,
                     steps=gen.steps,
@@ -84,7 +84,7 @@ class GuidanceScheme(_DecoderScheme):
                 )
                 for i in range(0, noise.shape[0], 64)
             ]
-        )
+        ).cpu()
 
 
 class HiddenScheme(_DecoderScheme):
@@ -102,8 +102,9 @@ class HiddenScheme(_DecoderScheme):
         return cls(model, key.message_tensor(), null_images)
 
     def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
+        device = next(self.model.parameters()).device
         with torch.no_grad():
-            return self.model.encoder(clean, self.message.expand(clean.shape[0], -1))
+            return self.model.encoder(clean.to(device), self.message.expand(clean.shape[0], -1).to(device)).cpu()
 
     def quality(self, marked: torch.Tensor, clean: torch.Tensor) -> dict[str, float]:
         return {"psnr": psnr(marked, clean)}

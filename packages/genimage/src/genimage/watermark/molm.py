@@ -24,6 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError
+from gencore.rng import randn_like_with
 from genimage.watermark.guidance import GaussianNull, decoder_detection
 from genimage.watermark.hidden import HiddenConfig, HiddenDecoder, noise_layer
 from genimage.watermark.keys import derive_seed, new_key
@@ -36,22 +37,26 @@ DEFAULT_TARGETS = r"blocks\.\d+\.(proj|mlp\.2)$"
 class RoutedLoRALinear(nn.Module):
     """``base(x) + (alpha / L) sum_b B[b, k_b] A[b, k_b] x`` with keys set by :meth:`route` (``None``: base only)."""
 
-    def __init__(self, base: nn.Linear, bits: int, rank: int = 4, alpha: float = 1.0) -> None:
+    def __init__(
+        self, base: nn.Linear, bits: int, rank: int = 4, alpha: float = 1.0, generator: torch.Generator | None = None
+    ) -> None:
         super().__init__()
         self.base = base
         self.bits, self.rank, self.alpha = bits, rank, alpha
-        self.A = nn.Parameter(torch.randn(bits, 2, rank, base.in_features) / base.in_features**0.5)
-        self.B = nn.Parameter(torch.zeros(bits, 2, base.out_features, rank))
+        where = {"device": base.weight.device, "dtype": base.weight.dtype}  # drawn on the CPU, kept beside the base
+        a = torch.randn(bits, 2, rank, base.in_features, generator=generator) / base.in_features**0.5
+        self.A = nn.Parameter(a.to(**where))
+        self.B = nn.Parameter(torch.zeros(bits, 2, base.out_features, rank, **where))
         self.keys: torch.Tensor | None = None
 
     def route(self, keys: torch.Tensor | None) -> None:
-        self.keys = keys
+        self.keys = None if keys is None else keys.to(self.A.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.base(x)
         if self.keys is None:
             return out
-        idx = torch.arange(self.bits)
+        idx = torch.arange(self.bits, device=self.A.device)
         a = self.A[idx, self.keys]  # [N, L, r, in]
         b = self.B[idx, self.keys]  # [N, L, out, r]
         h = torch.einsum("n...i,nlri->n...lr", x, a)
@@ -59,16 +64,23 @@ class RoutedLoRALinear(nn.Module):
 
 
 def attach_markers(
-    model: nn.Module, bits: int, *, targets: str = DEFAULT_TARGETS, rank: int = 4, alpha: float = 8.0
+    model: nn.Module,
+    bits: int,
+    *,
+    targets: str = DEFAULT_TARGETS,
+    rank: int = 4,
+    alpha: float = 8.0,
+    generator: torch.Generator | None = None,
 ) -> list[str]:
-    """Replace the linear layers whose names match ``targets`` by :class:`RoutedLoRALinear` (in place)."""
+    """Replace the linear layers whose names match ``targets`` by :class:`RoutedLoRALinear` (in place); the
+    adapters' ``A`` are drawn from ``generator`` (None: the global generator) in the order of the layers."""
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and re.search(targets, n)]
     if not names:
         raise ConfigError(f"no linear layer of the model matches the MOLM target pattern {targets!r}.")
     for name in names:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, RoutedLoRALinear(getattr(parent, child), bits, rank, alpha))
+        setattr(parent, child, RoutedLoRALinear(getattr(parent, child), bits, rank, alpha, generator))
     return names
 
 
@@ -96,15 +108,18 @@ def train_molm(
 ) -> HiddenDecoder:
     """Train the markers already attached to ``model`` and a fresh extractor; returns the extractor.
 
-    ``states``: clean ODE states at ``t = 1`` (images, or latents of a latent run); ``to_image`` maps
-    states to images differentiably (default the identity) for the extractor.
+    ``states``: clean ODE states at ``t = 1`` (images, or latents of a latent run) on the model's device, where
+    the extractor is trained; ``to_image`` maps states to images differentiably (default the identity) for the
+    extractor. Initial weights and draws do not depend on the device.
     """
     to_image = to_image or (lambda x: x)
-    torch.manual_seed(seed)
+    device = states.device
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         channels = to_image(states[:1]).shape[1]
-    extractor = HiddenDecoder(HiddenConfig(channels=channels, message_bits=bits))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        extractor = HiddenDecoder(HiddenConfig(channels=channels, message_bits=bits)).to(device)
     for p in model.parameters():
         p.requires_grad_(False)
     lora = [p for m in _markers(model) for p in (m.A, m.B)]
@@ -112,12 +127,12 @@ def train_molm(
         p.requires_grad_(True)
     opt = torch.optim.Adam([*lora, *extractor.parameters()], lr=lr)
     for _ in tqdm(range(steps), disable=not progress, desc="train MOLM"):
-        x1 = states[torch.randint(0, states.shape[0], (batch_size,), generator=g)]
-        x0 = torch.randn(x1.shape, generator=g)
-        t = 0.3 + 0.7 * torch.rand(batch_size, generator=g)
+        x1 = states[torch.randint(0, states.shape[0], (batch_size,), generator=g).to(device)]
+        x0 = randn_like_with(x1, g)
+        t = (0.3 + 0.7 * torch.rand(batch_size, generator=g)).to(device)
         tt = t[:, None, None, None]
         xt = (1 - tt) * x0 + tt * x1
-        keys = torch.randint(0, 2, (batch_size, bits), generator=g)
+        keys = torch.randint(0, 2, (batch_size, bits), generator=g).to(device)
         with torch.no_grad():
             route(model, None)
             v_base = model(xt, t)
@@ -158,7 +173,7 @@ class MOLMScheme:
         g = torch.Generator().manual_seed(derive_seed(seed, "molm-data"))
         noise = torch.randn(384, *gen.noise_shape, generator=g)
         images = torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, 384, 64)])
-        attach_markers(run.model, message_bits)
+        attach_markers(run.model, message_bits, generator=torch.Generator().manual_seed(derive_seed(seed, "molm-lora")))
         extractor = train_molm(
             run.model,
             gen.to_state(images[:256]),
