@@ -466,3 +466,23 @@ def test_training_losses_take_the_engines_cuda_generator(kind: str) -> None:
     for coupling in COUPLINGS:
         loss = latent_flow_loss(prior, ae.geometry, zq, mask, gen, coupling)
         assert loss.device.type == "cuda" and torch.isfinite(loss)
+
+
+def test_ggball_counts_training_steps_on_the_host_and_rereads_them_after_a_load() -> None:
+    edges, nodes, mask = _batch()
+    model = GGBall(GGBallConfig(hidden=16, codebook_size=8, vq_warmup=3))
+    g = torch.Generator().manual_seed(0)
+    for step in range(1, 4):  # the warm-up: a plain autoencoder, the codebook untouched
+        model(edges, nodes, mask, g)
+        assert int(model.train_steps) == model._host_steps == step and not bool(model.codebook.initialised)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    model(edges, nodes, mask, g)  # step 4 quantises: k-means initialisation
+    assert bool(model.codebook.initialised) and int(model.train_steps) == model._host_steps == 4
+    fresh = GGBall(GGBallConfig(hidden=16, codebook_size=8, vq_warmup=3))
+    fresh(edges, nodes, mask, g)  # its own count (1) is replaced by the loaded one (3)
+    fresh.load_state_dict(state)
+    fresh(edges, nodes, mask, g)  # step 4 of the loaded run: past the warm-up
+    assert bool(fresh.codebook.initialised) and int(fresh.train_steps) == fresh._host_steps == 4
+    fresh.eval()
+    fresh(edges, nodes, mask, g)  # evaluation counts nothing
+    assert int(fresh.train_steps) == fresh._host_steps == 4

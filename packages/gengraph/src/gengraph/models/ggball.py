@@ -147,6 +147,17 @@ class GGBall(Pretrained, nn.Module):
         self.radius = nn.Parameter(torch.tensor(1.0))
         self.log_tau = nn.Parameter(torch.tensor(-1.0))
         self.register_buffer("train_steps", torch.zeros((), dtype=torch.long))
+        self._host_steps: int | None = None  # host copy of train_steps: read once after a (re)load, then counted
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        self._host_steps = None  # the loaded counter is read back on the next training step
+        super()._load_from_state_dict(*args, **kwargs)
+
+    def _count_step(self) -> int:
+        """Advance ``train_steps`` and return it, with one device read per (re)load instead of one per step."""
+        self.train_steps += 1
+        self._host_steps = int(self.train_steps) if self._host_steps is None else self._host_steps + 1
+        return self._host_steps
 
     @property
     def geometry(self):
@@ -208,9 +219,7 @@ class GGBall(Pretrained, nn.Module):
     # ------------------------------------------------------------------ training loss
     def forward(self, edges, nodes, mask, generator: torch.Generator | None = None):
         z = self.encode(edges, nodes, mask, generator)
-        if self.training:
-            self.train_steps += 1
-        if self.training and int(self.train_steps) <= self.config.vq_warmup:
+        if self.training and self._count_step() <= self.config.vq_warmup:
             zq, idx, commit = z, torch.zeros_like(mask, dtype=torch.long), torch.zeros_like(mask, dtype=z.dtype)
         else:
             zq, idx, commit = self.quantise(z, mask, update=self.training, generator=generator)
