@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from gencore.discrete.ctmc import sample_categorical
-from gencore.rng import draw_device, rand_with, randn_like_with
+from gencore.rng import draw_device, rand_with, randn_like_with, seeded_init
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -36,3 +36,14 @@ def test_a_cpu_generator_drives_cuda_data_with_the_cpu_numbers() -> None:
     on_cpu = sample_categorical(probs, generator=torch.Generator().manual_seed(1))
     on_cuda = sample_categorical(probs.to("cuda"), generator=torch.Generator().manual_seed(1))
     assert on_cuda.device.type == "cuda" and torch.equal(on_cuda.cpu(), on_cpu)
+
+
+def test_seeded_init_gives_the_seeds_weights_and_leaves_the_callers_stream_alone() -> None:
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    with seeded_init(11):
+        a = torch.nn.Linear(4, 2).weight.detach().clone()
+    assert torch.equal(torch.rand(3), expected)  # the caller's stream goes on as if nothing had happened
+    torch.manual_seed(11)
+    assert torch.equal(torch.nn.Linear(4, 2).weight, a)  # the same draws as a plain reseed

@@ -7,9 +7,24 @@ drive a CUDA run. Without a generator the draw uses the global generator of the 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
-__all__ = ["draw_device", "rand_with", "randn_like_with"]
+__all__ = ["draw_device", "rand_with", "randn_like_with", "seeded_init"]
+
+
+@contextlib.contextmanager
+def seeded_init(seed: int) -> Iterator[None]:
+    """Inside, torch's global CPU generator is seeded with ``seed``; on leaving, it is as the caller left it.
+
+    For initial weights (``nn.Module`` constructors draw from the global generator): they then depend on the
+    seed alone, and building a model does not reseed the caller's random stream.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        yield
 
 
 def draw_device(generator: torch.Generator | None, default: torch.device | str | None = None) -> torch.device:

@@ -22,7 +22,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from gencore.io import Pretrained
-from gencore.rng import randn_like_with
+from gencore.rng import randn_like_with, seeded_init
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
 
 __all__ = ["HiddenConfig", "HiddenDecoder", "HiddenEncoder", "HiddenModel", "noise_layer", "train_hidden"]
@@ -127,8 +127,7 @@ def train_hidden(
 ) -> HiddenModel:
     """Train encoder + decoder on ``images: [N, C, H, W]`` in ``[-1, 1]`` (random messages per batch) on
     ``device``; the model is returned there. Initial weights and draws do not depend on the device."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
+    with seeded_init(cfg.seed):
         model = HiddenModel(cfg).to(device)
     g = torch.Generator().manual_seed(cfg.seed)
     images = images.to(device)

@@ -24,7 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError
-from gencore.rng import randn_like_with
+from gencore.rng import randn_like_with, seeded_init
 from genimage.watermark.guidance import GaussianNull, decoder_detection
 from genimage.watermark.hidden import HiddenConfig, HiddenDecoder, noise_layer
 from genimage.watermark.keys import derive_seed, new_key
@@ -117,8 +117,7 @@ def train_molm(
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         channels = to_image(states[:1]).shape[1]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_init(seed):
         extractor = HiddenDecoder(HiddenConfig(channels=channels, message_bits=bits)).to(device)
     for p in model.parameters():
         p.requires_grad_(False)

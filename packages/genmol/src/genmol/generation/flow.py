@@ -33,6 +33,7 @@ from gencore.checks import check_int
 from gencore.discrete import MaskedDiffusion, sample_categorical
 from gencore.errors import ConfigError, InputError
 from gencore.paths import AffineGaussianPath, LinearSchedule
+from gencore.rng import seeded_init
 from genmol.chem.batching import BOND_CLASSES, pad
 from genmol.chem.molecule import Molecule
 from genmol.generation.bonds import molecule_from_geometry
@@ -125,8 +126,7 @@ class MoleculeFlowTask:
     def __init__(self, cfg: GenConfig, vocab: AtomVocabulary) -> None:
         self.cfg = cfg
         self.vocab = vocab
-        with torch.random.fork_rng(devices=[]):  # the seed's initial weights, without reseeding the caller's RNG
-            torch.manual_seed(cfg.seed)
+        with seeded_init(cfg.seed):  # the seed's initial weights, without reseeding the caller's RNG
             self.model = build_backbone(cfg, len(vocab))
         self.path = AffineGaussianPath(LinearSchedule())
         self.tokens = MaskedDiffusion(len(vocab))

@@ -7,12 +7,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from gencore.checks import check_choice
 from gencore.config import build_config
 from gencore.errors import InputError
 from gencore.io import load_pretrained
+from gencore.rng import seeded_init
 from genrl.agents.base import Agent, AgentConfig, EnvSpec, frozen
 from genrl.agents.flow_bc import FlowBCAgent, FlowBCConfig
 from genrl.agents.fql import C51Agent, FQLAgent, FQLConfig, IQNAgent
@@ -34,8 +33,7 @@ def make_agent(name: str, spec: EnvSpec, values: dict[str, Any] | None = None) -
     """Build an agent; its initial weights depend only on ``config.seed`` (torch's global RNG is left as it was)."""
     cls = AGENTS[check_choice(name, tuple(AGENTS), "agent")]
     config = agent_config(name, values)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)
+    with seeded_init(config.seed):
         return cls(spec, config)
 
 
