@@ -120,6 +120,14 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
             "tree-ring key parameter 'radius' must be an integer, got 'x'",
         ),
         (
+            "watermark evaluate --run gaussian:1,8,8 --schemes molm --molm-steps 0 --json x".split(),
+            "--molm-steps must be at least 1, got 0",
+        ),
+        (
+            "watermark evaluate --run gaussian:1,8,8 --schemes molm --molm-finetune-steps -1 --json x".split(),
+            "--molm-finetune-steps must be at least 0, got -1",
+        ),
+        (
             "watermark keygen --scheme gaussian-shading --out k.json --shape 1,8,8 --param hw_factor=0".split(),
             "gaussian-shading key parameter 'hw_factor' must be a positive integer, got 0",
         ),

@@ -8,10 +8,18 @@ extractor network (the HiDDeN decoder architecture) are trained jointly over ran
 new key needs no retraining: the loss is the extractor's BCE on the one-step clean prediction
 ``x1 = x_t + (1 - t) v_k(x_t, t)`` (through a random distortion) plus ``fidelity *
 |v_k - v_base|^2``, which keeps the marked generator close to the original. The base weights are
-frozen. Simplification, stated: the extractor is trained on one-step predictions from points on
+frozen. Simplification, stated: the joint phase trains on one-step predictions from points on
 the data path (unmarked samples of the base model serve as data), not on fully sampled
-images; the harness measures it on fully sampled images. In a latent run the path lives in the
-VAE's latent space and the extractor reads the VAE decoding of the one-step prediction.
+images, because back-propagating through the whole sampler is too costly here. A second phase
+(:meth:`MOLMScheme.finetune`) closes part of that gap: the adapters frozen, the extractor alone is
+trained on fully sampled images, each drawn with its own random key through the same sampler the
+harness uses. In a latent run the path lives in the VAE's latent space and the extractor reads the
+VAE decoding of the one-step prediction.
+
+Differences from the paper, stated: the paper splits the key into segments of ``log2 P`` bits, each
+choosing one of ``P`` adapters of one block (by default in the VAE decoder's ResNet blocks); here every
+bit chooses one of its own two adapters in every target layer of the velocity network, which works
+the same way on pixel and latent runs.
 """
 
 from __future__ import annotations
@@ -29,7 +37,15 @@ from genimage.watermark.guidance import GaussianNull, decoder_detection
 from genimage.watermark.hidden import HiddenConfig, HiddenDecoder, noise_layer
 from genimage.watermark.keys import derive_seed, new_key
 
-__all__ = ["DEFAULT_TARGETS", "MOLMScheme", "RoutedLoRALinear", "attach_markers", "train_molm"]
+__all__ = [
+    "DEFAULT_TARGETS",
+    "MOLMScheme",
+    "RoutedLoRALinear",
+    "attach_markers",
+    "sample_marked",
+    "train_extractor",
+    "train_molm",
+]
 
 DEFAULT_TARGETS = r"blocks\.\d+\.(proj|mlp\.2)$"
 
@@ -91,6 +107,48 @@ def _markers(model: nn.Module) -> list[RoutedLoRALinear]:
 def route(model: nn.Module, keys: torch.Tensor | None) -> None:
     for m in _markers(model):
         m.route(keys)
+
+
+def sample_marked(gen, model: nn.Module, noise: torch.Tensor, keys: torch.Tensor, batch: int = 64) -> torch.Tensor:
+    """Fully sampled images from ``noise`` (on ``gen``'s sampler), image ``i`` with ``keys[i]`` routing the
+    adapters; the adapters are switched off afterwards."""
+    out = []
+    try:
+        for i in range(0, noise.shape[0], batch):
+            route(model, keys[i : i + batch])
+            out.append(gen.generate(noise[i : i + batch]))
+    finally:
+        route(model, None)
+    return torch.cat(out)
+
+
+def train_extractor(
+    extractor: nn.Module,
+    images: torch.Tensor,
+    keys: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    seed: int = 0,
+    progress: bool = True,
+) -> None:
+    """Train ``extractor`` alone (in place) to read ``keys[i]`` from ``images[i]`` through the random
+    distortions of the joint phase."""
+    device = next(extractor.parameters()).device
+    images, target = images.to(device), keys.to(device=device, dtype=torch.float32)
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(extractor.parameters(), lr=lr)
+    extractor.train()
+    for _ in tqdm(range(steps), disable=not progress, desc="train MOLM extractor"):
+        idx = torch.randint(0, images.shape[0], (batch_size,), generator=g).to(device)
+        kind = int(torch.randint(0, 6, (), generator=g))
+        logits = extractor(noise_layer(images[idx], kind, g).clamp(-1, 1))
+        loss = F.binary_cross_entropy_with_logits(logits, target[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    extractor.eval()
 
 
 def train_molm(
@@ -159,13 +217,27 @@ class MOLMScheme:
     detect_nfe = 0
 
     def __init__(self, model: nn.Module, extractor: HiddenDecoder, message: torch.Tensor, null_images: torch.Tensor):
-        self.model, self.extractor, self.message = model, extractor, message
-        unmarked = decoder_detection(extractor, null_images, message, GaussianNull(torch.zeros(2)))
+        self.model, self.extractor, self.message, self.null_images = model, extractor, message, null_images
+        self._fit_null()
+
+    def _fit_null(self) -> None:
+        unmarked = decoder_detection(self.extractor, self.null_images, self.message, GaussianNull(torch.zeros(2)))
         self.null = GaussianNull(unmarked.score)
 
     @classmethod
-    def build(cls, gen, *, message_bits: int = 32, seed: int = 0, steps: int = 1200, progress: bool = True):
-        """Attach markers to the run's network, train them with an extractor on its own samples."""
+    def build(
+        cls,
+        gen,
+        *,
+        message_bits: int = 32,
+        seed: int = 0,
+        steps: int = 1200,
+        finetune_steps: int = 300,
+        finetune_images: int = 1024,
+        progress: bool = True,
+    ):
+        """Attach markers to the run's network, train them with an extractor on its own samples, then
+        (``finetune_steps > 0``) train the extractor alone on ``finetune_images`` fully sampled marked images."""
         run = getattr(gen, "run", None)
         if run is None:
             raise ConfigError("MOLM needs a generator with a network (a `genimage train` run), not an analytic flow.")
@@ -183,16 +255,23 @@ class MOLMScheme:
             to_image=gen.to_image,
         )
         key = new_key("molm", gen.image_shape, seed=derive_seed(seed, "molm"), message_bits=message_bits)
-        return cls(run.model, extractor, key.message_tensor(), images[256:])
+        scheme = cls(run.model, extractor, key.message_tensor(), images[256:])
+        if finetune_steps > 0:
+            scheme.finetune(gen, steps=finetune_steps, images=finetune_images, seed=seed, progress=progress)
+        return scheme
+
+    def finetune(self, gen, *, steps: int = 300, images: int = 1024, seed: int = 0, progress: bool = True) -> None:
+        """Train the extractor alone on ``images`` fully sampled images with random keys (the adapters
+        frozen) and refit the null; the keys and noises are drawn from ``seed``."""
+        g = torch.Generator().manual_seed(derive_seed(seed, "molm-finetune"))
+        noise = torch.randn(images, *gen.noise_shape, generator=g)
+        keys = torch.randint(0, 2, (images, self.message.numel()), generator=g)
+        marked = sample_marked(gen, self.model, noise, keys)
+        train_extractor(self.extractor, marked, keys, steps=steps, seed=seed, progress=progress)
+        self._fit_null()
 
     def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
-        out = []
-        for i in range(0, noise.shape[0], 64):
-            chunk = noise[i : i + 64]
-            route(self.model, self.message.expand(chunk.shape[0], -1))
-            out.append(gen.generate(chunk))
-        route(self.model, None)
-        return torch.cat(out)
+        return sample_marked(gen, self.model, noise, self.message.expand(noise.shape[0], -1))
 
     def detect(self, images: torch.Tensor):
         return decoder_detection(self.extractor, images, self.message, self.null)
