@@ -13,8 +13,8 @@ the data path (unmarked samples of the base model serve as data), not on fully s
 images, because back-propagating through the whole sampler is too costly here. A second phase
 (:meth:`MOLMScheme.finetune`) closes part of that gap: the adapters frozen, the extractor alone is
 trained on fully sampled images, each drawn with its own random key through the same sampler the
-harness uses. In a latent run the path lives in the VAE's latent space and the extractor reads the
-VAE decoding of the one-step prediction.
+harness uses, keeping the weights that read further such images best. In a latent run the path
+lives in the VAE's latent space and the extractor reads the VAE decoding of the one-step prediction.
 
 Differences from the paper, stated: the paper splits the key into segments of ``log2 P`` bits, each
 choosing one of ``P`` adapters of one block (by default in the VAE decoder's ResNet blocks); here every
@@ -126,21 +126,35 @@ def train_extractor(
     extractor: nn.Module,
     images: torch.Tensor,
     keys: torch.Tensor,
+    held_images: torch.Tensor,
+    held_keys: torch.Tensor,
     *,
     steps: int,
     batch_size: int = 32,
     lr: float = 1e-3,
+    check_every: int = 25,
     seed: int = 0,
     progress: bool = True,
-) -> None:
+) -> dict[str, float]:
     """Train ``extractor`` alone (in place) to read ``keys[i]`` from ``images[i]`` through the random
-    distortions of the joint phase."""
+    distortions of the joint phase, and keep the weights (the starting ones included) that read the held-out
+    images best, checked every ``check_every`` steps: the phase can over-fit, and then it changes nothing.
+    Returns the held-out bit accuracy before and after, and the step of the weights kept."""
     device = next(extractor.parameters()).device
     images, target = images.to(device), keys.to(device=device, dtype=torch.float32)
+    held_images, held_keys = held_images.to(device), held_keys.to(device)
+
+    def held_accuracy() -> float:
+        with torch.no_grad():
+            return float(((extractor(held_images) > 0).long() == held_keys).double().mean())
+
+    extractor.eval()
+    before = best = held_accuracy()
+    best_step, best_state = 0, {k: v.clone() for k, v in extractor.state_dict().items()}
     g = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(extractor.parameters(), lr=lr)
-    extractor.train()
-    for _ in tqdm(range(steps), disable=not progress, desc="train MOLM extractor"):
+    for step in tqdm(range(1, steps + 1), disable=not progress, desc="train MOLM extractor"):
+        extractor.train()
         idx = torch.randint(0, images.shape[0], (batch_size,), generator=g).to(device)
         kind = int(torch.randint(0, 6, (), generator=g))
         logits = extractor(noise_layer(images[idx], kind, g).clamp(-1, 1))
@@ -148,7 +162,15 @@ def train_extractor(
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if step % check_every == 0 or step == steps:
+            extractor.eval()
+            acc = held_accuracy()
+            if acc > best:
+                best, best_step = acc, step
+                best_state = {k: v.clone() for k, v in extractor.state_dict().items()}
+    extractor.load_state_dict(best_state)
     extractor.eval()
+    return {"held_out_bit_accuracy_before": before, "held_out_bit_accuracy_after": best, "step_kept": best_step}
 
 
 def train_molm(
@@ -260,15 +282,29 @@ class MOLMScheme:
             scheme.finetune(gen, steps=finetune_steps, images=finetune_images, seed=seed, progress=progress)
         return scheme
 
-    def finetune(self, gen, *, steps: int = 300, images: int = 1024, seed: int = 0, progress: bool = True) -> None:
-        """Train the extractor alone on ``images`` fully sampled images with random keys (the adapters
-        frozen) and refit the null; the keys and noises are drawn from ``seed``."""
+    def finetune(
+        self, gen, *, steps: int = 300, images: int = 1024, held_out: int = 256, seed: int = 0, progress: bool = True
+    ) -> dict[str, float]:
+        """Train the extractor alone on ``images`` fully sampled images with random keys (the adapters frozen),
+        keeping the weights that read ``held_out`` further ones best, and refit the null; the keys and noises are
+        drawn from ``seed``. Returns :func:`train_extractor`'s report."""
         g = torch.Generator().manual_seed(derive_seed(seed, "molm-finetune"))
-        noise = torch.randn(images, *gen.noise_shape, generator=g)
-        keys = torch.randint(0, 2, (images, self.message.numel()), generator=g)
+        n = images + held_out
+        noise = torch.randn(n, *gen.noise_shape, generator=g)
+        keys = torch.randint(0, 2, (n, self.message.numel()), generator=g)
         marked = sample_marked(gen, self.model, noise, keys)
-        train_extractor(self.extractor, marked, keys, steps=steps, seed=seed, progress=progress)
+        report = train_extractor(
+            self.extractor,
+            marked[:images],
+            keys[:images],
+            marked[images:],
+            keys[images:],
+            steps=steps,
+            seed=seed,
+            progress=progress,
+        )
         self._fit_null()
+        return report
 
     def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
         return sample_marked(gen, self.model, noise, self.message.expand(noise.shape[0], -1))
