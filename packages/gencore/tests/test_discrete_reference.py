@@ -76,3 +76,17 @@ def test_bad_tokens_and_lengths_are_refused():
         model.log_prob(torch.zeros(3, 5, dtype=torch.long))
     with pytest.raises(InputError, match=r"\[0, 2\)"):
         model.log_prob(torch.full((3, 4), 2))
+
+
+def test_fitting_leaves_the_callers_global_rng_alone():
+    """The model's initial weights come from ``seed``; the caller's random stream is not reseeded."""
+    tokens = torch.randint(0, 2, (64, 3), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    a = fit_reference(tokens, 2, hidden=8, steps=3, batch=16, seed=5)
+    assert torch.equal(torch.rand(3), expected)  # it used to reseed the global generator with the seed
+    torch.manual_seed(7)
+    b = fit_reference(tokens, 2, hidden=8, steps=3, batch=16, seed=5)
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p, q)

@@ -173,3 +173,21 @@ def test_a_conditional_run_is_sampled_with_every_class_against_an_unlabelled_ref
     assert seen[-1] is not None and seen[-1].tolist() == [i % run.num_classes for i in range(12)]
     ev.evaluate_run(run, n=12, input_px=32, bpd_images=0, reference=data, cache_dir=None, progress=False)
     assert seen[-1] is not None and len(seen[-1]) == 12
+
+
+def test_training_the_classifier_leaves_the_callers_global_rng_alone():
+    """Its initial weights come from ``seed``; the caller's random stream is not reseeded by it."""
+    from genimage.data import ImageSet
+    from genimage.metrics.classifier import train_classifier
+
+    g = torch.Generator().manual_seed(0)
+    data = ImageSet(torch.rand(40, 1, 8, 8, generator=g) * 2 - 1, torch.randint(0, 3, (40,), generator=g))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    a, _ = train_classifier(data, epochs=1, seed=4, batch_size=16)
+    assert torch.equal(torch.rand(3), expected)  # it used to reseed the global generator with the seed
+    torch.manual_seed(7)  # another global state: the same network
+    b, _ = train_classifier(data, epochs=1, seed=4, batch_size=16)
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p, q)

@@ -23,6 +23,7 @@ from torch.nn import functional as F
 
 from gencore.discrete.base import check_tokens
 from gencore.errors import ConfigError, InputError
+from gencore.rng import seeded_init
 
 
 class ReferenceAR(nn.Module):
@@ -97,8 +98,8 @@ def fit_reference(
     order = torch.randperm(tokens.shape[0], generator=g)
     n_val = max(1, int(holdout * tokens.shape[0]))
     val, train = tokens[order[:n_val]], tokens[order[n_val:]]
-    torch.manual_seed(seed)
-    model = ReferenceAR(vocab_size, tokens.shape[1], hidden)
+    with seeded_init(seed):
+        model = ReferenceAR(vocab_size, tokens.shape[1], hidden)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     best, best_state = float("inf"), copy.deepcopy(model.state_dict())
     for step in range(1, steps + 1):

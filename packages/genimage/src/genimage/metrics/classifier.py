@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
+from gencore.rng import seeded_init
 from genimage.data import ImageSet
 
 
@@ -46,8 +47,8 @@ class SmallCNN(nn.Module):
 def train_classifier(data: ImageSet, *, epochs: int = 5, seed: int = 0, batch_size: int = 64) -> tuple[SmallCNN, float]:
     """Fit :class:`SmallCNN` on ``data`` (90 %) and return it with its held-out accuracy (10 %)."""
     train, held = data.split(0.1, seed)
-    torch.manual_seed(seed)
-    net = SmallCNN(channels=data.shape[0], num_classes=data.num_classes or int(data.labels.max()) + 1)
+    with seeded_init(seed):
+        net = SmallCNN(channels=data.shape[0], num_classes=data.num_classes or int(data.labels.max()) + 1)
     opt = torch.optim.Adam(net.parameters(), lr=2e-3)
     g = torch.Generator().manual_seed(seed)
     net.train()
