@@ -1,6 +1,7 @@
 """MOLM before and after its extractor is trained on fully sampled images, with the same adapters.
 
-    python watermark_molm_finetune.py RUN OUT.json [--steps 1200] [--finetune-steps 300] [--n 64]
+    python watermark_molm_finetune.py RUN OUT.json [--steps 1200] [--finetune-steps 300] [--n 64] [--seed 0]
+        [--routing bit|segment]
 
 Builds MOLM on a `genimage train` run with the joint phase only (``finetune_steps=0``), runs the
 evaluation harness, then trains the extractor alone on 1,024 fully sampled images with random keys,
@@ -33,12 +34,15 @@ def main() -> None:
     parser.add_argument("--bits", type=int, default=32)
     parser.add_argument("--attacks", default="none,jpeg75,blur,noise0.1")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--routing", choices=("bit", "segment"), default="bit", help="MOLM's key routing (bit)")
     args = parser.parse_args()
     gen = RunGenerator(args.run, steps=20)
     config = EvaluationConfig(n=args.n, seed=args.seed, message_bits=args.bits)
     attacks = args.attacks.split(",")
     t0 = time.perf_counter()
-    scheme = MOLMScheme.build(gen, message_bits=args.bits, seed=args.seed, steps=args.steps, finetune_steps=0)
+    scheme = MOLMScheme.build(
+        gen, message_bits=args.bits, seed=args.seed, steps=args.steps, finetune_steps=0, routing=args.routing
+    )
     joint_s = time.perf_counter() - t0
     records = [{"phase": "joint", "phase_s": joint_s, **r} for r in evaluate_watermarks(gen, [scheme], attacks, config)]
     t0 = time.perf_counter()

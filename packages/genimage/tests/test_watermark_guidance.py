@@ -101,7 +101,7 @@ def test_guidance_in_a_latent_space_marks_the_decoded_image(hidden):
 def test_routed_lora_matches_the_explicit_sum_and_is_off_without_a_key():
     torch.manual_seed(0)
     base = torch.nn.Linear(6, 5)
-    lora = RoutedLoRALinear(base, bits=3, rank=2)
+    lora = RoutedLoRALinear(base, [[0], [1], [2]], rank=2)  # bit routing: every bit picks one of two
     torch.nn.init.normal_(lora.B)
     x = torch.randn(4, 7, 6)
     keys = torch.tensor([[0, 1, 1], [1, 0, 0], [1, 1, 1], [0, 0, 0]])
@@ -114,8 +114,41 @@ def test_routed_lora_matches_the_explicit_sum_and_is_off_without_a_key():
     assert torch.allclose(lora(x), expect, atol=1e-5)
 
 
-@pytest.mark.parametrize("latent", [False, True])
-def test_molm_markers_route_by_key_and_the_extractor_reads_them(latent):
+def test_segment_routing_reads_each_segment_as_a_binary_adapter_index():
+    torch.manual_seed(0)
+    base = torch.nn.Linear(6, 5)
+    lora = RoutedLoRALinear(base, [[1, 3, 4]], rank=2)  # one group: bits 1, 3, 4 pick one of 8 adapters
+    assert lora.A.shape == (1, 8, 2, 6) and lora.B.shape == (1, 8, 5, 2)
+    torch.nn.init.normal_(lora.B)
+    x = torch.randn(3, 7, 6)
+    keys = torch.tensor([[0, 1, 0, 1, 1], [1, 0, 1, 0, 0], [0, 1, 1, 0, 1]])
+    lora.route(keys)
+    for n, s in enumerate((1 + 2 + 4, 0, 1 + 4)):  # bit 1 is the lowest digit, bit 4 the highest
+        expect = base(x[n]) + lora.alpha * x[n] @ lora.A[0, s].T @ lora.B[0, s].T
+        assert torch.allclose(lora(x)[n], expect, atol=1e-5)
+
+
+def test_segment_routing_spreads_the_key_over_the_layers_in_order():
+    from genimage.models.dit import DiT
+
+    net = DiT(image_size=8, channels=1, patch_size=2, size=None, depth=2, hidden=32, heads=2)
+    names = attach_markers(net, bits=7, routing="segment", rank=2)  # 4 target layers: segments of 2 bits
+    assert names == ["blocks.0.proj", "blocks.0.mlp.2", "blocks.1.proj", "blocks.1.mlp.2"]
+    markers = [net.get_submodule(n) for n in names]
+    assert [m.bit_index.tolist() for m in markers] == [[[0, 1]], [[2, 3]], [[4, 5]], [[6]]]
+    assert [m.bit_weight.tolist() for m in markers] == [[[1, 2]], [[1, 2]], [[1, 2]], [[1]]]
+    assert [m.A.shape[1] for m in markers] == [4, 4, 4, 2]  # the last, one-bit segment has two adapters
+    net = DiT(image_size=8, channels=1, patch_size=2, size=None, depth=2, hidden=32, heads=2)
+    assert len(attach_markers(net, bits=2, routing="segment")) == 2  # one bit per layer: two layers carry them
+    with pytest.raises(ConfigError, match="at most 8 bits per layer"):
+        attach_markers(DiT(image_size=8, channels=1, patch_size=2, size=None, depth=2, hidden=32, heads=2), 40,
+                       routing="segment")  # fmt: skip
+    with pytest.raises(ConfigError, match="routing must be one of bit, segment, got 'pair'"):
+        attach_markers(net, 4, routing="pair")
+
+
+@pytest.mark.parametrize(("latent", "routing"), [(False, "bit"), (True, "bit"), (False, "segment")])
+def test_molm_markers_route_by_key_and_the_extractor_reads_them(latent, routing):
     from genimage.models.dit import DiT
 
     def to_image(z):  # latent: 8x8 states read by the extractor as 16x16 images
@@ -128,8 +161,8 @@ def test_molm_markers_route_by_key_and_the_extractor_reads_them(latent):
     load = _digits(8)[:256]
     with torch.no_grad():
         base_out = net(load[:4], torch.rand(4))
-    names = attach_markers(net, bits=4, rank=2)
-    assert len(names) == 4  # proj and mlp.2 of two blocks
+    names = attach_markers(net, bits=4, rank=2, routing=routing)
+    assert len(names) == 4  # proj and mlp.2 of two blocks (segment routing: one bit each)
     with torch.no_grad():
         assert torch.allclose(net(load[:4], torch.rand(4) * 0 + 0.5), net(load[:4], torch.full((4,), 0.5)))
         route(net, None)

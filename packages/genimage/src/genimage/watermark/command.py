@@ -264,6 +264,7 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
         seed=args.seed,
         steps=args.molm_steps,
         finetune_steps=args.molm_finetune_steps,
+        routing=args.molm_routing,
         progress=progress,
     )
 
@@ -339,6 +340,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=300,
         dest="molm_finetune_steps",
         help="then steps of MOLM's extractor alone on 1,024 fully sampled marked images (300; 0: none)",
+    )
+    ev.add_argument(
+        "--molm-routing",
+        choices=("bit", "segment"),
+        default="bit",
+        dest="molm_routing",
+        help="bit: every key bit picks one of two adapters in every layer (default); segment: the paper's "
+        "key segments, each picking one of 2^k adapters of one layer",
     )
     ev.add_argument("--json", required=True, type=output_file)
     ev.add_argument("--markdown", type=Path, help="Markdown table (default: beside --json)")

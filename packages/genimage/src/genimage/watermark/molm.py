@@ -16,10 +16,11 @@ trained on fully sampled images, each drawn with its own random key through the 
 harness uses, keeping the weights that read further such images best. In a latent run the path
 lives in the VAE's latent space and the extractor reads the VAE decoding of the one-step prediction.
 
-Differences from the paper, stated: the paper splits the key into segments of ``log2 P`` bits, each
-choosing one of ``P`` adapters of one block (by default in the VAE decoder's ResNet blocks); here every
-bit chooses one of its own two adapters in every target layer of the velocity network, which works
-the same way on pixel and latent runs.
+Key routing: the paper splits the key into segments of ``log2 P`` bits, each choosing one of ``P``
+adapters of one block (by default in the VAE decoder's ResNet blocks). ``routing="segment"`` does that on
+the target layers of the velocity network (so it works the same way on pixel and latent runs);
+``routing="bit"`` (the default here) instead gives every bit its own pair of adapters in every target
+layer, which measured better on photos (see the README).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from genimage.watermark.keys import derive_seed, new_key
 
 __all__ = [
     "DEFAULT_TARGETS",
+    "ROUTINGS",
     "MOLMScheme",
     "RoutedLoRALinear",
     "attach_markers",
@@ -50,53 +52,96 @@ __all__ = [
 DEFAULT_TARGETS = r"blocks\.\d+\.(proj|mlp\.2)$"
 
 
+ROUTINGS = ("bit", "segment")
+
+
 class RoutedLoRALinear(nn.Module):
-    """``base(x) + (alpha / L) sum_b B[b, k_b] A[b, k_b] x`` with keys set by :meth:`route` (``None``: base only)."""
+    """``base(x) + (alpha / G) sum_g B[g, s_g] A[g, s_g] x``, with keys set by :meth:`route` (``None``: base only).
+
+    ``groups[g]`` lists the key bits that group ``g`` reads as the binary number ``s_g`` (first bit lowest),
+    which picks one of the group's ``2^k`` adapters. ``[[0], [1], ..., [L - 1]]`` gives every bit its own pair
+    of adapters (``bit`` routing); one group of ``k`` bits gives the paper's one-of-``2^k`` (``segment``).
+    """
 
     def __init__(
-        self, base: nn.Linear, bits: int, rank: int = 4, alpha: float = 1.0, generator: torch.Generator | None = None
+        self,
+        base: nn.Linear,
+        groups: list[list[int]],
+        rank: int = 4,
+        alpha: float = 1.0,
+        generator: torch.Generator | None = None,
     ) -> None:
         super().__init__()
-        self.base = base
-        self.bits, self.rank, self.alpha = bits, rank, alpha
+        self.base, self.rank, self.alpha = base, rank, alpha
+        k = max(len(g) for g in groups)
+        index, weight = torch.zeros(len(groups), k, dtype=torch.long), torch.zeros(len(groups), k, dtype=torch.long)
+        for i, group in enumerate(groups):
+            index[i, : len(group)] = torch.tensor(group)
+            weight[i, : len(group)] = 2 ** torch.arange(len(group))
         where = {"device": base.weight.device, "dtype": base.weight.dtype}  # drawn on the CPU, kept beside the base
-        a = torch.randn(bits, 2, rank, base.in_features, generator=generator) / base.in_features**0.5
+        self.register_buffer("bit_index", index.to(where["device"]), persistent=False)
+        self.register_buffer("bit_weight", weight.to(where["device"]), persistent=False)
+        a = torch.randn(len(groups), 2**k, rank, base.in_features, generator=generator) / base.in_features**0.5
         self.A = nn.Parameter(a.to(**where))
-        self.B = nn.Parameter(torch.zeros(bits, 2, base.out_features, rank, **where))
+        self.B = nn.Parameter(torch.zeros(len(groups), 2**k, base.out_features, rank, **where))
         self.keys: torch.Tensor | None = None
 
     def route(self, keys: torch.Tensor | None) -> None:
-        self.keys = None if keys is None else keys.to(self.A.device)
+        """``keys: [N, L]`` bits (or None): image ``n`` uses adapter ``s_g`` of every group ``g``."""
+        if keys is None:
+            self.keys = None
+            return
+        self.keys = (keys.to(self.A.device).long()[:, self.bit_index] * self.bit_weight).sum(-1)  # [N, G]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = self.base(x)
         if self.keys is None:
             return out
-        idx = torch.arange(self.bits, device=self.A.device)
-        a = self.A[idx, self.keys]  # [N, L, r, in]
-        b = self.B[idx, self.keys]  # [N, L, out, r]
+        idx = torch.arange(self.A.shape[0], device=self.A.device)
+        a = self.A[idx, self.keys]  # [N, G, r, in]
+        b = self.B[idx, self.keys]  # [N, G, out, r]
         h = torch.einsum("n...i,nlri->n...lr", x, a)
-        return out + (self.alpha / self.bits) * torch.einsum("n...lr,nlor->n...o", h, b)
+        return out + (self.alpha / self.A.shape[0]) * torch.einsum("n...lr,nlor->n...o", h, b)
 
 
 def attach_markers(
     model: nn.Module,
     bits: int,
     *,
+    routing: str = "bit",
     targets: str = DEFAULT_TARGETS,
     rank: int = 4,
     alpha: float = 8.0,
     generator: torch.Generator | None = None,
 ) -> list[str]:
-    """Replace the linear layers whose names match ``targets`` by :class:`RoutedLoRALinear` (in place); the
-    adapters' ``A`` are drawn from ``generator`` (None: the global generator) in the order of the layers."""
+    """Replace the linear layers whose names match ``targets`` by :class:`RoutedLoRALinear` (in place) and
+    return their names; the adapters' ``A`` are drawn from ``generator`` (None: the global generator) in the
+    order of the layers.
+
+    ``routing="bit"``: every bit picks one of its own two adapters in every layer. ``"segment"`` (the paper's):
+    the key is cut into consecutive segments of ``k = ceil(bits / layers)`` bits, and segment ``l`` picks one of
+    the ``2^k`` adapters of layer ``l`` (layers past the last segment get none).
+    """
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and re.search(targets, n)]
     if not names:
         raise ConfigError(f"no linear layer of the model matches the MOLM target pattern {targets!r}.")
-    for name in names:
+    if routing == "bit":
+        layer_groups = [[[b] for b in range(bits)]] * len(names)
+    elif routing == "segment":
+        k = -(-bits // len(names))
+        if k > 8:
+            raise ConfigError(
+                f"segment routing would put {k} key bits on each of the model's {len(names)} target layers "
+                f"(2^{k} adapters each); use at most 8 bits per layer (fewer bits, or bit routing)."
+            )
+        layer_groups = [[list(range(s, min(s + k, bits)))] for s in range(0, bits, k)]
+        names = names[: len(layer_groups)]
+    else:
+        raise ConfigError(f"MOLM routing must be one of {', '.join(ROUTINGS)}, got {routing!r}.")
+    for name, groups in zip(names, layer_groups):
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name) if parent_name else model
-        setattr(parent, child, RoutedLoRALinear(getattr(parent, child), bits, rank, alpha, generator))
+        setattr(parent, child, RoutedLoRALinear(getattr(parent, child), groups, rank, alpha, generator))
     return names
 
 
@@ -256,6 +301,7 @@ class MOLMScheme:
         steps: int = 1200,
         finetune_steps: int = 300,
         finetune_images: int = 1024,
+        routing: str = "bit",
         progress: bool = True,
     ):
         """Attach markers to the run's network, train them with an extractor on its own samples, then
@@ -266,7 +312,8 @@ class MOLMScheme:
         g = torch.Generator().manual_seed(derive_seed(seed, "molm-data"))
         noise = torch.randn(384, *gen.noise_shape, generator=g)
         images = torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, 384, 64)])
-        attach_markers(run.model, message_bits, generator=torch.Generator().manual_seed(derive_seed(seed, "molm-lora")))
+        lora_seed = derive_seed(seed, "molm-lora")
+        attach_markers(run.model, message_bits, routing=routing, generator=torch.Generator().manual_seed(lora_seed))
         extractor = train_molm(
             run.model,
             gen.to_state(images[:256]),
