@@ -21,7 +21,7 @@ from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.watermark.evaluate import HEADLINE_COLUMNS, EvaluationConfig, evaluate_watermarks
 from genimage.watermark.generators import RunGenerator
-from genimage.watermark.molm import MOLMScheme
+from genimage.watermark.molm import ROUTINGS, MOLMScheme
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--bits", type=int, default=32)
     parser.add_argument("--attacks", default="none,jpeg75,blur,noise0.1")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--routing", choices=("bit", "segment"), default="bit", help="MOLM's key routing (bit)")
+    parser.add_argument("--routing", choices=ROUTINGS, default="bit", help="MOLM's key routing (bit)")
     args = parser.parse_args()
     gen = RunGenerator(args.run, steps=20)
     config = EvaluationConfig(n=args.n, seed=args.seed, message_bits=args.bits)

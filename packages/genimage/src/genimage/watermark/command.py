@@ -279,6 +279,7 @@ def _add_generator_options(p: argparse.ArgumentParser) -> None:
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``genimage watermark`` and its sub-verbs."""
     from genimage.watermark.attacks import ATTACK_NAMES
+    from genimage.watermark.molm import ROUTINGS
     from genimage.watermark.schemes import NOISE_SCHEMES
 
     wm = commands.add_parser("watermark", help="watermark keys, embedding, detection, attacks and evaluation")
@@ -343,7 +344,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     ev.add_argument(
         "--molm-routing",
-        choices=("bit", "segment"),
+        choices=ROUTINGS,
         default="bit",
         dest="molm_routing",
         help="bit: every key bit picks one of two adapters in every layer (default); segment: the paper's "

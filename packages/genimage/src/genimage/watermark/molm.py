@@ -37,6 +37,7 @@ from gencore.rng import randn_like_with, seeded_init
 from genimage.watermark.guidance import GaussianNull, decoder_detection
 from genimage.watermark.hidden import HiddenConfig, HiddenDecoder, noise_layer
 from genimage.watermark.keys import derive_seed, new_key
+from genimage.watermark.metrics import bit_accuracy
 
 __all__ = [
     "DEFAULT_TARGETS",
@@ -191,7 +192,7 @@ def train_extractor(
 
     def held_accuracy() -> float:
         with torch.no_grad():
-            return float(((extractor(held_images) > 0).long() == held_keys).double().mean())
+            return bit_accuracy(extractor(held_images) > 0, held_keys)
 
     extractor.eval()
     before = best = held_accuracy()
