@@ -20,8 +20,12 @@ def train_with_curve(
     data: ImageSet,
     score: Callable[[LoadedRun], dict[str, float]],
     eval_every: int,
+    work: Path | None = None,
 ) -> tuple[list[dict[str, Any]], LoadedRun, float]:
-    """Train ``cfg`` on ``data``; ``score(run)`` at every ``eval_every`` steps -> ``(curve, final run, seconds)``."""
+    """Train ``cfg`` on ``data``; ``score(run)`` at every ``eval_every`` steps -> ``(curve, final run, seconds)``.
+
+    The run is written to a temporary folder, or to ``work`` when given (a latent run finding ``work/vae``
+    there reuses that VAE instead of training one)."""
     record = run_record(cfg, data_summary(data, data.shape[1]))
     curve: list[dict[str, Any]] = []
     last: dict[str, LoadedRun] = {}
@@ -34,6 +38,9 @@ def train_with_curve(
         last["run"] = run
         print(f"  {cfg.data} layersync={cfg.layersync} lwd={cfg.lwd} step {step}: {row}", flush=True)
 
+    if work is not None:
+        _, _, seconds = fit_backbone(cfg, data, record, work, {"sample_every": eval_every}, callback)
+        return curve, last["run"], seconds
     with tempfile.TemporaryDirectory() as tmp:
         _, _, seconds = fit_backbone(cfg, data, record, Path(tmp), {"sample_every": eval_every}, callback)
     return curve, last["run"], seconds

@@ -13,6 +13,12 @@ against ``N_EVAL`` data patches: FD-EffLite0 and KID at 96 px, ``spectral_error`
 
 ``--arms baseline,lwd,lwd-noisy`` adds the reference code's variant (energy map of the noisy ``x_t``).
 
+Latent space, the paper's own space: ``--latent`` trains one KL-VAE per seed (``--vae-steps`` steps, with the
+LWD scale-consistency term, factor 2: a ``4 x 16 x 16`` latent for 32x32 patches) and every arm's DiT-Mi
+(``--patch-size 2``: 64 tokens, as in pixel space with patch 4) on its latents, so the mask is the wavelet
+map of the latent. Samples are decoded before scoring; a ``vae-recon`` row scores the VAE's reconstructions of
+the reference patches, the floor a latent model can reach.
+
 Fine-tuning, the paper's setting (LWD fine-tunes a trained model to a higher resolution):
 ``--pretrain-steps P`` first trains one plain model per seed for ``P`` steps on 32x32 patches, then
 fine-tunes it for ``--steps`` steps (learning rate ``--finetune-lr``) without and with the mask, both from
@@ -22,12 +28,14 @@ fine-tuning, is scored as a third row.
 
     python bench_lwd.py results/bench_lwd.json [--steps 240] [--seeds 0] [--n-eval 160]
     python bench_lwd.py results/bench_lwd_ft.json --pretrain-steps 1200 --size 64 --steps 400 --seeds 0,1,2
+    python bench_lwd.py results/bench_lwd_latent.json --latent --steps 1500 --batch-size 32 --seeds 0
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -52,25 +60,36 @@ INPUT_PX = 96
 def main(
     out_json: str, steps: int, batch_size: int, seeds: list[int], n_eval: int, pretrain_steps: int = 0,
     size: int = 32, finetune_lr: float = 3e-4, arms: tuple[str, ...] = ("baseline", "lwd"),
+    latent: bool = False, vae_steps: int = 800, patch_size: int = 4,
 ) -> None:  # fmt: skip
     from genimage.imageio import write_grid
 
     torch.set_num_threads(1)
     data = load_photo_patches(patch=size, photo_side=5 * size)
-    ref = data.subset(torch.randperm(len(data), generator=torch.Generator().manual_seed(0))[:n_eval])
+    if latent and 2 * n_eval > len(data):
+        raise SystemExit(
+            f"--latent scores VAE reconstructions of other patches: --n-eval must be at most {len(data) // 2}."
+        )
+    perm = torch.randperm(len(data), generator=torch.Generator().manual_seed(0))
+    ref = data.subset(perm[:n_eval])
+    held = data.subset(perm[n_eval : 2 * n_eval])  # reconstructed by the VAE: real patches other than ref's
     ref_feats = efflite0_features(ref.images, input_px=INPUT_PX)
     records = []
 
     def score(run: LoadedRun, arm: str, seed: int, seconds: float) -> None:
         t0 = time.perf_counter()
-        x = sample_images(run, n_eval, None, nfe=16, cfg_scale=1.0, solver="euler", seed=1, progress=False)
+        if arm == "vae-recon":
+            with torch.no_grad():
+                x = run.vae.from_latent(run.vae.to_latent(held.images)).clamp(-1, 1)
+        else:
+            x = sample_images(run, n_eval, None, nfe=16, cfg_scale=1.0, solver="euler", seed=1, progress=False)
         sample_s = time.perf_counter() - t0
         feats = efflite0_features(x, input_px=INPUT_PX)
         records.append(
             {
                 "arm": arm,
                 "seed": seed,
-                "steps": 0 if arm == "pretrained" else steps,
+                "steps": 0 if arm in ("pretrained", "vae-recon") else steps,
                 "fd_efflite0": frechet_distance(ref_feats, feats),
                 "kid_efflite0": kernel_inception_distance(ref_feats, feats).mean,
                 **spectral_errors(x, ref.images),
@@ -92,14 +111,23 @@ def main(
                 )  # fmt: skip
                 outcome = train(base, init)
                 score(_at_size(load_run(init), size), "pretrained", seed, outcome.seconds)
+            vae_dir = None
             for arm in arms:
                 cfg = ImageTrainConfig(
-                    data="photos", image_size=size, steps=steps, batch_size=batch_size, patch_size=4,
+                    data="photos", image_size=size, steps=steps, batch_size=batch_size, patch_size=patch_size,
                     lr=finetune_lr if init else 1e-3, warmup_steps=20, lwd=arm != "baseline", seed=seed,
                     lwd_energy="noisy" if arm == "lwd-noisy" else "clean", progress=False,
-                    init_from=str(init) if init else None,
+                    init_from=str(init) if init else None, latent=latent, vae_steps=vae_steps,
                 )  # fmt: skip
-                _, run, seconds = train_with_curve(cfg, data, lambda run: {}, steps)
+                work = Path(tmp) / f"{arm}_seed{seed}"
+                if vae_dir is not None:  # every arm of a seed trains on the first arm's VAE
+                    shutil.copytree(vae_dir, work / "vae")
+                t0 = time.perf_counter()
+                _, run, seconds = train_with_curve(cfg, data, lambda run: {}, steps, work)
+                if latent and vae_dir is None:
+                    vae_dir = work / "vae"
+                    vae_s = time.perf_counter() - t0 - seconds
+                    score(run, "vae-recon", seed, vae_s)
                 score(run, arm, seed, seconds)
     print(format_table(records, list(records[0])))
     summary = _summary(records) if len(seeds) > 1 else []
@@ -117,6 +145,9 @@ def main(
             "seeds": seeds,
             "pretrain_steps": pretrain_steps,
             "finetune_lr": finetune_lr if pretrain_steps else None,
+            "latent": latent,
+            "vae_steps": vae_steps if latent else None,
+            "patch_size": patch_size,
             "input_px": INPUT_PX,
             "records": records,
             "summary": summary,
@@ -156,6 +187,9 @@ if __name__ == "__main__":
     p.add_argument("--pretrain-steps", type=int, default=0, help="fine-tuning mode: plain pretraining steps at 32x32")
     p.add_argument("--size", type=int, default=32, help="patch size of the (fine-)tuning data and the scores")
     p.add_argument("--finetune-lr", type=float, default=3e-4, help="learning rate of the fine-tuning runs")
+    p.add_argument("--latent", action="store_true", help="train every arm in the latent space of one KL-VAE per seed")
+    p.add_argument("--vae-steps", type=int, default=800, help="training steps of that VAE")
+    p.add_argument("--patch-size", type=int, default=None, help="DiT patch size (default: 4 in pixels, 2 in latents)")
     p.add_argument(
         "--arms",
         default="baseline,lwd",
@@ -166,4 +200,10 @@ if __name__ == "__main__":
     arms = tuple(a.arms.split(","))
     if not set(arms) <= {"baseline", "lwd", "lwd-noisy"}:
         p.error(f"--arms takes baseline, lwd and lwd-noisy, got {a.arms!r}")
-    main(a.out, a.steps, a.batch_size, seeds, a.n_eval, a.pretrain_steps, a.size, a.finetune_lr, arms)
+    if a.latent and a.pretrain_steps:
+        p.error("--latent trains from scratch; it does not combine with --pretrain-steps")
+    patch = a.patch_size or (2 if a.latent else 4)
+    main(
+        a.out, a.steps, a.batch_size, seeds, a.n_eval, a.pretrain_steps, a.size, a.finetune_lr, arms,
+        a.latent, a.vae_steps, patch,
+    )  # fmt: skip

@@ -1,7 +1,7 @@
 """MOLM before and after its extractor is trained on fully sampled images, with the same adapters.
 
-    python watermark_molm_finetune.py RUN OUT.json [--steps 1200] [--finetune-steps 300] [--n 64] [--seed 0]
-        [--routing bit|segment]
+    python watermark_molm_finetune.py RUN OUT.json [--steps 1200] [--sampler-steps 0] [--finetune-steps 300]
+        [--n 64] [--seed 0] [--routing bit|segment]
 
 Builds MOLM on a `genimage train` run with the joint phase only (``finetune_steps=0``), runs the
 evaluation harness, then trains the extractor alone on 1,024 fully sampled images with random keys,
@@ -10,6 +10,11 @@ keeping the weights that read 256 further ones best
 the two rows differ only by that phase. Records: the harness's, with ``phase`` (``joint`` or
 ``joint+finetune``), the wall seconds of each phase and the held-out bit accuracy of random keys before
 and after the second phase (a less noisy measure than the harness's one message).
+
+``--sampler-steps S`` inserts, between the two, ``S`` steps of adapters and extractor trained together through
+the sampler (:meth:`~genimage.watermark.molm.MOLMScheme.train_through_sampler`), scored as a ``joint+sampler``
+row, and the last row becomes ``joint+sampler+finetune``. Every row also has ``psnr_db``: the PSNR of the
+harness's marked images against the unmarked images of the same noise (what the marks cost in fidelity).
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from __future__ import annotations
 import argparse
 import time
 
+import torch
+
 from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.watermark.evaluate import HEADLINE_COLUMNS, EvaluationConfig, evaluate_watermarks
 from genimage.watermark.generators import RunGenerator
+from genimage.watermark.metrics import psnr
 from genimage.watermark.molm import ROUTINGS, MOLMScheme
 
 
@@ -29,6 +37,7 @@ def main() -> None:
     parser.add_argument("run")
     parser.add_argument("out")
     parser.add_argument("--steps", type=int, default=1200, help="joint steps of adapters and extractor")
+    parser.add_argument("--sampler-steps", type=int, default=0, help="steps trained through the sampler (0: none)")
     parser.add_argument("--finetune-steps", type=int, default=300)
     parser.add_argument("--n", type=int, default=64)
     parser.add_argument("--bits", type=int, default=32)
@@ -39,22 +48,33 @@ def main() -> None:
     gen = RunGenerator(args.run, steps=20)
     config = EvaluationConfig(n=args.n, seed=args.seed, message_bits=args.bits)
     attacks = args.attacks.split(",")
+    noise = torch.randn(args.n, *gen.noise_shape, generator=torch.Generator().manual_seed(args.seed))
+    plain = gen.generate(noise)
+    records = []
+
+    def score(phase: str, seconds: float, report: dict) -> None:
+        fidelity = psnr(scheme.mark(gen, noise, plain), plain)
+        rows = evaluate_watermarks(gen, [scheme], attacks, config)
+        records.extend({"phase": phase, "phase_s": seconds, "psnr_db": fidelity, **report, **r} for r in rows)
+
     t0 = time.perf_counter()
     scheme = MOLMScheme.build(
         gen, message_bits=args.bits, seed=args.seed, steps=args.steps, finetune_steps=0, routing=args.routing
     )
-    joint_s = time.perf_counter() - t0
-    records = [{"phase": "joint", "phase_s": joint_s, **r} for r in evaluate_watermarks(gen, [scheme], attacks, config)]
+    score("joint", time.perf_counter() - t0, {})
+    phase = "joint"
+    if args.sampler_steps:
+        t0 = time.perf_counter()
+        report = scheme.train_through_sampler(gen, steps=args.sampler_steps, seed=args.seed)
+        phase += "+sampler"
+        score(phase, time.perf_counter() - t0, report)
+        print(report)
     t0 = time.perf_counter()
     report = scheme.finetune(gen, steps=args.finetune_steps, seed=args.seed)
-    finetune_s = time.perf_counter() - t0
-    records += [
-        {"phase": "joint+finetune", "phase_s": finetune_s, **report, **r}
-        for r in evaluate_watermarks(gen, [scheme], attacks, config)
-    ]
+    score(phase + "+finetune", time.perf_counter() - t0, report)
     setup = {**vars(args), "sampler": "euler, 20 steps"}
     write_json(args.out, {"setup": setup, "records": records})
-    print(format_table(records, ["phase", *HEADLINE_COLUMNS]))
+    print(format_table(records, ["phase", "psnr_db", *HEADLINE_COLUMNS]))
     print(report)
 
 

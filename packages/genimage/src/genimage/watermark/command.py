@@ -256,13 +256,15 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
 
     if args.molm_steps < 1:
         raise ConfigError(f"--molm-steps must be at least 1, got {args.molm_steps}.")
-    if args.molm_finetune_steps < 0:
-        raise ConfigError(f"--molm-finetune-steps must be at least 0, got {args.molm_finetune_steps}.")
+    for flag in ("sampler", "finetune"):
+        if getattr(args, f"molm_{flag}_steps") < 0:
+            raise ConfigError(f"--molm-{flag}-steps must be at least 0, got {getattr(args, f'molm_{flag}_steps')}.")
     return MOLMScheme.build(
         gen,
         message_bits=args.bits,
         seed=args.seed,
         steps=args.molm_steps,
+        sampler_steps=args.molm_sampler_steps,
         finetune_steps=args.molm_finetune_steps,
         routing=args.molm_routing,
         progress=progress,
@@ -334,6 +336,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     ev.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale")
     ev.add_argument(
         "--molm-steps", type=int, default=1200, dest="molm_steps", help="joint training steps of MOLM's markers (1200)"
+    )
+    ev.add_argument(
+        "--molm-sampler-steps",
+        type=int,
+        default=0,
+        dest="molm_sampler_steps",
+        help="then steps of MOLM's markers and extractor trained through the sampler's last two steps (0: none)",
     )
     ev.add_argument(
         "--molm-finetune-steps",

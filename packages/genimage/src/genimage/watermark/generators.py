@@ -85,6 +85,25 @@ class FlowGenerator:
         """Noise recovered by integrating the ODE from ``t = 1`` back to ``t = 0``, on the CPU."""
         return self._solve(self.to_state(images), 1.0, 0.0).cpu()
 
+    def generate_with_grad(self, noise: torch.Tensor, last_steps: int = 1) -> torch.Tensor:
+        """The images :meth:`generate` draws from ``noise`` (same grid and solver), unclipped and on
+        :attr:`device`, with autograd through the last ``last_steps`` solver steps and the decoder only: the
+        earlier steps run without it (truncated back-propagation through the sampler)."""
+        if not 1 <= last_steps <= self.steps:
+            raise ConfigError(f"last_steps must be in [1, {self.steps}] (the sampler's steps), got {last_steps}.")
+        grid = self.t_end * uniform_grid(self.steps, dtype=torch.float64)
+        k = self.steps - last_steps
+        x = noise.to(device=self.device, dtype=torch.float32)
+        if k:
+            with torch.no_grad():
+                x = solve_ode(self.velocity, x, grid[: k + 1], method=self.solver).x
+        x = solve_ode(self.velocity, x, grid[k:], method=self.solver).x
+        return self.to_image(self._clean_state(x))
+
+    def _clean_state(self, x: torch.Tensor) -> torch.Tensor:
+        """The clean state from the ODE's last state (itself, unless the path stops short of ``t = 1``)."""
+        return x
+
     @torch.no_grad()
     def regenerate(self, images: torch.Tensor, strength: float, generator: torch.Generator | None = None):
         """Regeneration attack: the clean state ``z`` of ``images`` noised to ``x_s = s z + (1 - s) eps`` with
@@ -150,6 +169,12 @@ class RunGenerator(FlowGenerator):
     def to_state(self, images: torch.Tensor) -> torch.Tensor:
         """Images -> ODE states at ``t = 1`` on :attr:`device` (the VAE encoder's mean for latent runs)."""
         return self.run.encode(images.to(device=self.device, dtype=torch.float32))
+
+    def _clean_state(self, x: torch.Tensor) -> torch.Tensor:
+        """A VP run's last state is still slightly noisy: its clean estimate, as :func:`genimage.sampling.generate`."""
+        if self.t_end >= 1.0:
+            return x
+        return self.run.path.convert(self.run.velocity(x, self.t_end), x, self.t_end, "velocity", "data")
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,9 @@ images, because back-propagating through the whole sampler is too costly here. A
 trained on fully sampled images, each drawn with its own random key through the same sampler the
 harness uses, keeping the weights that read further such images best. In a latent run the path
 lives in the VAE's latent space and the extractor reads the VAE decoding of the one-step prediction.
+An optional phase between the two (:func:`train_through_sampler`, ``sampler_steps``) trains the adapters
+and the extractor together on fully sampled images, back-propagating through the sampler's last steps
+only (truncated back-propagation), with a fidelity term against the unmarked image of the same noise.
 
 Key routing: the paper splits the key into segments of ``log2 P`` bits, each choosing one of ``P``
 adapters of one block (by default in the VAE decoder's ResNet blocks). ``routing="segment"`` does that on
@@ -48,6 +51,7 @@ __all__ = [
     "sample_marked",
     "train_extractor",
     "train_molm",
+    "train_through_sampler",
 ]
 
 DEFAULT_TARGETS = r"blocks\.\d+\.(proj|mlp\.2)$"
@@ -277,6 +281,67 @@ def train_molm(
     return extractor
 
 
+def train_through_sampler(
+    gen,
+    model: nn.Module,
+    extractor: nn.Module,
+    *,
+    bits: int,
+    steps: int,
+    batch_size: int = 16,
+    last_steps: int = 2,
+    lr: float = 1e-3,
+    fidelity: float = 1.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> dict[str, float]:
+    """Train the markers attached to ``model`` and ``extractor`` together (in place) on fully sampled images.
+
+    Every step draws fresh noise and random keys, samples the marked images on ``gen``'s own grid and solver
+    with gradients through its last ``last_steps`` solver steps (and the VAE decoder of a latent run; the earlier
+    steps run without them, see :meth:`~genimage.watermark.generators.FlowGenerator.generate_with_grad`), and
+    minimises the extractor's BCE through a random distortion plus ``fidelity`` times the mean squared
+    difference from the unmarked image of the same noise. Returns the mean BCE and squared difference of the
+    first and last tenth of the steps.
+    """
+    device = gen.device
+    g = torch.Generator().manual_seed(seed)
+    lora = [p for m in _markers(model) for p in (m.A, m.B)]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in lora:
+        p.requires_grad_(True)
+    opt = torch.optim.Adam([*lora, *extractor.parameters()], lr=lr)
+    history = []
+    extractor.train()
+    try:
+        for _ in tqdm(range(steps), disable=not progress, desc="train MOLM through the sampler"):
+            noise = torch.randn(batch_size, *gen.noise_shape, generator=g)
+            keys = torch.randint(0, 2, (batch_size, bits), generator=g)
+            route(model, None)
+            plain = gen.generate(noise).to(device)
+            route(model, keys)
+            marked = gen.generate_with_grad(noise, last_steps)
+            kind = int(torch.randint(0, 6, (), generator=g))
+            image = marked.clamp(-1, 1)
+            logits = extractor(noise_layer(image, kind, g).clamp(-1, 1))
+            bce = F.binary_cross_entropy_with_logits(logits, keys.to(device=device, dtype=torch.float32))
+            mse = (image - plain).pow(2).mean()
+            opt.zero_grad()
+            (bce + fidelity * mse).backward()
+            opt.step()
+            history.append((bce.item(), mse.item()))
+    finally:
+        route(model, None)
+        for p in lora:
+            p.requires_grad_(False)
+        extractor.eval()
+    tenth = max(1, steps // 10)
+    first, last = torch.tensor(history[:tenth]).mean(0), torch.tensor(history[-tenth:]).mean(0)
+    return {"bce_first": float(first[0]), "bce_last": float(last[0]), "mse_first": float(first[1]),
+            "mse_last": float(last[1])}  # fmt: skip
+
+
 class MOLMScheme:
     """MOLM in the harness: marked images are sampled with the key's adapters switched on."""
 
@@ -300,13 +365,15 @@ class MOLMScheme:
         message_bits: int = 32,
         seed: int = 0,
         steps: int = 1200,
+        sampler_steps: int = 0,
         finetune_steps: int = 300,
         finetune_images: int = 1024,
         routing: str = "bit",
         progress: bool = True,
     ):
         """Attach markers to the run's network, train them with an extractor on its own samples, then
-        (``finetune_steps > 0``) train the extractor alone on ``finetune_images`` fully sampled marked images."""
+        (``sampler_steps > 0``) both together through the sampler (:meth:`train_through_sampler`), then
+        (``finetune_steps > 0``) the extractor alone on ``finetune_images`` fully sampled marked images."""
         run = getattr(gen, "run", None)
         if run is None:
             raise ConfigError("MOLM needs a generator with a network (a `genimage train` run), not an analytic flow.")
@@ -326,9 +393,21 @@ class MOLMScheme:
         )
         key = new_key("molm", gen.image_shape, seed=derive_seed(seed, "molm"), message_bits=message_bits)
         scheme = cls(run.model, extractor, key.message_tensor(), images[256:])
+        if sampler_steps > 0:
+            scheme.train_through_sampler(gen, steps=sampler_steps, seed=seed, progress=progress)
         if finetune_steps > 0:
             scheme.finetune(gen, steps=finetune_steps, images=finetune_images, seed=seed, progress=progress)
         return scheme
+
+    def train_through_sampler(self, gen, *, steps: int, seed: int = 0, progress: bool = True) -> dict[str, float]:
+        """Train the adapters and the extractor together on fully sampled images (module-level
+        :func:`train_through_sampler`, draws from ``seed``) and refit the null; returns its report."""
+        report = train_through_sampler(
+            gen, self.model, self.extractor, bits=self.message.numel(), steps=steps,
+            seed=derive_seed(seed, "molm-sampler"), progress=progress,
+        )  # fmt: skip
+        self._fit_null()
+        return report
 
     def finetune(
         self, gen, *, steps: int = 300, images: int = 1024, held_out: int = 256, seed: int = 0, progress: bool = True
