@@ -1,20 +1,18 @@
-"""MOLM before and after its extractor is trained on fully sampled images, with the same adapters.
+"""MOLM after each phase of its training, with the same adapters and on the same noise.
 
-    python watermark_molm_finetune.py RUN OUT.json [--steps 1200] [--sampler-steps 0] [--finetune-steps 300]
+    python watermark_molm_finetune.py RUN OUT.json [--steps 1200] [--sampler-steps 150] [--finetune-steps 300]
         [--n 64] [--seed 0] [--routing bit|segment]
 
-Builds MOLM on a `genimage train` run with the joint phase only (``finetune_steps=0``), runs the
-evaluation harness, then trains the extractor alone on 1,024 fully sampled images with random keys,
-keeping the weights that read 256 further ones best
-(:meth:`~genimage.watermark.molm.MOLMScheme.finetune`), and runs the harness again on the same noise, so
-the two rows differ only by that phase. Records: the harness's, with ``phase`` (``joint`` or
-``joint+finetune``), the wall seconds of each phase and the held-out bit accuracy of random keys before
-and after the second phase (a less noisy measure than the harness's one message).
-
-``--sampler-steps S`` inserts, between the two, ``S`` steps of adapters and extractor trained together through
-the sampler (:meth:`~genimage.watermark.molm.MOLMScheme.train_through_sampler`), scored as a ``joint+sampler``
-row, and the last row becomes ``joint+sampler+finetune``. Every row also has ``psnr_db``: the PSNR of the
-harness's marked images against the unmarked images of the same noise (what the marks cost in fidelity).
+Builds MOLM on a `genimage train` run with the joint phase only and runs the evaluation harness (row ``joint``);
+then, unless ``--sampler-steps 0``, trains the adapters and the extractor together through the sampler
+(:meth:`~genimage.watermark.molm.MOLMScheme.train_through_sampler`; row ``joint+sampler``); then trains the
+extractor alone on 1,024 fully sampled images with random keys, keeping the weights that read 256 further
+ones best (:meth:`~genimage.watermark.molm.MOLMScheme.finetune`; row ``...+finetune``), running the harness
+after each phase on the same noise, so consecutive rows differ only by one phase. The defaults are those of
+``genimage watermark evaluate``. Records: the harness's, with ``phase``, the wall seconds of the phase, its
+report (the held-out bit accuracy of random keys before and after the extractor phase, a less noisy measure
+than the harness's one message), and ``psnr_db``: the PSNR of the harness's marked images against the
+unmarked images of the same noise (what the marks cost in fidelity).
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ def main() -> None:
     parser.add_argument("run")
     parser.add_argument("out")
     parser.add_argument("--steps", type=int, default=1200, help="joint steps of adapters and extractor")
-    parser.add_argument("--sampler-steps", type=int, default=0, help="steps trained through the sampler (0: none)")
+    parser.add_argument("--sampler-steps", type=int, default=150, help="steps trained through the sampler (0: none)")
     parser.add_argument("--finetune-steps", type=int, default=300)
     parser.add_argument("--n", type=int, default=64)
     parser.add_argument("--bits", type=int, default=32)
@@ -59,7 +57,13 @@ def main() -> None:
 
     t0 = time.perf_counter()
     scheme = MOLMScheme.build(
-        gen, message_bits=args.bits, seed=args.seed, steps=args.steps, finetune_steps=0, routing=args.routing
+        gen,
+        message_bits=args.bits,
+        seed=args.seed,
+        steps=args.steps,
+        sampler_steps=0,
+        finetune_steps=0,
+        routing=args.routing,
     )
     score("joint", time.perf_counter() - t0, {})
     phase = "joint"

@@ -49,7 +49,7 @@ def test_molm_is_reproducible_whatever_the_global_rng(digits_run) -> None:
     for global_seed in (0, 1):
         torch.manual_seed(global_seed)
         gen = RunGenerator(digits_run, steps=2)
-        scheme = MOLMScheme.build(gen, message_bits=2, seed=4, steps=2, progress=False)
+        scheme = MOLMScheme.build(gen, message_bits=2, seed=4, steps=2, sampler_steps=2, progress=False)
         built.append(([m.A.detach().clone() for m in _markers(gen.run.model)], scheme.extractor.state_dict()))
     (a0, e0), (a1, e1) = built
     for x, y in zip(a0, a1):  # trained for two steps: equal up to the CPU kernels' summation order
@@ -107,7 +107,7 @@ def test_every_scheme_evaluates_on_cuda(digits_run) -> None:
         "gaussian-shading",
         GuidanceScheme.build(gen, message_bits=2, progress=False, trained=trained),
         HiddenScheme.build(gen, message_bits=2, progress=False, trained=trained),
-        MOLMScheme.build(gen, message_bits=2, steps=3, progress=False),
+        MOLMScheme.build(gen, message_bits=2, steps=3, sampler_steps=3, progress=False),
     ]
     cfg = EvaluationConfig(n=8, message_bits=1, noise_samples=32, progress=False)
     records = evaluate_watermarks(gen, schemes, ["none", "jpeg75", "regen0.3"], cfg)

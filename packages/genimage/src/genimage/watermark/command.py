@@ -340,9 +340,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--molm-sampler-steps",
         type=int,
-        default=0,
+        default=150,
         dest="molm_sampler_steps",
-        help="then steps of MOLM's markers and extractor trained through the sampler's last two steps (0: none)",
+        help="then steps of MOLM's markers and extractor trained through the sampler's last two steps (150; 0: none)",
     )
     ev.add_argument(
         "--molm-finetune-steps",

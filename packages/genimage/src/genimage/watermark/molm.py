@@ -8,16 +8,18 @@ extractor network (the HiDDeN decoder architecture) are trained jointly over ran
 new key needs no retraining: the loss is the extractor's BCE on the one-step clean prediction
 ``x1 = x_t + (1 - t) v_k(x_t, t)`` (through a random distortion) plus ``fidelity *
 |v_k - v_base|^2``, which keeps the marked generator close to the original. The base weights are
-frozen. Simplification, stated: the joint phase trains on one-step predictions from points on
-the data path (unmarked samples of the base model serve as data), not on fully sampled
-images, because back-propagating through the whole sampler is too costly here. A second phase
-(:meth:`MOLMScheme.finetune`) closes part of that gap: the adapters frozen, the extractor alone is
-trained on fully sampled images, each drawn with its own random key through the same sampler the
-harness uses, keeping the weights that read further such images best. In a latent run the path
-lives in the VAE's latent space and the extractor reads the VAE decoding of the one-step prediction.
-An optional phase between the two (:func:`train_through_sampler`, ``sampler_steps``) trains the adapters
-and the extractor together on fully sampled images, back-propagating through the sampler's last steps
-only (truncated back-propagation), with a fidelity term against the unmarked image of the same noise.
+frozen. Training happens in three phases:
+
+1. Joint (:func:`train_molm`): on one-step predictions from points on the data path (unmarked samples of the
+   base model serve as data), cheap but not what the detector reads. In a latent run the path lives in the
+   VAE's latent space and the extractor reads the VAE decoding of the one-step prediction.
+2. Through the sampler (:func:`train_through_sampler`, ``sampler_steps``): adapters and extractor together on
+   fully sampled images, back-propagating through the sampler's last two steps only (truncated
+   back-propagation: the whole sampler is too costly here), with a fidelity term against the unmarked image
+   of the same noise.
+3. Extractor (:meth:`MOLMScheme.finetune`): the adapters frozen, the extractor alone on fully sampled images,
+   each drawn with its own random key through the same sampler the harness uses, keeping the weights that read
+   further such images best.
 
 Key routing: the paper splits the key into segments of ``log2 P`` bits, each choosing one of ``P``
 adapters of one block (by default in the VAE decoder's ResNet blocks). ``routing="segment"`` does that on
@@ -365,7 +367,7 @@ class MOLMScheme:
         message_bits: int = 32,
         seed: int = 0,
         steps: int = 1200,
-        sampler_steps: int = 0,
+        sampler_steps: int = 150,
         finetune_steps: int = 300,
         finetune_images: int = 1024,
         routing: str = "bit",
