@@ -114,3 +114,18 @@ def test_mask_refuses_a_non_finite_scalar_time(t: float) -> None:
     with pytest.raises(ConfigError, match="the LWD mask time t must be a finite number"):
         lwd_mask(energy, t)
     assert lwd_mask(energy, 0.5).shape == (2, 1, 4, 4)  # finite scalars still work
+
+
+def test_the_lwd_energy_source_defines_only_lwd_runs() -> None:
+    """Its default changed from clean to noisy: a checkpoint without LWD written before still resumes, one with
+    LWD is refused with the change named."""
+    from gencore.train import identity_changes
+    from genimage.config import ImageTrainConfig
+    from genimage.training import image_run_identity
+
+    plain, lwd = ImageTrainConfig(), ImageTrainConfig(lwd=True)
+    assert plain.lwd_energy == "noisy"
+    old = image_run_identity(plain) | {"lwd_energy": "clean"}
+    assert identity_changes(old, image_run_identity(plain)) == ""
+    old = image_run_identity(lwd) | {"lwd_energy": "clean"}
+    assert identity_changes(old, image_run_identity(lwd)) == "lwd_energy: 'clean' -> 'noisy'"

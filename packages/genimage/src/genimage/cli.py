@@ -116,7 +116,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     r.add_argument("--lwd", action="store_true", help="Latent Wavelet Diffusion wavelet loss mask")
     r.add_argument("--lwd-floor", dest="lwd_floor", type=float, help="LWD mask floor l (default 0.1)")
     r.add_argument(
-        "--lwd-energy", dest="lwd_energy", choices=("clean", "noisy"), help="LWD energy map of x_1 (default) or x_t"
+        "--lwd-energy", dest="lwd_energy", choices=("noisy", "clean"), help="LWD energy map of x_t (default) or x_1"
     )
     r.add_argument("--latent", action="store_true", help="train a KL-VAE first and diffuse in its latent space")
     r.add_argument("--vae-steps", dest="vae_steps", type=int)

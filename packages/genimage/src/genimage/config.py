@@ -48,7 +48,7 @@ class ImageTrainConfig:
     layersync_weight: float = 0.2
     lwd: bool = False  # Latent Wavelet Diffusion loss mask
     lwd_floor: float = 0.1
-    lwd_energy: str = "clean"  # clean: energy map of the clean input (paper); noisy: of x_t (reference code)
+    lwd_energy: str = "noisy"  # noisy: energy map of x_t (reference code; measured better); clean: of x_1
     latent: bool = False  # train in the latent space of a KL-VAE trained first
     vae_steps: int = 1500
     vae_latent_channels: int = 4

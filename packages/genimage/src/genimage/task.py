@@ -9,8 +9,8 @@ Objectives (both from :mod:`gencore.paths`, suite time ``t = 0`` noise, ``t = 1`
   unidentifiable. Sampling converts the prediction to a velocity (:mod:`gencore.paths.conversions`).
 
 The per-element squared error is averaged over all elements; with LWD it is first multiplied by the
-wavelet mask of :mod:`genimage.wavelet` (computed from the clean ``x1``). Labels are replaced by the
-null class with probability ``label_dropout`` (classifier-free guidance training).
+wavelet mask of :mod:`genimage.wavelet` (from ``x_t``, or ``x1`` with ``lwd_energy="clean"``). Labels are
+replaced by the null class with probability ``label_dropout`` (classifier-free guidance training).
 """
 
 from __future__ import annotations

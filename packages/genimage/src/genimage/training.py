@@ -55,6 +55,17 @@ GRID_SIZE = 64  # images in the periodic and final sample grids
 VIDEO_GRID_SIZE = 16  # videos in them
 
 
+def _unused_settings(cfg: ImageTrainConfig) -> tuple[str, ...]:
+    """Settings that do not define this run: the LWD energy source of a run without LWD (its default changed
+    from clean to noisy on 2026-12-04; runs without LWD started before then still resume)."""
+    return () if cfg.lwd else ("lwd_energy",)
+
+
+def image_run_identity(cfg: ImageTrainConfig, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    """:func:`gencore.train.run_identity` of ``cfg`` without ``exclude`` and without the settings it does not use."""
+    return run_identity(cfg, (*exclude, *_unused_settings(cfg)))
+
+
 @dataclass
 class TrainOutcome:
     """What :func:`train` returns."""
@@ -174,7 +185,7 @@ def _engine(cfg: ImageTrainConfig, out: Path, steps: int, **overrides: Any) -> T
         "seed": cfg.seed,
         "progress": cfg.progress,
         "out_dir": str(out),
-        "identity": run_identity(cfg, RESUMABLE),
+        "identity": image_run_identity(cfg, RESUMABLE),
     }
     return TrainConfig(**(base | overrides)).validate()
 
@@ -232,7 +243,7 @@ def _train_vae(
     keep = {k: v for k, v in engine.items() if k in ("nan_policy", "keep_last", "parallel", "checkpoint_every")}
     if engine.get("resume") == "auto":  # a checkpoint folder given to --resume is the backbone's
         keep["resume"] = "auto"
-    keep["identity"] = run_identity(cfg, (*RESUMABLE, "vae_steps"))  # the VAE's step count may change on resume
+    keep["identity"] = image_run_identity(cfg, (*RESUMABLE, "vae_steps"))  # the VAE's step count may change on resume
     result = Trainer(_engine(cfg, out / "vae_train", cfg.vae_steps, **keep)).fit(
         VAETask(cfg, vae), TensorDataset(images)
     )
@@ -363,7 +374,7 @@ def train(
         )
     if engine.get("resume") is not None and (out / "model").is_dir() and (out / "config.json").is_file():
         saved = read_json(out / "config.json")
-        if holds_settings(saved, cfg):
+        if holds_settings(saved, cfg, ("progress", *_unused_settings(cfg))):
             return TrainOutcome(out, saved, False, 0.0, already_finished=True)
     if engine.get("resume") == "auto":
         check_resume_steps(out / "checkpoints", cfg.steps)
