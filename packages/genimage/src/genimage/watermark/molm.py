@@ -156,6 +156,15 @@ def _markers(model: nn.Module) -> list[RoutedLoRALinear]:
     return [m for m in model.modules() if isinstance(m, RoutedLoRALinear)]
 
 
+def _trainable_adapters(model: nn.Module) -> list[nn.Parameter]:
+    """Freeze ``model`` but its markers' adapters, and return those (``A`` and ``B`` of every marker)."""
+    model.requires_grad_(False)
+    lora = [p for m in _markers(model) for p in (m.A, m.B)]
+    for p in lora:
+        p.requires_grad_(True)
+    return lora
+
+
 def route(model: nn.Module, keys: torch.Tensor | None) -> None:
     for m in _markers(model):
         m.route(keys)
@@ -251,11 +260,7 @@ def train_molm(
         channels = to_image(states[:1]).shape[1]
     with seeded_init(seed):
         extractor = HiddenDecoder(HiddenConfig(channels=channels, message_bits=bits)).to(device)
-    for p in model.parameters():
-        p.requires_grad_(False)
-    lora = [p for m in _markers(model) for p in (m.A, m.B)]
-    for p in lora:
-        p.requires_grad_(True)
+    lora = _trainable_adapters(model)
     opt = torch.optim.Adam([*lora, *extractor.parameters()], lr=lr)
     for _ in tqdm(range(steps), disable=not progress, desc="train MOLM"):
         x1 = states[torch.randint(0, states.shape[0], (batch_size,), generator=g).to(device)]
@@ -308,11 +313,7 @@ def train_through_sampler(
     """
     device = gen.device
     g = torch.Generator().manual_seed(seed)
-    lora = [p for m in _markers(model) for p in (m.A, m.B)]
-    for p in model.parameters():
-        p.requires_grad_(False)
-    for p in lora:
-        p.requires_grad_(True)
+    lora = _trainable_adapters(model)
     opt = torch.optim.Adam([*lora, *extractor.parameters()], lr=lr)
     history = []
     extractor.train()
