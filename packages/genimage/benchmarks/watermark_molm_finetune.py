@@ -1,6 +1,6 @@
 """MOLM after each phase of its training, with the same adapters and on the same noise.
 
-    python watermark_molm_finetune.py RUN OUT.json [--steps 1200] [--sampler-steps 150] [--finetune-steps 300]
+    python watermark_molm_finetune.py RUN OUT.json [--steps 2400] [--sampler-steps 150] [--finetune-steps 300]
         [--n 64] [--seed 0] [--routing bit|segment]
 
 Builds MOLM on a `genimage train` run with the joint phase only and runs the evaluation harness (row ``joint``);
@@ -34,7 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run")
     parser.add_argument("out")
-    parser.add_argument("--steps", type=int, default=1200, help="joint steps of adapters and extractor")
+    parser.add_argument("--steps", type=int, default=2400, help="joint steps of adapters and extractor")
     parser.add_argument("--sampler-steps", type=int, default=150, help="steps trained through the sampler (0: none)")
     parser.add_argument("--finetune-steps", type=int, default=300)
     parser.add_argument("--n", type=int, default=64)

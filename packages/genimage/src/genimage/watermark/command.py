@@ -335,7 +335,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale")
     ev.add_argument(
-        "--molm-steps", type=int, default=1200, dest="molm_steps", help="joint training steps of MOLM's markers (1200)"
+        "--molm-steps", type=int, default=2400, dest="molm_steps", help="joint training steps of MOLM's markers (2400)"
     )
     ev.add_argument(
         "--molm-sampler-steps",

@@ -367,7 +367,7 @@ class MOLMScheme:
         *,
         message_bits: int = 32,
         seed: int = 0,
-        steps: int = 1200,
+        steps: int = 2400,
         sampler_steps: int = 150,
         finetune_steps: int = 300,
         finetune_images: int = 1024,
