@@ -27,16 +27,18 @@ from gencore.tables import format_table
 from genimage.watermark.evaluate import HEADLINE_COLUMNS, EvaluationConfig, evaluate_watermarks
 from genimage.watermark.generators import RunGenerator
 from genimage.watermark.metrics import psnr
-from genimage.watermark.molm import ROUTINGS, MOLMScheme
+from genimage.watermark.molm import FINETUNE_STEPS, JOINT_STEPS, ROUTINGS, SAMPLER_STEPS, MOLMScheme
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run")
     parser.add_argument("out")
-    parser.add_argument("--steps", type=int, default=2400, help="joint steps of adapters and extractor")
-    parser.add_argument("--sampler-steps", type=int, default=150, help="steps trained through the sampler (0: none)")
-    parser.add_argument("--finetune-steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=JOINT_STEPS, help="joint steps of adapters and extractor")
+    parser.add_argument(
+        "--sampler-steps", type=int, default=SAMPLER_STEPS, help="steps trained through the sampler (0: none)"
+    )
+    parser.add_argument("--finetune-steps", type=int, default=FINETUNE_STEPS)
     parser.add_argument("--n", type=int, default=64)
     parser.add_argument("--bits", type=int, default=32)
     parser.add_argument("--attacks", default="none,jpeg75,blur,noise0.1")

@@ -281,7 +281,7 @@ def _add_generator_options(p: argparse.ArgumentParser) -> None:
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``genimage watermark`` and its sub-verbs."""
     from genimage.watermark.attacks import ATTACK_NAMES
-    from genimage.watermark.molm import ROUTINGS
+    from genimage.watermark.molm import FINETUNE_STEPS, JOINT_STEPS, ROUTINGS, SAMPLER_STEPS
     from genimage.watermark.schemes import NOISE_SCHEMES
 
     wm = commands.add_parser("watermark", help="watermark keys, embedding, detection, attacks and evaluation")
@@ -335,21 +335,26 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale")
     ev.add_argument(
-        "--molm-steps", type=int, default=2400, dest="molm_steps", help="joint training steps of MOLM's markers (2400)"
+        "--molm-steps",
+        type=int,
+        default=JOINT_STEPS,
+        dest="molm_steps",
+        help=f"joint training steps of MOLM's markers ({JOINT_STEPS})",
     )
     ev.add_argument(
         "--molm-sampler-steps",
         type=int,
-        default=150,
+        default=SAMPLER_STEPS,
         dest="molm_sampler_steps",
-        help="then steps of MOLM's markers and extractor trained through the sampler's last two steps (150; 0: none)",
+        help=f"then steps of MOLM's markers and extractor trained through the sampler's last two steps "
+        f"({SAMPLER_STEPS}; 0: none)",
     )
     ev.add_argument(
         "--molm-finetune-steps",
         type=int,
-        default=300,
+        default=FINETUNE_STEPS,
         dest="molm_finetune_steps",
-        help="then steps of MOLM's extractor alone on 1,024 fully sampled marked images (300; 0: none)",
+        help=f"then steps of MOLM's extractor alone on 1,024 fully sampled marked images ({FINETUNE_STEPS}; 0: none)",
     )
     ev.add_argument(
         "--molm-routing",

@@ -60,6 +60,9 @@ DEFAULT_TARGETS = r"blocks\.\d+\.(proj|mlp\.2)$"
 
 
 ROUTINGS = ("bit", "segment")
+# default steps of the three phases (MOLMScheme.build, the CLI and the benchmark); 2,400 joint steps: at 1,200 the
+# joint phase had not converged on photos (genimage README)
+JOINT_STEPS, SAMPLER_STEPS, FINETUNE_STEPS = 2400, 150, 300
 
 
 class RoutedLoRALinear(nn.Module):
@@ -367,9 +370,9 @@ class MOLMScheme:
         *,
         message_bits: int = 32,
         seed: int = 0,
-        steps: int = 2400,
-        sampler_steps: int = 150,
-        finetune_steps: int = 300,
+        steps: int = JOINT_STEPS,
+        sampler_steps: int = SAMPLER_STEPS,
+        finetune_steps: int = FINETUNE_STEPS,
         finetune_images: int = 1024,
         routing: str = "bit",
         progress: bool = True,
