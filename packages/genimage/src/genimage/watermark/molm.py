@@ -242,7 +242,7 @@ def train_molm(
     states: torch.Tensor,
     *,
     bits: int,
-    steps: int = 300,
+    steps: int = JOINT_STEPS,
     batch_size: int = 32,
     lr: float = 3e-3,
     fidelity: float = 0.1,
@@ -416,7 +416,14 @@ class MOLMScheme:
         return report
 
     def finetune(
-        self, gen, *, steps: int = 300, images: int = 1024, held_out: int = 256, seed: int = 0, progress: bool = True
+        self,
+        gen,
+        *,
+        steps: int = FINETUNE_STEPS,
+        images: int = 1024,
+        held_out: int = 256,
+        seed: int = 0,
+        progress: bool = True,
     ) -> dict[str, float]:
         """Train the extractor alone on ``images`` fully sampled images with random keys (the adapters frozen),
         keeping the weights that read ``held_out`` further ones best, and refit the null; the keys and noises are
