@@ -172,3 +172,48 @@ def test_attack_reads_16_bit_gray_and_palette_images(tmp_path, monkeypatch, caps
     assert _main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "would both be written as a16.png" in err[0] and not (tmp_path / "o3").exists()
+
+
+def test_evaluate_compares_every_set_with_one_independent_unmarked_reference():
+    """Quality is measured against a third, independent unmarked set; asking for it changes no other number."""
+    import torch
+
+    from genimage.watermark.evaluate import EvaluationConfig, ImageScheme, evaluate_watermarks
+    from genimage.watermark.generators import GaussianFlowGenerator
+    from genimage.watermark.spherical import Detection
+
+    class Shift(ImageScheme):  # marks by a constant shift of 0.02: PSNR 10 log10(4 / 0.02^2) = 40 dB
+        name = "shift"
+        message = torch.tensor([1.0, 0.0])
+
+        def mark(self, gen, noise, clean):
+            return clean + 0.02
+
+        def detect(self, images):
+            score = images.flatten(1).mean(1)
+            return Detection(score=score, pvalue=torch.full_like(score, 0.5), bits=self.message.expand(len(images), 2))
+
+    gen = GaussianFlowGenerator(torch.zeros(1, 16, 16), torch.full((1, 16, 16), 0.5))
+    cfg = EvaluationConfig(n=16, message_bits=16, noise_samples=64, progress=False)
+    references = []
+
+    def gap(images, reference):
+        references.append(reference)
+        return {"gap": float((images - reference).abs().mean())}
+
+    schemes = ["spherical", "gaussian-shading", Shift()]
+    plain = evaluate_watermarks(gen, schemes, ["none", "jpeg75"], cfg)
+    rated = evaluate_watermarks(gen, schemes, ["none", "jpeg75"], cfg, quality=gap)
+    assert len(references) == 4 and all(torch.equal(r, references[0]) for r in references)
+    for p, r in zip(plain, rated, strict=True):
+        timing = {k for k in p if k.endswith("seconds_per_image")}
+        assert {k: v for k, v in r.items() if k not in timing and not k.startswith("gap")} == {
+            k: v for k, v in p.items() if k not in timing
+        }
+    # samples are 0.5 z, so two independent sets differ by E|0.5 (z - z')| = 0.5 * 2 / sqrt(pi) = 0.564 on average;
+    # a reference that were the unmarked set itself would give 0, the shifted set's pairs 0.02
+    for r in rated:
+        assert abs(r["gap_unmarked"] - 0.564) < 0.06 and abs(r["gap"] - 0.564) < 0.06
+    shift = [r for r in rated if r["scheme"] == "shift"]
+    assert [r["psnr"] for r in shift] == pytest.approx([40.0, 40.0], abs=1e-4)  # float32 shift
+    assert all("psnr" not in r for r in rated if r["scheme"] != "shift")

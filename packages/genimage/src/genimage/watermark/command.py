@@ -233,11 +233,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fd_quality(marked: torch.Tensor, clean: torch.Tensor) -> dict[str, float]:
+def _fd_quality(images: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
     from genimage.metrics.efflite import efflite0_features
     from genimage.metrics.frechet import frechet_distance
 
-    return {"fd_efflite0": frechet_distance(efflite0_features(marked), efflite0_features(clean))}
+    return {"fd_efflite0": frechet_distance(efflite0_features(images), efflite0_features(reference))}
 
 
 def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):

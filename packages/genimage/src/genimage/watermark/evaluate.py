@@ -11,7 +11,15 @@ schemes (guidance, MOLM) run their decoder on the pixels. One record per (scheme
 mark), ``fpr_at_1fpr`` (realised on the unmarked images), ``auc``, ``pvalue_ks`` (KS p-value of
 the unmarked p-values against U(0, 1)), ``detect_nfe`` (network evaluations to check one image),
 and per scheme ``noise_ks_pvalue`` / ``detectability_auc`` (marked initial noise against
-``N(0, I)``, on ``noise_samples`` draws) and a quality cost where one applies.
+``N(0, I)``, on ``noise_samples`` draws). Image schemes mark the unmarked image of the same noise, so
+their records carry ``psnr`` to it.
+
+``quality(a, b) -> {name: value}`` (FD-EffLite0 on the command line) compares each marked set with a
+*reference*: a third set of ``n`` unmarked images from independent noise. The unmarked set is compared with
+the same reference (``<name>_unmarked``), which is the value the metric takes with no mark at all at this
+``n``, its sampling floor. Against the shared unmarked set instead, schemes that mark the same noise
+(guidance, MOLM, HiDDeN) would be compared pair by pair and the initial-noise schemes, which draw their own
+noise, would carry the whole floor, so the numbers would not be comparable across schemes.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from genimage.watermark.metrics import (
     bit_accuracy,
     detectability_auc,
     gaussianity,
+    psnr,
     pvalue_calibration,
     roc_auc,
     tpr_at_fpr,
@@ -76,7 +85,8 @@ class ImageScheme:
     """Interface of schemes that mark and decode in pixel space (guidance, MOLM, post-hoc HiDDeN).
 
     ``mark(generator, noise, unmarked_images) -> images`` and ``detect(images) -> Detection``;
-    ``multibit``, ``message`` (``[L]`` tensor), ``name``; ``quality(marked, unmarked) -> dict`` optional.
+    ``multibit``, ``message`` (``[L]`` tensor), ``name``. The marked image of a noise is compared with the
+    unmarked image of the same noise (``psnr``).
     """
 
     name = "image"
@@ -106,7 +116,8 @@ def evaluate_watermarks(
             objects.
         attacks: attack names (:func:`~genimage.watermark.attacks.parse_attack`).
         keys: optional keys per scheme name (otherwise derived from ``config.seed``).
-        quality: optional ``quality(marked_images, unmarked_images) -> {name: value}``.
+        quality: optional ``quality(images, reference_images) -> {name: value}``, applied to each marked
+            set and to the unmarked set against an independent unmarked reference set (module docstring).
     """
     for a in attacks:
         parse_attack(a)
@@ -117,6 +128,11 @@ def evaluate_watermarks(
     clean_noise = torch.randn(n, *shape, generator=g)
     clean = _batched(generator.generate, clean_noise, bs)
     gen_nfe = generator.nfe
+    floor: dict[str, float] = {}
+    if quality is not None:  # its own stream, so that asking for it changes no other number
+        rg = torch.Generator().manual_seed(derive_seed(config.seed, "quality-reference"))
+        reference = _batched(generator.generate, torch.randn(n, *shape, generator=rg), bs)
+        floor = {f"{k}_unmarked": v for k, v in quality(clean, reference).items()}
     bar.update()
     clean_inverted: dict[str, torch.Tensor] = {}
     records: list[dict[str, Any]] = []
@@ -142,9 +158,9 @@ def evaluate_watermarks(
         else:
             wm, name, multibit, message = scheme, scheme.name, scheme.multibit, scheme.message
             marked = scheme.mark(generator, clean_noise, clean)
-            extra = scheme.quality(marked, clean) if hasattr(scheme, "quality") else {}
+            extra = {"psnr": psnr(marked, clean)}
         if quality is not None:
-            extra.update(quality(marked, clean))
+            extra.update(quality(marked, reference), **floor)
         bar.update()
         for attack in attacks:
             aseed = derive_seed(config.seed, f"attack:{attack}")

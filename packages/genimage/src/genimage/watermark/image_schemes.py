@@ -13,7 +13,6 @@ import torch
 from genimage.watermark.guidance import GaussianNull, decoder_detection, guided_generate
 from genimage.watermark.hidden import HiddenConfig, HiddenModel, train_hidden
 from genimage.watermark.keys import derive_seed, new_key
-from genimage.watermark.metrics import psnr
 
 __all__ = ["GuidanceScheme", "HiddenScheme", "train_for_generator"]
 
@@ -88,7 +87,7 @@ class GuidanceScheme(_DecoderScheme):
 
 
 class HiddenScheme(_DecoderScheme):
-    """Post-hoc HiDDeN: the encoder marks finished images; quality cost is PSNR to the unmarked image."""
+    """Post-hoc HiDDeN: the encoder marks finished images (the harness reports PSNR to the unmarked image)."""
 
     name = "hidden"
 
@@ -105,6 +104,3 @@ class HiddenScheme(_DecoderScheme):
         device = next(self.model.parameters()).device
         with torch.no_grad():
             return self.model.encoder(clean.to(device), self.message.expand(clean.shape[0], -1).to(device)).cpu()
-
-    def quality(self, marked: torch.Tensor, clean: torch.Tensor) -> dict[str, float]:
-        return {"psnr": psnr(marked, clean)}
