@@ -259,6 +259,8 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
     for flag in ("sampler", "finetune"):
         if getattr(args, f"molm_{flag}_steps") < 0:
             raise ConfigError(f"--molm-{flag}-steps must be at least 0, got {getattr(args, f'molm_{flag}_steps')}.")
+    if not args.molm_fidelity >= 0:
+        raise ConfigError(f"--molm-fidelity must be at least 0, got {args.molm_fidelity}.")
     return MOLMScheme.build(
         gen,
         message_bits=args.bits,
@@ -267,6 +269,7 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
         sampler_steps=args.molm_sampler_steps,
         finetune_steps=args.molm_finetune_steps,
         routing=args.molm_routing,
+        fidelity=args.molm_fidelity,
         progress=progress,
     )
 
@@ -355,6 +358,14 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=FINETUNE_STEPS,
         dest="molm_finetune_steps",
         help=f"then steps of MOLM's extractor alone on 1,024 fully sampled marked images ({FINETUNE_STEPS}; 0: none)",
+    )
+    ev.add_argument(
+        "--molm-fidelity",
+        type=float,
+        default=1.0,
+        dest="molm_fidelity",
+        help="scale of MOLM's fidelity weights in its first two phases (1; larger: closer to the unmarked "
+        "samples, fewer bits read)",
     )
     ev.add_argument(
         "--molm-routing",

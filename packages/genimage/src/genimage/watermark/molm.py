@@ -63,6 +63,8 @@ ROUTINGS = ("bit", "segment")
 # default steps of the three phases (MOLMScheme.build, the CLI and the benchmark); 2,400 joint steps: at 1,200 the
 # joint phase had not converged on photos (genimage README)
 JOINT_STEPS, SAMPLER_STEPS, FINETUNE_STEPS = 2400, 150, 300
+# fidelity weights of the joint phase (on the velocity) and of the phase through the sampler (on the image)
+JOINT_FIDELITY, SAMPLER_FIDELITY = 0.1, 1.0
 
 
 class RoutedLoRALinear(nn.Module):
@@ -245,7 +247,7 @@ def train_molm(
     steps: int = JOINT_STEPS,
     batch_size: int = 32,
     lr: float = 3e-3,
-    fidelity: float = 0.1,
+    fidelity: float = JOINT_FIDELITY,
     seed: int = 0,
     progress: bool = True,
     to_image=None,
@@ -301,7 +303,7 @@ def train_through_sampler(
     batch_size: int = 16,
     last_steps: int = 2,
     lr: float = 1e-3,
-    fidelity: float = 1.0,
+    fidelity: float = SAMPLER_FIDELITY,
     seed: int = 0,
     progress: bool = True,
 ) -> dict[str, float]:
@@ -375,14 +377,20 @@ class MOLMScheme:
         finetune_steps: int = FINETUNE_STEPS,
         finetune_images: int = 1024,
         routing: str = "bit",
+        fidelity: float = 1.0,
         progress: bool = True,
     ):
         """Attach markers to the run's network, train them with an extractor on its own samples, then
         (``sampler_steps > 0``) both together through the sampler (:meth:`train_through_sampler`), then
-        (``finetune_steps > 0``) the extractor alone on ``finetune_images`` fully sampled marked images."""
+        (``finetune_steps > 0``) the extractor alone on ``finetune_images`` fully sampled marked images.
+
+        ``fidelity`` scales the fidelity weights of the first two phases (0.1 on the velocity in the joint phase,
+        1.0 on the image through the sampler): larger keeps the marked samples closer to the unmarked ones."""
         run = getattr(gen, "run", None)
         if run is None:
             raise ConfigError("MOLM needs a generator with a network (a `genimage train` run), not an analytic flow.")
+        if not fidelity >= 0:
+            raise ConfigError(f"MOLM's fidelity scale must be at least 0, got {fidelity}.")
         g = torch.Generator().manual_seed(derive_seed(seed, "molm-data"))
         noise = torch.randn(384, *gen.noise_shape, generator=g)
         images = torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, 384, 64)])
@@ -393,6 +401,7 @@ class MOLMScheme:
             gen.to_state(images[:256]),
             bits=message_bits,
             steps=steps,
+            fidelity=JOINT_FIDELITY * fidelity,
             seed=seed,
             progress=progress,
             to_image=gen.to_image,
@@ -400,16 +409,20 @@ class MOLMScheme:
         key = new_key("molm", gen.image_shape, seed=derive_seed(seed, "molm"), message_bits=message_bits)
         scheme = cls(run.model, extractor, key.message_tensor(), images[256:])
         if sampler_steps > 0:
-            scheme.train_through_sampler(gen, steps=sampler_steps, seed=seed, progress=progress)
+            scheme.train_through_sampler(
+                gen, steps=sampler_steps, fidelity=SAMPLER_FIDELITY * fidelity, seed=seed, progress=progress
+            )
         if finetune_steps > 0:
             scheme.finetune(gen, steps=finetune_steps, images=finetune_images, seed=seed, progress=progress)
         return scheme
 
-    def train_through_sampler(self, gen, *, steps: int, seed: int = 0, progress: bool = True) -> dict[str, float]:
+    def train_through_sampler(
+        self, gen, *, steps: int, fidelity: float = SAMPLER_FIDELITY, seed: int = 0, progress: bool = True
+    ) -> dict[str, float]:
         """Train the adapters and the extractor together on fully sampled images (module-level
         :func:`train_through_sampler`, draws from ``seed``) and refit the null; returns its report."""
         report = train_through_sampler(
-            gen, self.model, self.extractor, bits=self.message.numel(), steps=steps,
+            gen, self.model, self.extractor, bits=self.message.numel(), steps=steps, fidelity=fidelity,
             seed=derive_seed(seed, "molm-sampler"), progress=progress,
         )  # fmt: skip
         self._fit_null()
