@@ -58,6 +58,8 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
     argv += ["--attacks", "none,jpeg75", "--n", "16", "--noise-samples", "64", "--json", str(out), "--no-progress"]
     assert _main(argv) == 0
     data = json.loads(out.read_text())
+    assert data["config"]["fd"] is False and data["config"]["n"] == 16
+    assert "guidance_scale" not in data["config"] and "molm_fidelity" not in data["config"]  # schemes not run
     recs = data["records"]
     assert [(r["scheme"], r["attack"]) for r in recs] == [
         (s, a) for s in ("spherical", "tree-ring", "gaussian-shading") for a in ("none", "jpeg75")

@@ -225,12 +225,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "message_bits": args.bits,
         "steps": args.steps,
         "solver": args.solver,
+        "fd": args.fd,
+        **({"guidance_scale": args.guidance_scale} if "guidance" in args.schemes else {}),
+        **({k: getattr(args, k) for k in MOLM_OPTIONS} if "molm" in args.schemes else {}),
         "seconds": round(time.perf_counter() - t0, 2),
     }
     write_json(args.json, {"config": config, "records": records})
     print(format_table(records, HEADLINE_COLUMNS))
     print(f"wrote {args.json}, {md} and {fig}")
     return 0
+
+
+MOLM_OPTIONS = ("molm_steps", "molm_sampler_steps", "molm_finetune_steps", "molm_fidelity", "molm_routing")
 
 
 def _fd_quality(images: torch.Tensor, reference: torch.Tensor) -> dict[str, float]:
