@@ -70,6 +70,7 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
     assert tr["bit_accuracy"] is None and tr["tpr_at_1fpr"] == 1.0
     assert out.with_suffix(".md").read_text().startswith("| scheme")
     assert out.with_suffix(".png").stat().st_size > 0
+    assert out.with_suffix(".examples.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize(
@@ -209,7 +210,12 @@ def test_evaluate_compares_every_set_with_one_independent_unmarked_reference():
 
     schemes = ["spherical", "gaussian-shading", Shift()]
     plain = evaluate_watermarks(gen, schemes, ["none", "jpeg75"], cfg)
-    rated = evaluate_watermarks(gen, schemes, ["none", "jpeg75"], cfg, quality=gap)
+    examples: dict = {}
+    rated = evaluate_watermarks(gen, schemes, ["none", "jpeg75"], cfg, quality=gap, examples=examples)
+    assert list(examples) == ["unmarked", "spherical", "gaussian-shading", "shift"]
+    assert all(x.shape == (8, 1, 16, 16) for x in examples.values())
+    assert torch.equal(examples["shift"], examples["unmarked"] + 0.02)  # image schemes mark the same noise
+    assert not torch.allclose(examples["spherical"], examples["unmarked"], atol=0.1)  # their own noise
     assert len(references) == 4 and all(torch.equal(r, references[0]) for r in references)
     for p, r in zip(plain, rated, strict=True):
         timing = {k for k in p if k.endswith("seconds_per_image")}

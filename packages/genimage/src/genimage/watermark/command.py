@@ -193,7 +193,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         evaluate_watermarks,
         known_schemes,
     )
-    from genimage.watermark.report import write_all
+    from genimage.watermark.report import write_examples, write_figure, write_markdown
 
     for s in args.schemes:
         if s not in known_schemes():
@@ -212,10 +212,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     shared: dict = {}
     schemes = [_image_scheme(s, gen, args, shared) if s in IMAGE_SCHEMES else s for s in args.schemes]
     t0 = time.perf_counter()
-    records = evaluate_watermarks(gen, schemes, args.attacks, cfg, quality=_fd_quality if args.fd else None)
+    examples: dict = {}
+    records = evaluate_watermarks(
+        gen, schemes, args.attacks, cfg, quality=_fd_quality if args.fd else None, examples=examples
+    )
     md = args.markdown or args.json.with_suffix(".md")
     fig = args.figure or args.json.with_suffix(".png")
-    write_all(records, args.json, md, fig)
+    ex = args.examples or args.json.with_suffix(".examples.png")
     config = {
         "run": args.run,
         "schemes": list(args.schemes),
@@ -231,8 +234,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         "seconds": round(time.perf_counter() - t0, 2),
     }
     write_json(args.json, {"config": config, "records": records})
+    write_markdown(md, records)
+    write_figure(fig, records)
+    write_examples(ex, examples)
     print(format_table(records, HEADLINE_COLUMNS))
-    print(f"wrote {args.json}, {md} and {fig}")
+    print(f"wrote {args.json}, {md}, {fig} and {ex}")
     return 0
 
 
@@ -384,5 +390,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     ev.add_argument("--json", required=True, type=output_file)
     ev.add_argument("--markdown", type=Path, help="Markdown table (default: beside --json)")
     ev.add_argument("--figure", type=Path, help="PNG figure (default: beside --json)")
+    ev.add_argument(
+        "--examples",
+        type=Path,
+        help="PNG of the first 8 unmarked and marked images of every scheme (default: beside --json, .examples.png)",
+    )
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
     ev.set_defaults(func=cmd_evaluate)

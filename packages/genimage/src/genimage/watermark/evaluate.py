@@ -47,8 +47,9 @@ from genimage.watermark.metrics import (
 from genimage.watermark.schemes import NOISE_SCHEMES, noise_scheme
 
 IMAGE_SCHEMES = ("guidance", "hidden", "molm")
+EXAMPLES = 8  # images per set kept for the examples figure
 
-__all__ = ["HEADLINE_COLUMNS", "IMAGE_SCHEMES", "EvaluationConfig", "ImageScheme", "evaluate_watermarks"]
+__all__ = ["EXAMPLES", "HEADLINE_COLUMNS", "IMAGE_SCHEMES", "EvaluationConfig", "ImageScheme", "evaluate_watermarks"]
 
 HEADLINE_COLUMNS = (
     "scheme",
@@ -106,6 +107,7 @@ def evaluate_watermarks(
     *,
     keys: dict[str, WatermarkKey] | None = None,
     quality: Callable[[torch.Tensor, torch.Tensor], dict[str, float]] | None = None,
+    examples: dict[str, torch.Tensor] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the harness (see the module docstring) and return the records.
 
@@ -118,6 +120,8 @@ def evaluate_watermarks(
         keys: optional keys per scheme name (otherwise derived from ``config.seed``).
         quality: optional ``quality(images, reference_images) -> {name: value}``, applied to each marked
             set and to the unmarked set against an independent unmarked reference set (module docstring).
+        examples: optional dict that receives the first :data:`EXAMPLES` images of the unmarked set (key
+            ``"unmarked"``) and of each marked set (key: the scheme's name), unattacked, to be looked at.
     """
     for a in attacks:
         parse_attack(a)
@@ -128,6 +132,8 @@ def evaluate_watermarks(
     clean_noise = torch.randn(n, *shape, generator=g)
     clean = _batched(generator.generate, clean_noise, bs)
     gen_nfe = generator.nfe
+    if examples is not None:
+        examples["unmarked"] = clean[:EXAMPLES].cpu()
     floor: dict[str, float] = {}
     if quality is not None:  # its own stream, so that asking for it changes no other number
         rg = torch.Generator().manual_seed(derive_seed(config.seed, "quality-reference"))
@@ -161,6 +167,8 @@ def evaluate_watermarks(
             extra = {"psnr": psnr(marked, clean)}
         if quality is not None:
             extra.update(quality(marked, reference), **floor)
+        if examples is not None:
+            examples[name] = marked[:EXAMPLES].cpu()
         bar.update()
         for attack in attacks:
             aseed = derive_seed(config.seed, f"attack:{attack}")

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gencore.io import write_json, write_text
+import torch
+
+from gencore.io import write_text
 from gencore.tables import format_table
 from genimage.watermark.evaluate import HEADLINE_COLUMNS
 
-__all__ = ["headline", "write_figure", "write_markdown"]
+__all__ = ["headline", "write_examples", "write_figure", "write_markdown"]
 
 
 def headline(record: dict[str, Any]) -> float:
@@ -49,9 +51,29 @@ def write_figure(path: str | os.PathLike, records: Sequence[dict[str, Any]]) -> 
     save_figure(fig, path)
 
 
-def write_all(records: Sequence[dict[str, Any]], json_path, markdown_path=None, figure_path=None) -> None:
-    write_json(json_path, {"records": list(records)})
-    if markdown_path is not None:
-        write_markdown(markdown_path, records)
-    if figure_path is not None:
-        write_figure(figure_path, records)
+def write_examples(path: str | os.PathLike, examples: Mapping[str, torch.Tensor]) -> None:
+    """One labelled row of images per set (``[k, C, H, W]`` in ``[-1, 1]``): the unmarked images, then each scheme's.
+
+    Image schemes (guidance, HiDDeN, MOLM) mark the unmarked images of the same noise, column by column; the
+    initial-noise schemes draw their own noise, so their columns are other samples.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gencore.plots import save_figure
+    from genimage.imageio import image_grid_array
+
+    if not examples:
+        raise ValueError("write_examples needs at least one set of images.")
+    rows = [(name, image_grid_array(images, nrow=images.shape[0])) for name, images in examples.items()]
+    width = max(a.shape[1] for _, a in rows)
+    fig, axes = plt.subplots(len(rows), 1, figsize=(min(12.0, 0.02 * width + 1.5), 1.3 * len(rows)), squeeze=False)
+    for ax, (name, arr) in zip(axes[:, 0], rows):
+        ax.imshow(arr[..., 0] if arr.shape[-1] == 1 else arr, cmap="gray", vmin=0, vmax=255, interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_ylabel(name, rotation=0, ha="right", va="center", fontsize=9)
+    fig.suptitle("unmarked and marked samples (no attack)", fontsize=10)
+    save_figure(fig, path)
