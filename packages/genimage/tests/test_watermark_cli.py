@@ -151,6 +151,17 @@ def test_user_mistakes_are_one_line_errors(argv, message, tmp_path, monkeypatch,
     assert message in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag", ["--json", "--markdown", "--figure", "--examples"])
+def test_evaluate_checks_every_output_before_it_runs(flag, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = ["watermark", "evaluate", "--run", "gaussian:1,8,8", "--json", "x.json", flag, "."]
+    with pytest.raises(SystemExit) as exc:  # argparse's exit, before any image is made
+        _main(argv)
+    assert exc.value.code == 2
+    assert f"argument {flag}: '.' is a folder; name a file to write" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_attack_reads_16_bit_gray_and_palette_images(tmp_path, monkeypatch, capsys):
     import numpy as np
     from PIL import Image

@@ -388,11 +388,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         "key segments, each picking one of 2^k adapters of one layer",
     )
     ev.add_argument("--json", required=True, type=output_file)
-    ev.add_argument("--markdown", type=Path, help="Markdown table (default: beside --json)")
-    ev.add_argument("--figure", type=Path, help="PNG figure (default: beside --json)")
+    ev.add_argument("--markdown", type=output_file, help="Markdown table (default: beside --json)")
+    ev.add_argument("--figure", type=output_file, help="PNG figure (default: beside --json)")
     ev.add_argument(
         "--examples",
-        type=Path,
+        type=output_file,
         help="PNG of the first 8 unmarked and marked images of every scheme (default: beside --json, .examples.png)",
     )
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
