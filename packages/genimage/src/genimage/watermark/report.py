@@ -68,8 +68,8 @@ def write_examples(path: str | os.PathLike, examples: Mapping[str, torch.Tensor]
     if not examples:
         raise ValueError("write_examples needs at least one set of images.")
     rows = [(name, image_grid_array(images, nrow=images.shape[0])) for name, images in examples.items()]
-    width = max(a.shape[1] for _, a in rows)
-    fig, axes = plt.subplots(len(rows), 1, figsize=(min(12.0, 0.02 * width + 1.5), 1.3 * len(rows)), squeeze=False)
+    aspect = max(a.shape[0] / a.shape[1] for _, a in rows)  # height / width of a row of tiles
+    fig, axes = plt.subplots(len(rows), 1, figsize=(7.0, (5.5 * aspect + 0.3) * len(rows) + 0.4), squeeze=False)
     for ax, (name, arr) in zip(axes[:, 0], rows):
         ax.imshow(arr[..., 0] if arr.shape[-1] == 1 else arr, cmap="gray", vmin=0, vmax=255, interpolation="nearest")
         ax.set_xticks([])
