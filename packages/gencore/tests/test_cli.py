@@ -51,6 +51,17 @@ def test_toy_train_writes_its_folder(tmp_path, capsys) -> None:
     assert not [p for p in out.rglob("*.tmp")]
 
 
+def test_toy_train_keeps_the_yaml_values_of_flags_not_given(tmp_path) -> None:
+    cfg = tmp_path / "toy.yaml"
+    cfg.write_text("dataset: moons\ncoupling: exact\nema_decay: 0.9\nhidden: 16\nsteps: 500\nnfe: [1]\n")
+    out = tmp_path / "run"
+    assert main(["toy", "train", "--config", str(cfg), "--out", str(out), *TINY]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    saved = saved.get("config", saved)
+    # --coupling and --ema-decay were not given: the file's values stand; TINY's --steps overrides the file's 500
+    assert (saved["coupling"], saved["ema_decay"], saved["hidden"], saved["steps"]) == ("exact", 0.9, 16, 30)
+
+
 def test_toy_compare_records(tmp_path) -> None:
     js = tmp_path / "res" / "out.json"
     rc = main(

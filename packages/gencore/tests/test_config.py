@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
-from gencore.config import load_config
+from gencore.config import config_from_flags, load_config
 from gencore.errors import ConfigError
 from gencore.toy_experiment import ToyConfig
 
@@ -14,6 +16,19 @@ def test_yaml_then_overrides(tmp_path) -> None:
     path.write_text("dataset: moons\nsteps: 10\nnfe: [1, 3]\nlr: 0.01\n")
     cfg = load_config(ToyConfig, path, {"steps": 20, "seed": None})
     assert (cfg.dataset, cfg.steps, cfg.nfe, cfg.lr, cfg.seed) == ("moons", 20, (1, 3), 0.01, 0)
+
+
+def test_config_from_flags_keeps_yaml_values_of_flags_not_given(tmp_path) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("dataset: moons\nsteps: 10\nlr: 0.01\n")
+    # steps given, lr left out (None), out is not a ToyConfig field; extra wins over both
+    args = argparse.Namespace(config=path, steps=30, lr=None, out="runs/x", seed=None)
+    cfg = config_from_flags(ToyConfig, args, progress=False)
+    assert (cfg.dataset, cfg.steps, cfg.lr, cfg.seed, cfg.progress) == ("moons", 30, 0.01, 0, False)
+    no_file = config_from_flags(ToyConfig, argparse.Namespace(config=None, steps=7))
+    assert (no_file.steps, no_file.dataset) == (7, ToyConfig().dataset)
+    with pytest.raises(ConfigError, match="field 'steps' must be an integer"):
+        config_from_flags(ToyConfig, argparse.Namespace(config=None, steps="7.5"))
 
 
 @pytest.mark.parametrize(

@@ -70,3 +70,20 @@ def test_registry_builds_processes_and_names_a_missing_module(monkeypatch):
         make_process("wf-simplex", task, 8)
     with pytest.raises(ConfigError, match="unknown discrete process"):
         make_process("absorbing", task, 8)
+
+
+def test_compare_reads_a_yaml_config_and_flags_override_it(tmp_path, capsys):
+    cfg = tmp_path / "cmp.yaml"
+    cfg.write_text("task: grid\nprocesses: [masked]\nheads: 2\nlabel_drop: 0.2\nsteps: 500\n")
+    out = tmp_path / "cmp.json"
+    assert main(["discrete", "compare", "--config", str(cfg), "--json", str(out), *TINY]) == 0
+    config = json.loads(out.read_text())["config"]
+    # heads and label_drop have no flag; TINY's --steps 3 overrides the file's 500
+    assert (config["task"], config["processes"], config["heads"], config["label_drop"]) == ("grid", ["masked"], 2, 0.2)
+    assert (config["steps"], config["hidden"], config["progress"]) == (3, 8, False)
+    cfg.write_text("processes: [masked, bogus]\n")
+    capsys.readouterr()
+    assert main(["discrete", "compare", "--config", str(cfg), "--json", str(tmp_path / "x.json"), *TINY]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown discrete process(es) bogus" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()

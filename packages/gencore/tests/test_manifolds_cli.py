@@ -43,3 +43,19 @@ def test_unknown_manifold_is_rejected_by_the_parser(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["manifold", "compare", "--manifold", "klein", "--json", str(tmp_path / "x.json")])
     assert exc.value.code == 2
+
+
+def test_compare_reads_a_yaml_config_and_flags_override_it(tmp_path, capsys):
+    cfg = tmp_path / "cmp.yaml"
+    cfg.write_text("manifold: torus\nmethods: [rfm]\nnfe: [1, 3]\nsteps: 500\nbatch_size: 16\nhidden: 8\nn_eval: 32\n")
+    out = tmp_path / "run.json"
+    argv = ["manifold", "compare", "--config", str(cfg), "--steps", "2", "--json", str(out), "--no-progress"]
+    assert main(argv) == 0
+    config = json.loads(out.read_text())["config"]
+    assert (config["manifold"], config["methods"], config["nfe"], config["steps"]) == ("torus", ["rfm"], [1, 3], 2)
+    assert (config["hidden"], config["depth"], config["progress"]) == (8, 3, False)
+    cfg.write_text("manifold: torus\nmethods: rfm,magic\n")
+    assert main([*argv[:-3], "--json", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown method(s) magic" in err and "Traceback" not in err
+    assert not (tmp_path / "x.json").exists()

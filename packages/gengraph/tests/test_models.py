@@ -358,6 +358,30 @@ def test_cli_train_records_the_prior_coupling(tmp_path) -> None:
     assert tuple(next(a for a in train._actions if a.dest == "prior_coupling").choices) == COUPLINGS
 
 
+def test_cli_train_reads_a_yaml_config_and_flags_override_it(tmp_path, capsys) -> None:
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("hidden: 16\nvq_warmup: 1\nsteps: 40\nprior_steps: 2\ncode_repulsion: 0.5\nseed: 3\n")
+    run = tmp_path / "r"
+    argv = ["train", "--data", "community-small", "--config", str(cfg), "--steps", "3", "--no-progress"]
+    assert main([*argv, "--out", str(run)]) == 0
+    saved = json.loads((run / "run.json").read_text())["config"]
+    # hidden and vq_warmup have no flag; --steps overrides the file's 40; flags not given keep the file's values
+    assert (saved["hidden"], saved["vq_warmup"], saved["steps"], saved["prior_steps"]) == (16, 1, 3, 2)
+    assert (saved["code_repulsion"], saved["seed"], saved["dataset"], saved["model"]) == (
+        0.5,
+        3,
+        "community-small",
+        "ggball",
+    )
+    assert (saved["repulsion_radius"], saved["prior_coupling"], saved["progress"]) == (0.1, "independent", False)
+    cfg.write_text("hiden: 16\n")
+    capsys.readouterr()
+    assert main([*argv, "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "run.yaml: unknown field(s) hiden" in err and "Traceback" not in err
+    assert not (tmp_path / "bad").exists()
+
+
 @pytest.mark.distributed
 def test_two_process_training_from_the_command_line(tmp_path) -> None:
     run = tmp_path / "ddp"

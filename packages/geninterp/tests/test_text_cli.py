@@ -124,3 +124,20 @@ def test_train_sae_on_an_edited_store_is_one_line(tmp_path, store_dir, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "shard-00000.safetensors' holds F32 [10, 16, 8]" in err[0], err
     assert not (tmp_path / "r" / "run.json").exists()
+
+
+def test_train_sae_reads_a_yaml_config_and_flags_override_it(tmp_path, store_dir, capsys):
+    cfg = tmp_path / "sae.yaml"
+    cfg.write_text("arch: topk\nwidth: 16\nk: 2\nwarmup_steps: 1\naux_coeff: 0.5\nsteps: 50\nbatch_tokens: 64\n")
+    argv = ["train-sae", "--acts", str(store_dir), "--config", str(cfg), "--steps", "2", "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "r")]) == 0
+    saved = json.loads((tmp_path / "r" / "run.json").read_text())["config"]
+    # warmup_steps and aux_coeff have no flag; --steps overrides the file's 50; --no-progress reaches the config
+    assert (saved["width"], saved["k"], saved["warmup_steps"], saved["aux_coeff"]) == (16, 2, 1, 0.5)
+    assert (saved["steps"], saved["batch_tokens"], saved["lr"], saved["progress"]) == (2, 64, 1e-3, False)
+    assert "trained topk SAE (width 16) for 2 steps" in capsys.readouterr().out
+    cfg.write_text("width: 16\nk: 32\n")
+    assert main([*argv, "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["geninterp: error: k (32) must not exceed width (16)."], err
+    assert not (tmp_path / "bad").exists()

@@ -215,6 +215,25 @@ def test_heavy_atom_model_trains_samples_and_scores_without_hydrogen_atoms(tmp_p
         assert float(valence) > max(int(a) for a in allowed.split(",") if a.strip()), reason
 
 
+def test_train_reads_a_yaml_config_and_flags_override_it(tmp_path, capsys):
+    data = write_sdf(tmp_path / "train.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "COC", "CC=O"])])
+    cfg = tmp_path / "run.yaml"
+    cfg.write_text("token_weight: 0.25\nhidden: 16\nlayers: 1\nbatch_size: 4\nsteps: 50\nstrategy: kabsch\n")
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--config", str(cfg), "--steps", "2", "--out", str(run), "--no-progress"]
+    assert main(args) == 0
+    saved = json.loads((run / "run.json").read_text())["config"]
+    # token_weight has no flag; --steps overrides the file's 50; the rest are the file's or the defaults
+    assert (saved["token_weight"], saved["steps"], saved["hidden"], saved["strategy"]) == (0.25, 2, 16, "kabsch")
+    assert (saved["backbone"], saved["progress"]) == ("egnn", False)
+    cfg.write_text("token_wieght: 0.25\n")
+    capsys.readouterr()
+    assert main([*args[:-3], "--out", str(tmp_path / "r2")]) == 2
+    err = capsys.readouterr().err
+    assert "run.yaml: unknown field(s) token_wieght" in err and "Traceback" not in err
+    assert not (tmp_path / "r2").exists()
+
+
 def test_train_refuses_bad_input_with_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["train", "--data", "x.sdf", "--out", str(tmp_path), "--strategy", "nope"])

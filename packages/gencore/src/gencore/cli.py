@@ -16,7 +16,7 @@ from typing import Any
 
 from gencore import __version__
 from gencore.command import add_commands, int_list, name_list, output_file, package_parser, report_finished, run
-from gencore.config import load_config
+from gencore.config import config_from_flags
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
 from gencore.discrete.command import register as register_discrete
@@ -49,12 +49,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
-def _toy_config(args: argparse.Namespace, **extra: Any):
-    keys = ("dataset", "steps", "nfe", "batch_size", "lr", "n_data", "n_eval", "seed")
-    overrides = {k: getattr(args, k) for k in keys} | extra
-    if args.no_progress:
-        overrides["progress"] = False
-    return load_config(ToyConfig, args.config, overrides).validate()
+def _toy_config(args: argparse.Namespace):
+    return config_from_flags(ToyConfig, args, progress=False if args.no_progress else None).validate()
 
 
 def _plot_samples(cfg, samples, reference, path: Path, title: str) -> None:
@@ -70,7 +66,7 @@ def cmd_toy_train(args: argparse.Namespace) -> int:
     from gencore.plots import loss_curve
     from gencore.train import holds_settings, interruption
 
-    cfg = _toy_config(args, coupling=args.coupling, ema_decay=args.ema_decay)
+    cfg = _toy_config(args)
     out = ensure_dir(args.out)
     finished = (out / "metrics.json").is_file() and (out / "config.json").is_file()
     if args.resume and finished and holds_settings(read_json(out / "config.json"), config_dict(cfg)):
@@ -168,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     toy_cmds = add_commands(toy)
     tr = toy_cmds.add_parser("train", help="train one flow model; write metrics, model and a sample plot")
     _add_run_options(tr)
-    tr.add_argument("--coupling", default="independent", help=f"one of {', '.join(COUPLINGS)}")
+    tr.add_argument("--coupling", help=f"one of {', '.join(COUPLINGS)} (default independent)")
     tr.add_argument("--out", required=True, type=Path, help="output folder (run folder of the training engine)")
     eng = tr.add_argument_group("training engine (gencore.train)")
     eng.add_argument("--nproc", type=int, default=1, help="train in N local processes (DDP, gloo on CPU; default 1)")

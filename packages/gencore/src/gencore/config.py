@@ -4,10 +4,15 @@
 against the dataclass's fields (an unknown key or a value of the wrong type is a
 :class:`~gencore.errors.ConfigError` naming the file and the field), then applies the
 overrides. YAML is read with ``yaml.safe_load`` only.
+
+A command line gives its flags the dataclass's field names (``dest``) and ``None`` defaults, then calls
+``config_from_flags(Cfg, args)``: a flag the user left out keeps the YAML file's value (or the field's
+default), a flag given overrides it.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import types
@@ -105,3 +110,11 @@ def load_config(cls: type[C], path: str | os.PathLike | None = None, overrides: 
         source = "config"
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return build_config(cls, values, source)
+
+
+def config_from_flags(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
+    """``load_config(cls, args.config, overrides)`` where the overrides are the attributes of ``args`` named
+    like fields of ``cls`` (``None``: the flag was not given) and then ``extra``."""
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    overrides = {k: getattr(args, k) for k in names if hasattr(args, k)} | extra
+    return load_config(cls, getattr(args, "config", None), overrides)

@@ -78,24 +78,18 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from gencore.config import config_from_flags
     from gengraph.experiment import RunConfig, is_finished, train_run
 
-    cfg = RunConfig(
-        model=args.model, dataset=args.data, steps=args.steps, prior_steps=args.prior_steps,
-        batch_size=args.batch_size, lr=args.lr, seed=args.seed, latent_dim=args.latent_dim,
-        codebook_size=args.codebook_size, curvature=args.curvature, progress=not args.no_progress,
-        prior_distance_bias=args.prior_distance_bias, prior_coupling=args.prior_coupling,
-        code_repulsion=args.code_repulsion, repulsion_radius=args.repulsion_radius,
-    )  # fmt: skip
+    extra = {"dataset": args.data} | ({"progress": False} if args.no_progress else {})
+    cfg = config_from_flags(RunConfig, args, **extra).validate()
     if args.resume is not None and is_finished(cfg, args.out):
         return report_finished(args.out)
-    graphs = _graphs(args.data, "train", args.seed)
+    graphs = _graphs(args.data, "train", cfg.seed)
     start = time.perf_counter()
     engine = {k: getattr(args, k) for k in ("resume", "checkpoint_every", "keep_last") if getattr(args, k) is not None}
     out = train_run(cfg, graphs, args.out, nproc=args.nproc, **engine)
-    print(
-        f"trained {args.model} on {len(graphs)} graphs of {args.data} in {time.perf_counter() - start:.1f} s -> {out}"
-    )
+    print(f"trained {cfg.model} on {len(graphs)} graphs of {args.data} in {time.perf_counter() - start:.1f} s -> {out}")
     return 0
 
 
@@ -176,44 +170,44 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = commands.add_parser("train", help="train a graph generator; writes a run folder")
     t.add_argument("--data", required=True, help="dataset name (its train split) or graph file")
-    t.add_argument("--model", default="ggball", choices=MODELS)
-    t.add_argument("--steps", type=int, default=300, help="autoencoder / denoiser steps")
+    t.add_argument("--config", help="YAML file of RunConfig fields (e.g. hidden, vq_warmup); flags override it")
+    t.add_argument("--model", choices=MODELS, help="default ggball")
+    t.add_argument("--steps", type=int, help="autoencoder / denoiser steps (default 300)")
     t.add_argument(
         "--prior-steps", type=int, default=None, dest="prior_steps", help="flow-prior steps (default: 5 x --steps)"
     )
     t.add_argument(
         "--prior-distance-bias",
         action="store_true",
+        default=None,
         dest="prior_distance_bias",
         help="GGBall prior: attention biased by the nodes' distances (lets nodes share codes; see README)",
     )
     t.add_argument(
         "--prior-coupling",
-        default="independent",
         choices=("independent", "set-ot"),  # gengraph.models.latent_flow.COUPLINGS
         dest="prior_coupling",
-        help="GGBall prior: pair each graph's noise nodes with its latent nodes by index or by optimal assignment",
+        help="GGBall prior: pair each graph's noise nodes with its latent nodes by index (independent, the "
+        "default) or by optimal assignment",
     )
     t.add_argument(
         "--code-repulsion",
         type=float,
-        default=0.0,
         dest="code_repulsion",
         help="GGBall autoencoder: weight of the within-graph latent repulsion (0: off; see README)",
     )
     t.add_argument(
         "--repulsion-radius",
         type=float,
-        default=0.1,
         dest="repulsion_radius",
-        help="GGBall autoencoder: nodes of one graph closer than this in T_0 are pushed apart",
+        help="GGBall autoencoder: nodes of one graph closer than this in T_0 are pushed apart (default 0.1)",
     )
-    t.add_argument("--batch-size", type=int, default=32, dest="batch_size")
-    t.add_argument("--lr", type=float, default=2e-3)
-    t.add_argument("--latent-dim", type=int, default=32, dest="latent_dim")
-    t.add_argument("--codebook-size", type=int, default=512, dest="codebook_size")
-    t.add_argument("--curvature", type=float, default=1.0, help="c of the Poincare ball (curvature -c)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--batch-size", type=int, dest="batch_size", help="default 32")
+    t.add_argument("--lr", type=float, help="default 2e-3")
+    t.add_argument("--latent-dim", type=int, dest="latent_dim", help="default 32")
+    t.add_argument("--codebook-size", type=int, dest="codebook_size", help="default 512")
+    t.add_argument("--curvature", type=float, help="c of the Poincare ball (curvature -c; default 1)")
+    t.add_argument("--seed", type=int, help="training seed, also the data set's split seed (default 0)")
     t.add_argument("--out", required=True)
     t.add_argument("--no-progress", action="store_true", dest="no_progress")
     e = t.add_argument_group("training engine (gencore.train)")

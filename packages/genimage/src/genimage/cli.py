@@ -25,7 +25,7 @@ from gencore.command import (
     resolve_device,
     run,
 )
-from gencore.config import load_config
+from gencore.config import config_from_flags
 from gencore.errors import ConfigError
 from gencore.io import write_json
 from gencore.solvers import FIXED_STEP_METHODS
@@ -38,35 +38,6 @@ from genimage.watermark.command import register as register_watermark
 
 DESCRIPTION = "Image, video and audio-spectrogram generation on gencore's flow-matching math."
 
-TRAIN_FIELDS = {
-    "data": str,
-    "data_path": str,
-    "frames": int,
-    "image_size": int,
-    "channels": int,
-    "model": str,
-    "dit_size": str,
-    "patch_size": int,
-    "temporal_patch": int,
-    "video_attention": str,
-    "objective": str,
-    "time_sampler": str,
-    "label_dropout": float,
-    "steps": int,
-    "batch_size": int,
-    "lr": float,
-    "warmup_steps": int,
-    "ema_decay": float,
-    "seed": int,
-    "layersync_weight": float,
-    "lwd_floor": float,
-    "lwd_energy": str,
-    "vae_steps": int,
-    "vae_scale_weight": float,
-    "sample_nfe": int,
-    "init_from": str,
-}
-
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
     tr = commands.add_parser("train", help="train a DiT or UNet on images, videos or spectrograms (gencore engine)")
@@ -78,7 +49,9 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     d.add_argument("--frames", type=int, help="video data: frames per clip (default 8)")
     d.add_argument("--image-size", dest="image_size", type=int, help="square size (digits 8, others 32 by default)")
     d.add_argument("--channels", type=int, choices=(1, 3), help="folders: grayscale or RGB (default: detect)")
-    d.add_argument("--skip-bad", action="store_true", help="skip and count unreadable images instead of stopping")
+    d.add_argument(
+        "--skip-bad", action="store_true", default=None, help="skip and count unreadable images instead of stopping"
+    )
     m = tr.add_argument_group("model and objective")
     m.add_argument("--model", help=f"one of {', '.join(BACKBONES)} (default dit)")
     m.add_argument("--dit-size", dest="dit_size", help=f"one of {', '.join(DIT_SIZES)} (default DiT-Mi)")
@@ -108,17 +81,19 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
         help="fine-tune: start from this finished run's EMA weights (and VAE); same architecture, any image size",
     )
     r = tr.add_argument_group("methods")
-    r.add_argument("--layersync", action="store_true", help="LayerSync regulariser (gencore.train)")
+    r.add_argument("--layersync", action="store_true", default=None, help="LayerSync regulariser (gencore.train)")
     r.add_argument(
         "--layersync-pairs", dest="layersync_pairs", type=name_list, help="weak:strong,... e.g. blocks.1:blocks.3"
     )
     r.add_argument("--layersync-weight", dest="layersync_weight", type=float, help="default 0.2")
-    r.add_argument("--lwd", action="store_true", help="Latent Wavelet Diffusion wavelet loss mask")
+    r.add_argument("--lwd", action="store_true", default=None, help="Latent Wavelet Diffusion wavelet loss mask")
     r.add_argument("--lwd-floor", dest="lwd_floor", type=float, help="LWD mask floor l (default 0.1)")
     r.add_argument(
         "--lwd-energy", dest="lwd_energy", choices=("noisy", "clean"), help="LWD energy map of x_t (default) or x_1"
     )
-    r.add_argument("--latent", action="store_true", help="train a KL-VAE first and diffuse in its latent space")
+    r.add_argument(
+        "--latent", action="store_true", default=None, help="train a KL-VAE first and diffuse in its latent space"
+    )
     r.add_argument("--vae-steps", dest="vae_steps", type=int)
     r.add_argument("--vae-scale-weight", dest="vae_scale_weight", type=float, help="LWD scale consistency (0.5)")
     r.add_argument("--sample-nfe", dest="sample_nfe", type=int, help="NFE of the sample grids (default 32)")
@@ -137,19 +112,13 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
 
 def train_config(args: argparse.Namespace) -> ImageTrainConfig:
-    """The run configuration from ``--config`` and the flags."""
-    overrides = {k: getattr(args, k) for k in TRAIN_FIELDS}
-    for flag in ("skip_bad", "layersync", "lwd", "latent"):
-        if getattr(args, flag):
-            overrides[flag] = True
+    """The run configuration from ``--config`` and the flags (a flag not given keeps the file's value)."""
+    extra = {"progress": False if args.no_progress else None}
     if args.unconditional:
-        overrides["class_conditional"] = False
+        extra["class_conditional"] = False
     if args.layersync_pairs:
-        overrides["layersync_pairs"] = args.layersync_pairs
-        overrides["layersync"] = True
-    if args.no_progress:
-        overrides["progress"] = False
-    return load_config(ImageTrainConfig, args.config, overrides).validate()
+        extra["layersync"] = True
+    return config_from_flags(ImageTrainConfig, args, **extra).validate()
 
 
 def cmd_train(args: argparse.Namespace) -> int:

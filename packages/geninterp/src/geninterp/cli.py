@@ -83,29 +83,17 @@ def raise_config(message: str) -> None:
 
 # ---------------------------------------------------------------------------------------------- SAEs
 def cmd_train_sae(args: argparse.Namespace) -> int:
+    from gencore.config import config_from_flags
     from geninterp.training import SAETrainConfig, train_sae
 
-    cfg = SAETrainConfig(
-        arch=args.arch,
-        width=args.width,
-        k=args.k,
-        l1_coeff=args.l1_coeff,
-        aux_k=args.aux_k,
-        steps=args.steps,
-        batch_tokens=args.batch_tokens,
-        lr=args.lr,
-        eval_fraction=args.eval_fraction,
-        skip_positions=args.skip_positions,
-        seed=args.seed,
-        progress=args.progress,
-    )
+    cfg = config_from_flags(SAETrainConfig, args, progress=None if args.progress else False).validate()
     engine = {"resume": args.resume} if args.resume else {}
     _, record = train_sae(cfg, args.acts, args.out, nproc=args.nproc, **engine)
     if record.get("already_finished"):
         return report_finished(args.out)
     print(
-        f"trained {args.arch} SAE (width {args.width}) for {args.steps} steps"
-        + (f" ({record['steps_run']} of them in this session)" if record["steps_run"] != args.steps else "")
+        f"trained {cfg.arch} SAE (width {cfg.width}) for {cfg.steps} steps"
+        + (f" ({record['steps_run']} of them in this session)" if record["steps_run"] != cfg.steps else "")
         + f" in {record['train_seconds']:.1f} s ({record['tokens_per_second']:.0f} tokens/s); "
         f"final loss {record['last_loss']:.4g}; saved to {args.out}"
     )
@@ -245,22 +233,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("train-sae", help="train a sparse autoencoder on an activation store")
     p.add_argument("--acts", required=True, help="activation store folder")
-    p.add_argument("--arch", choices=("relu", "topk", "temporal"), default="topk")
-    p.add_argument("--k", type=int, default=32, help="active latents per token (topk, temporal novel codes)")
-    p.add_argument("--width", type=int, default=1024)
-    p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--out", required=True, help="run folder")
-    p.add_argument("--batch-tokens", type=int, default=4096, dest="batch_tokens")
-    p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--l1-coeff", type=float, default=5e-3, dest="l1_coeff", help="relu: L1 weight")
-    p.add_argument("--aux-k", type=int, default=None, dest="aux_k", help="topk: dead latents in AuxK (d/2)")
-    p.add_argument("--eval-fraction", type=float, default=0.1, dest="eval_fraction")
     p.add_argument(
-        "--skip-positions", type=int, default=0, dest="skip_positions",
-        help="leave the first positions of every sequence out of training, scaling and evaluation "
-        "(2 for SmolLM2: its first token, and in some sequences the second, are attention sinks with ~140x the norm)",
+        "--config",
+        default=None,
+        help="YAML file of SAETrainConfig fields (e.g. warmup_steps, n_heads); flags override it",
+    )
+    p.add_argument("--arch", choices=("relu", "topk", "temporal"), help="default topk")
+    p.add_argument("--k", type=int, help="active latents per token (topk, temporal novel codes; default 32)")
+    p.add_argument("--width", type=int, help="default 1024")
+    p.add_argument("--steps", type=int, help="default 1000")
+    p.add_argument("--out", required=True, help="run folder")
+    p.add_argument("--batch-tokens", type=int, dest="batch_tokens", help="default 4096")
+    p.add_argument("--lr", type=float, help="default 1e-3")
+    p.add_argument("--l1-coeff", type=float, dest="l1_coeff", help="relu: L1 weight (default 5e-3)")
+    p.add_argument("--aux-k", type=int, default=None, dest="aux_k", help="topk: dead latents in AuxK (d/2)")
+    p.add_argument("--eval-fraction", type=float, dest="eval_fraction", help="default 0.1")
+    p.add_argument(
+        "--skip-positions", type=int, dest="skip_positions",
+        help="leave the first positions of every sequence out of training, scaling and evaluation (default 0; "
+        "2 for SmolLM2: its first token, and in some sequences the second, are attention sinks with ~140x the norm)",
     )  # fmt: skip
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--resume", default=None, help="'auto' or a checkpoint folder")
     p.add_argument("--nproc", type=int, default=1, help="training processes (DDP over gloo; the batch is split)")
     common(p)

@@ -103,14 +103,11 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 # train ------------------------------------------------------------------------------------------
 def _gen_config(args: argparse.Namespace):
-    from dataclasses import fields
-
+    from gencore.config import config_from_flags
     from genmol.generation.flow import GenConfig
 
-    names = {f.name for f in fields(GenConfig)}
-    overrides = {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
-    overrides["progress"] = not args.no_progress
-    return GenConfig(**overrides).validate()
+    overrides = {"progress": False} if args.no_progress else {}
+    return config_from_flags(GenConfig, args, **overrides).validate()
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -118,7 +115,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from genmol.experiment import load_dataset, train_run
 
     cfg = _gen_config(args)
-    mols, report = load_dataset(args.data, subset=args.subset, seed=args.seed or 0, progress=not args.no_progress)
+    mols, report = load_dataset(args.data, subset=args.subset, seed=cfg.seed, progress=cfg.progress)
     print(f"{report.summary()}; training on {len(mols)} molecules")
     engine = {k: v for k, v in {"resume": args.resume, "checkpoint_every": args.checkpoint_every}.items() if v}
     start = time.perf_counter()
@@ -324,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--lr", type=float)
     tr.add_argument("--ema-decay", type=float, dest="ema_decay", help="EMA decay of the saved weights (default 0.99)")
     tr.add_argument("--seed", type=int)
+    tr.add_argument("--config", type=Path, help="YAML file of GenConfig fields (e.g. token_weight); flags override it")
     tr.add_argument("--nproc", type=int, default=1, help="train in N processes (DDP over gloo on CPU)")
     tr.add_argument("--resume", help="'auto' or a checkpoint folder")
     tr.add_argument("--checkpoint-every", type=int, dest="checkpoint_every")

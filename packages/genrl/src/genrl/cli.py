@@ -102,15 +102,14 @@ def _build_agent(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any]]:
     """``(agent, dataset, card)`` of a ``genrl train`` call (the same in every process of a run)."""
     import torch
 
-    from gencore.config import load_config
+    from gencore.config import config_from_flags
     from genrl.agents import AGENTS, EnvSpec, make_agent
     from genrl.dataset import load_dataset
 
     torch.set_num_threads(max(1, args.threads))
     ds, card = load_dataset(args.data)
     spec = EnvSpec.from_dataset(ds, card)
-    overrides = {"seed": args.seed, "batch_size": args.batch_size}  # None (not given): the config file's or default
-    config = load_config(AGENTS[args.agent].config_class, args.config, overrides)
+    config = config_from_flags(AGENTS[args.agent].config_class, args)  # --seed, --batch-size over the file's values
     return make_agent(args.agent, spec, asdict(config)), ds, card
 
 

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 from gencore.command import add_commands, name_list, output_file
+from gencore.config import config_from_flags
 from gencore.discrete.experiment import DiscreteConfig, compare, config_dict
 from gencore.discrete.registry import PROCESSES
 from gencore.discrete.tasks import TASKS, TokenTask
-from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
 
@@ -36,19 +36,24 @@ def register(commands: argparse._SubParsersAction) -> None:
     discrete = commands.add_parser("discrete", help="masked, uniform, Wright-Fisher and learned-forward token models")
     verbs = add_commands(discrete)
     cp = verbs.add_parser("compare", help="one denoiser per process, equal steps; bound and sample statistics")
-    cp.add_argument("--task", default="dna", help=f"one of {', '.join(TASKS)} (default dna)")
-    cp.add_argument("--processes", required=True, type=name_list, help=f"comma-separated, from: {', '.join(PROCESSES)}")
-    cp.add_argument("--steps", type=int, default=2000, help="training steps per process (default 2000)")
-    cp.add_argument("--sample-steps", type=int, default=32, dest="sample_steps", help="sampler steps (default 32)")
-    cp.add_argument("--batch-size", type=int, default=64, dest="batch_size", help="default 64")
-    cp.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate (default 2e-3)")
-    cp.add_argument("--hidden", type=int, default=32, help="denoiser width (default 32)")
-    cp.add_argument("--depth", type=int, default=2, help="transformer layers (default 2)")
-    cp.add_argument("--n-eval", type=int, default=256, dest="n_eval", help="test sequences in the bound")
-    cp.add_argument("--n-time", type=int, default=16, dest="n_time", help="time strata per sequence in the bound")
-    cp.add_argument("--n-samples", type=int, default=512, dest="n_samples", help="samples scored per process")
-    cp.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale", help="1: conditional model")
-    cp.add_argument("--seed", type=int, default=0)
+    cp.add_argument(
+        "--config", type=Path, help="YAML file of DiscreteConfig fields (e.g. heads, label_drop); flags override it"
+    )
+    cp.add_argument("--task", help=f"one of {', '.join(TASKS)} (default dna)")
+    cp.add_argument(
+        "--processes", type=name_list, help=f"comma-separated, from: {', '.join(PROCESSES)} (default masked,uniform)"
+    )
+    cp.add_argument("--steps", type=int, help="training steps per process (default 2000)")
+    cp.add_argument("--sample-steps", type=int, dest="sample_steps", help="sampler steps (default 32)")
+    cp.add_argument("--batch-size", type=int, dest="batch_size", help="default 64")
+    cp.add_argument("--lr", type=float, help="AdamW learning rate (default 2e-3)")
+    cp.add_argument("--hidden", type=int, help="denoiser width (default 32)")
+    cp.add_argument("--depth", type=int, help="transformer layers (default 2)")
+    cp.add_argument("--n-eval", type=int, dest="n_eval", help="test sequences in the bound (default 256)")
+    cp.add_argument("--n-time", type=int, dest="n_time", help="time strata per sequence in the bound (default 16)")
+    cp.add_argument("--n-samples", type=int, dest="n_samples", help="samples scored per process (default 512)")
+    cp.add_argument("--guidance-scale", type=float, dest="guidance_scale", help="1 (default): the conditional model")
+    cp.add_argument("--seed", type=int, help="default 0")
     cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
     cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -57,28 +62,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_discrete_compare(args: argparse.Namespace) -> int:
-    unknown = [p for p in args.processes if p not in PROCESSES]
-    if unknown or not args.processes:
-        raise ConfigError(
-            f"unknown discrete process(es) {', '.join(unknown) or '(none given)'}; "
-            f"expected some of: {', '.join(PROCESSES)}."
-        )
-    cfg = DiscreteConfig(
-        task=args.task,
-        processes=args.processes,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        hidden=args.hidden,
-        depth=args.depth,
-        sample_steps=args.sample_steps,
-        n_eval=args.n_eval,
-        n_time=args.n_time,
-        n_samples=args.n_samples,
-        guidance_scale=args.guidance_scale,
-        seed=args.seed,
-        progress=not args.no_progress,
-    ).validate()
+    cfg = config_from_flags(DiscreteConfig, args, progress=False if args.no_progress else None).validate()
     json_path = Path(args.json)
     figures = Path(args.out) if args.out else json_path.parent
     ensure_dir(json_path.parent)

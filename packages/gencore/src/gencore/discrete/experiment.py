@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from gencore.discrete.base import DiscreteProcess
 from gencore.discrete.guidance import GuidedDenoiser
 from gencore.discrete.network import TokenDenoiser
-from gencore.discrete.registry import make_process
+from gencore.discrete.registry import PROCESSES, make_process
 from gencore.discrete.tasks import TASKS, TokenTask, make_task
 from gencore.errors import ConfigError
 from gencore.metrics import DEFAULT_BANDWIDTH_MULTIPLIERS, median_pairwise_distance, mmd
@@ -84,8 +84,12 @@ class DiscreteConfig:
     def validate(self) -> DiscreteConfig:
         if self.task not in TASKS:
             raise ConfigError(f"unknown discrete task {self.task!r}; expected one of: {', '.join(TASKS)}.")
-        if not self.processes:
-            raise ConfigError("name at least one discrete process to compare.")
+        unknown = [p for p in self.processes if p not in PROCESSES]
+        if unknown or not self.processes:
+            raise ConfigError(
+                f"unknown discrete process(es) {', '.join(unknown) or '(none given)'}; "
+                f"expected some of: {', '.join(PROCESSES)}."
+            )
         for name in ("steps", "batch_size", "hidden", "depth", "heads", "sample_steps", "n_eval", "n_time"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from gencore.command import add_commands, int_list, name_list, output_file
-from gencore.config import load_config
+from gencore.config import config_from_flags
 from gencore.data import TOY_DATASETS
 from gencore.io import ensure_dir, write_json
 from gencore.plots import metric_curves, save_figure
@@ -55,11 +55,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from gencore.flowmaps.experiment import FlowMapConfig, check_methods, compare, config_dict
 
     methods = check_methods(args.methods)
-    keys = ("dataset", "steps", "nfe", "teacher_steps", "cmt_steps", "cmt_lr", "batch_size", "lr", "n_eval", "seed")
-    overrides = {k: getattr(args, k) for k in keys} | {"derivative": args.derivative}
-    if args.no_progress:
-        overrides["progress"] = False
-    cfg = load_config(FlowMapConfig, args.config, overrides).validate()
+    cfg = config_from_flags(FlowMapConfig, args, progress=False if args.no_progress else None).validate()
     json_path = Path(args.json)
     figure_dir = Path(args.out) if args.out else json_path.parent
     ensure_dir(json_path.parent)

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from gencore.command import add_commands, int_list, name_list, output_file
+from gencore.config import config_from_flags
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json
 from gencore.plots import metric_curves, save_figure
@@ -59,12 +60,7 @@ def plot_samples(manifold_name: str, samples, reference: torch.Tensor, path: Pat
 def cmd_compare(args: argparse.Namespace) -> int:
     from gencore.manifolds.experiment import ManifoldCompareConfig, compare, config_dict
 
-    overrides = {
-        k: getattr(args, k)
-        for k in ("manifold", "methods", "nfe", "steps", "batch_size", "lr", "hidden", "depth", "n_eval", "seed")
-        if getattr(args, k) is not None
-    }
-    cfg = ManifoldCompareConfig(**overrides, progress=not args.no_progress).validate()
+    cfg = config_from_flags(ManifoldCompareConfig, args, progress=False if args.no_progress else None).validate()
     json_path = Path(args.json)
     figure_dir = Path(args.out) if args.out else json_path.parent
     if json_path.exists() and json_path.is_dir():
@@ -102,11 +98,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     man = commands.add_parser("manifold", help="Riemannian flow matching and Generalised Flow Maps on manifolds")
     verbs = add_commands(man)
     cp = verbs.add_parser("compare", help="RFM (Euler) vs flow maps (jumps): geodesic MMD per (method, nfe)")
+    cp.add_argument("--config", type=Path, help="YAML file of ManifoldCompareConfig fields; flags override it")
     cp.add_argument(
         "--manifold",
-        required=True,
         choices=PROBLEMS,
-        help="the problem: vMF mixture on S^2, "
+        help="the problem: vMF mixture on S^2 (sphere, the default), "
         "checkerboard on the flat torus, wrapped-normal mixture on the Poincare disk",
     )
     cp.add_argument(
