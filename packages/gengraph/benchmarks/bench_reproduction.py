@@ -11,7 +11,10 @@ discrete diffusion baseline, all trained in the same harness with the same main-
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
 model name ``data`` (not in the default list) scores fresh samples of the data set's own generator (seeds
 1..FOLDS) in place of a trained model: the floor a perfect generator reaches with the biased MMD on sets of
-this size.
+this size. The model name ``er`` (not in the default list either) scores Erdos-Renyi graphs with the training
+split's node counts and edge density (fold ``f``: seed ``f``): the graphs a denoiser that has learned no
+structure samples (a DiGress run at its copy baseline, see ``diag_digress_structure.py``), the reference a
+structured generator must beat.
 
 Each model is trained once (seed ``--seed``, default 0) on the train split; ``FOLDS`` sampling folds (seeds
 0..FOLDS-1) of as many graphs as the test split are scored against it; the table reports mean and standard
@@ -32,14 +35,19 @@ import statistics
 import time
 from pathlib import Path
 
+import networkx as nx
+import numpy as np
+
 from gencore.io import read_json, write_json
 from gengraph.datasets import generate, load_dataset
 from gengraph.experiment import RunConfig, sample_run, train_run
+from gengraph.graph import Graph
 from gengraph.metrics import graph_mmd
 from gengraph.models.latent_flow import COUPLINGS
 
 FOLDS = 3
 MODELS = ("ggball", "ggball-euclidean", "digress")
+REFERENCES = ("data", "er")  # scored without training
 KEYS = (
     "degree_mmd_gaussian_emd",
     "clustering_mmd_gaussian_emd",
@@ -77,7 +85,7 @@ def main() -> None:
             name += f"-{args.prior_coupling}" if coupled else ""
             run = Path(args.work) / dataset / name
             start = time.perf_counter()
-            if model != "data" and not (args.reuse and (run / "run.json").is_file()):
+            if model not in REFERENCES and not (args.reuse and (run / "run.json").is_file()):
                 cfg = RunConfig(
                     model=model, dataset=dataset, steps=args.steps, prior_steps=args.prior_steps, seed=args.seed,
                     progress=False, code_repulsion=args.code_repulsion if repel else 0.0,
@@ -86,8 +94,8 @@ def main() -> None:
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
-            folds = [graph_mmd(test, _sample(model, dataset, run, len(test), f), KEYS) for f in range(FOLDS)]
-            steps = 0 if model == "data" else args.steps
+            folds = [graph_mmd(test, _sample(model, dataset, train, run, len(test), f), KEYS) for f in range(FOLDS)]
+            steps = 0 if model in REFERENCES else args.steps
             row = {"dataset": dataset, "model": model, "steps": steps, "train_seed": args.seed}
             if model.startswith("ggball"):
                 row["prior_steps"] = args.prior_steps or 5 * args.steps
@@ -105,9 +113,22 @@ def main() -> None:
             write_json(out, {"folds": FOLDS, "rows": rows})
 
 
-def _sample(model: str, dataset: str, run: Path, n: int, fold: int) -> list:
-    """Fold ``fold``'s ``n`` generated graphs: from the trained run, or fresh data for the ``data`` reference."""
-    return generate(dataset, n, seed=1 + fold) if model == "data" else sample_run(run, n, seed=fold)
+def _sample(model: str, dataset: str, train: list[Graph], run: Path, n: int, fold: int) -> list[Graph]:
+    """Fold ``fold``'s ``n`` generated graphs: from the trained run, or a reference (``data``, ``er``)."""
+    if model == "data":
+        return generate(dataset, n, seed=1 + fold)
+    if model == "er":
+        return erdos_renyi_like(train, n, seed=fold)
+    return sample_run(run, n, seed=fold)
+
+
+def erdos_renyi_like(graphs: list[Graph], n: int, seed: int) -> list[Graph]:
+    """``n`` G(n_i, p) graphs: sizes drawn from ``graphs``' sizes, ``p`` their pooled edge density over node pairs."""
+    rng = np.random.default_rng(seed)
+    pairs = sum(g.n_nodes * (g.n_nodes - 1) // 2 for g in graphs)
+    p = sum(g.n_edges for g in graphs) / pairs
+    sizes = rng.choice([g.n_nodes for g in graphs], size=n)
+    return [Graph.from_networkx(nx.gnp_random_graph(int(k), p, seed=int(rng.integers(2**31)))) for k in sizes]
 
 
 def _put(rows: list[dict], row: dict) -> list[dict]:
