@@ -26,7 +26,9 @@ def test_config_from_flags_keeps_yaml_values_of_flags_not_given(tmp_path) -> Non
     cfg = config_from_flags(ToyConfig, args, progress=False)
     assert (cfg.dataset, cfg.steps, cfg.lr, cfg.seed, cfg.progress) == ("moons", 30, 0.01, 0, False)
     no_file = config_from_flags(ToyConfig, argparse.Namespace(config=None, steps=7))
-    assert (no_file.steps, no_file.dataset) == (7, ToyConfig().dataset)
+    assert (no_file.steps, no_file.dataset, no_file.progress) == (7, ToyConfig().dataset, True)
+    quiet = config_from_flags(ToyConfig, argparse.Namespace(config=None, no_progress=True))
+    assert quiet.progress is False  # --no-progress reaches any config with a progress field
     with pytest.raises(ConfigError, match="field 'steps' must be an integer"):
         config_from_flags(ToyConfig, argparse.Namespace(config=None, steps="7.5"))
 

@@ -50,7 +50,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _toy_config(args: argparse.Namespace):
-    return config_from_flags(ToyConfig, args, progress=False if args.no_progress else None).validate()
+    return config_from_flags(ToyConfig, args).validate()
 
 
 def _plot_samples(cfg, samples, reference, path: Path, title: str) -> None:

@@ -81,8 +81,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from gencore.config import config_from_flags
     from gengraph.experiment import RunConfig, is_finished, train_run
 
-    extra = {"dataset": args.data} | ({"progress": False} if args.no_progress else {})
-    cfg = config_from_flags(RunConfig, args, **extra).validate()
+    cfg = config_from_flags(RunConfig, args, dataset=args.data).validate()
     if args.resume is not None and is_finished(cfg, args.out):
         return report_finished(args.out)
     graphs = _graphs(args.data, "train", cfg.seed)

@@ -113,7 +113,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
 
 def train_config(args: argparse.Namespace) -> ImageTrainConfig:
     """The run configuration from ``--config`` and the flags (a flag not given keeps the file's value)."""
-    extra = {"progress": False if args.no_progress else None}
+    extra: dict[str, bool] = {}
     if args.unconditional:
         extra["class_conditional"] = False
     if args.layersync_pairs:

@@ -106,8 +106,7 @@ def _gen_config(args: argparse.Namespace):
     from gencore.config import config_from_flags
     from genmol.generation.flow import GenConfig
 
-    overrides = {"progress": False} if args.no_progress else {}
-    return config_from_flags(GenConfig, args, **overrides).validate()
+    return config_from_flags(GenConfig, args).validate()
 
 
 def cmd_train(args: argparse.Namespace) -> int:

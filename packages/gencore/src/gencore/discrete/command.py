@@ -62,7 +62,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def cmd_discrete_compare(args: argparse.Namespace) -> int:
-    cfg = config_from_flags(DiscreteConfig, args, progress=False if args.no_progress else None).validate()
+    cfg = config_from_flags(DiscreteConfig, args).validate()
     json_path = Path(args.json)
     figures = Path(args.out) if args.out else json_path.parent
     ensure_dir(json_path.parent)

@@ -55,7 +55,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from gencore.flowmaps.experiment import FlowMapConfig, check_methods, compare, config_dict
 
     methods = check_methods(args.methods)
-    cfg = config_from_flags(FlowMapConfig, args, progress=False if args.no_progress else None).validate()
+    cfg = config_from_flags(FlowMapConfig, args).validate()
     json_path = Path(args.json)
     figure_dir = Path(args.out) if args.out else json_path.parent
     ensure_dir(json_path.parent)

@@ -60,7 +60,7 @@ def plot_samples(manifold_name: str, samples, reference: torch.Tensor, path: Pat
 def cmd_compare(args: argparse.Namespace) -> int:
     from gencore.manifolds.experiment import ManifoldCompareConfig, compare, config_dict
 
-    cfg = config_from_flags(ManifoldCompareConfig, args, progress=False if args.no_progress else None).validate()
+    cfg = config_from_flags(ManifoldCompareConfig, args).validate()
     json_path = Path(args.json)
     figure_dir = Path(args.out) if args.out else json_path.parent
     if json_path.exists() and json_path.is_dir():
