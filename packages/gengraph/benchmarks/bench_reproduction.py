@@ -3,6 +3,7 @@ clustering / orbit MMD of GGBall (hyperbolic latent) vs the Euclidean-latent abl
 discrete diffusion baseline, all trained in the same harness with the same main-network step budget.
 
     python benchmarks/bench_reproduction.py OUT.json [--datasets community-small,ego-small,tree] [--steps 300]
+                                                     [--digress-extra-features]
                                                      [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
                                                      [--code-repulsion W --repulsion-radius R]
                                                      [--prior-coupling set-ot]
@@ -72,6 +73,7 @@ def main() -> None:
     p.add_argument("--code-repulsion", type=float, default=0.0, help="GGBall autoencoders' latent repulsion")
     p.add_argument("--repulsion-radius", type=float, default=0.1)
     p.add_argument("--prior-coupling", default="independent", choices=COUPLINGS, help="GGBall priors' pairing")
+    p.add_argument("--digress-extra-features", action="store_true", help="DiGress: cycle and spectral features")
     args = p.parse_args()
     out = Path(args.out)
     rows = read_json(out)["rows"] if args.merge and out.is_file() else []
@@ -83,6 +85,8 @@ def main() -> None:
             name += f"-rep{args.code_repulsion:g}r{args.repulsion_radius:g}" if repel else ""
             coupled = model.startswith("ggball") and args.prior_coupling != "independent"
             name += f"-{args.prior_coupling}" if coupled else ""
+            extra = model == "digress" and args.digress_extra_features
+            name += "-extra" if extra else ""
             run = Path(args.work) / dataset / name
             start = time.perf_counter()
             if model not in REFERENCES and not (args.reuse and (run / "run.json").is_file()):
@@ -90,7 +94,7 @@ def main() -> None:
                     model=model, dataset=dataset, steps=args.steps, prior_steps=args.prior_steps, seed=args.seed,
                     progress=False, code_repulsion=args.code_repulsion if repel else 0.0,
                     repulsion_radius=args.repulsion_radius,
-                    prior_coupling=args.prior_coupling if coupled else "independent",
+                    prior_coupling=args.prior_coupling if coupled else "independent", digress_extra_features=extra,
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -103,6 +107,8 @@ def main() -> None:
                 row |= {"code_repulsion": args.code_repulsion, "repulsion_radius": args.repulsion_radius}
             if coupled:
                 row["prior_coupling"] = args.prior_coupling
+            if extra:
+                row["extra_features"] = True
             row["train_s"] = round(train_s, 1)
             for k in KEYS:
                 vals = [f[k] for f in folds]
@@ -148,6 +154,7 @@ def _key(row: dict) -> tuple:
         row.get("code_repulsion", 0.0),
         row.get("repulsion_radius"),
         row.get("prior_coupling", "independent"),
+        row.get("extra_features", False),
     )
 
 

@@ -184,10 +184,11 @@ def test_latent_flow_centring_is_an_isometry_to_the_frechet_mean(kind: str) -> N
     assert float(geo.manifold.dist(mean, net.centre)) < 0.1 < float(geo.manifold.dist(mean, torch.zeros(4)))
 
 
-def test_digress_denoiser_is_equivariant_with_symmetric_edges() -> None:
+@pytest.mark.parametrize("extra", [False, True])
+def test_digress_denoiser_is_equivariant_with_symmetric_edges(extra: bool) -> None:
     torch.manual_seed(0)
     edges, nodes, mask = _batch(2)
-    model = DigressDenoiser(DigressConfig(hidden=16, layers=1)).eval()
+    model = DigressDenoiser(DigressConfig(hidden=16, layers=1, extra_features=extra)).eval()
     t = torch.tensor([0.2, 0.9])
     nl, el = model(nodes, t, edges_t=edges, mask=mask)
     torch.testing.assert_close(el, el.transpose(1, 2))
@@ -345,6 +346,22 @@ def test_cli_train_passes_the_code_repulsion_to_the_autoencoder(tmp_path) -> Non
     logged = [json.loads(line) for line in (run / "autoencoder" / "metrics.jsonl").read_text().splitlines()]
     assert any("repulsion" in rec for rec in logged)
     assert main([*argv, "--code-repulsion", "-1", "--out", str(tmp_path / "bad")]) != 0
+
+
+def test_cli_trains_and_samples_digress_with_its_extra_features(tmp_path) -> None:
+    run = tmp_path / "d"
+    argv = ["train", "--data", "community-small", "--model", "digress", "--steps", "3", "--no-progress"]
+    assert main([*argv, "--digress-extra-features", "--out", str(run)]) == 0
+    assert json.loads((run / "run.json").read_text())["config"]["digress_extra_features"] is True
+    model = DigressDenoiser.from_pretrained(run / "denoiser" / "model")
+    assert model.config.extra_features and model.edge_in.in_features == model.ke + 2
+    out = tmp_path / "g.json"
+    assert main(["sample", "--run", str(run), "--n", "4", "--steps", "3", "--out", str(out), "--no-progress"]) == 0
+    assert len(read_graph_set(out)) == 4
+    # a folder written without the option (as every run before it) loads the narrower network
+    assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
+    plain = DigressDenoiser.from_pretrained(tmp_path / "plain" / "denoiser" / "model")
+    assert not plain.config.extra_features and plain.edge_in.in_features == plain.ke
 
 
 def test_cli_train_records_the_prior_coupling(tmp_path) -> None:

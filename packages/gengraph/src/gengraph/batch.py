@@ -12,7 +12,7 @@ from gencore.errors import InputError
 from gencore.rng import draw_device
 from gengraph.graph import Graph
 
-__all__ = ["laplacian_eigenvectors", "pack", "structural_features", "unpack"]
+__all__ = ["cycle_counts", "graph_spectrum", "laplacian_eigenvectors", "pack", "structural_features", "unpack"]
 
 
 def pack(graphs: list[Graph], n_max: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -51,6 +51,67 @@ def structural_features(adjacency: torch.Tensor, mask: torch.Tensor, steps: int 
     n = mask.sum(-1, keepdim=True).clamp_min(1).to(torch.float32)
     feats.append(deg[..., 0] / n)
     return torch.stack(feats, -1) * mask[..., None]
+
+
+def _simple_adjacency(adjacency: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``float64 [B, N, N]``: 1 where an edge of any class joins two real nodes, 0 on the diagonal and padding."""
+    pair = mask[:, :, None] & mask[:, None, :]
+    eye = torch.eye(mask.shape[1], dtype=torch.bool, device=mask.device)
+    return ((adjacency > 0) & pair & ~eye).to(torch.float64)
+
+
+def cycle_counts(adjacency: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Simple cycles of length 3 and 4: through each node ``[B, N, 2]`` and in each graph ``[B, 2]`` (float64).
+
+    From powers of the adjacency ``A`` with degrees ``d`` (DiGress's cycle features, Vignac et al. 2023, use the
+    same closed-walk counts): a node lies on ``(A^3)_ii / 2`` triangles, and on
+    ``((A^4)_ii - d_i^2 - sum_j A_ij (d_j - 1)) / 2`` four-cycles (closed 4-walks from ``i`` minus those that go
+    back and forth, each cycle walked in two directions); a graph holds a third of its nodes' triangles and a
+    quarter of their four-cycles."""
+    a = _simple_adjacency(adjacency, mask)
+    d = a.sum(-1)
+    a2 = a @ a
+    c3 = (a2 * a).sum(-1) / 2  # (A^3)_ii = sum_j (A^2)_ij A_ji
+    c4 = ((a2 * a2).sum(-1) - d * d - (a * (d[:, None, :] - 1)).sum(-1)) / 2  # (A^4)_ii = sum_j (A^2)_ij^2
+    node = torch.stack([c3, c4], -1) * mask[..., None]
+    return node, torch.stack([node[..., 0].sum(-1) / 3, node[..., 1].sum(-1) / 4], -1)
+
+
+def graph_spectrum(
+    adjacency: torch.Tensor, mask: torch.Tensor, n_vectors: int, n_values: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Spectral descriptors of each graph's combinatorial Laplacian ``L = D - A`` (real nodes only), float64:
+
+    * ``vectors [B, N, n_vectors]``: unit eigenvectors of the smallest non-zero eigenvalues (zero past a graph's
+      spectrum and on padding; signs arbitrary, as ``eigh`` returns them);
+    * ``values [B, n_values]``: the smallest non-zero eigenvalues (zero past the spectrum);
+    * ``components [B]``: the number of connected components (the multiplicity of the eigenvalue 0);
+    * ``largest [B, N]``: 1 on the nodes of a largest connected component (from reachability, not from the
+      eigenvectors, whose basis within the eigenvalue 0 is arbitrary).
+    """
+    a = _simple_adjacency(adjacency, mask)
+    b, n = mask.shape
+    real = mask.to(torch.float64)
+    lap = torch.diag_embed(a.sum(-1)) - a + torch.diag_embed(1e6 * (1 - real))  # padding sorts last
+    vals, vecs = torch.linalg.eigh(lap)
+    size = mask.sum(-1)
+    components = ((vals < 1e-8) & (torch.arange(n, device=mask.device) < size[:, None])).sum(-1)
+
+    def nonzero(count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = components[:, None] + torch.arange(count, device=mask.device)  # [B, count]
+        inside = idx < size[:, None]
+        return idx.clamp(max=n - 1), inside
+
+    idx, inside = nonzero(n_values)
+    values = vals.gather(1, idx) * inside
+    idx, inside = nonzero(n_vectors)
+    vectors = vecs.gather(2, idx[:, None, :].expand(b, n, n_vectors)) * inside[:, None, :] * real[..., None]
+    reach = ((a + torch.diag_embed(real)) > 0).to(torch.float64)
+    for _ in range(max(1, (n - 1).bit_length())):  # paths of length up to 2^steps >= n - 1
+        reach = ((reach @ reach) > 0).to(torch.float64)
+    comp_size = reach.sum(-1)
+    largest = (comp_size == comp_size.amax(-1, keepdim=True)).to(torch.float64) * real
+    return vectors, values, components, largest
 
 
 def laplacian_eigenvectors(adjacency: torch.Tensor, mask: torch.Tensor, k: int) -> torch.Tensor:

@@ -201,6 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="repulsion_radius",
         help="GGBall autoencoder: nodes of one graph closer than this in T_0 are pushed apart (default 0.1)",
     )
+    t.add_argument(
+        "--digress-extra-features",
+        action="store_true",
+        default=None,
+        dest="digress_extra_features",
+        help="DiGress: also read the noisy graph's cycle counts and Laplacian spectrum (see README)",
+    )
     t.add_argument("--batch-size", type=int, dest="batch_size", help="default 32")
     t.add_argument("--lr", type=float, help="default 2e-3")
     t.add_argument("--latent-dim", type=int, dest="latent_dim", help="default 32")

@@ -65,6 +65,7 @@ class RunConfig:
     prior_coupling: str = "independent"  # latent_flow.COUPLINGS: noise-to-node pairing of the flow prior
     code_repulsion: float = 0.0  # GGBallConfig.code_repulsion: within-graph latent repulsion (0: off)
     repulsion_radius: float = 0.1  # GGBallConfig.repulsion_radius
+    digress_extra_features: bool = False  # DigressConfig.extra_features: cycle and spectral input features
     progress: bool = True
 
     def validate(self) -> RunConfig:
@@ -193,7 +194,10 @@ def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Pat
         torch.manual_seed(cfg.seed)
         n_types, n_edge_types, n_max = info["n_node_types"], info["n_edge_types"], info["n_max"]
         if cfg.model == "digress":
-            model = DigressDenoiser(DigressConfig(n_node_types=n_types, n_edge_types=n_edge_types, n_max=n_max))
+            dcfg = DigressConfig(
+                n_node_types=n_types, n_edge_types=n_edge_types, n_max=n_max, extra_features=cfg.digress_extra_features
+            )
+            model = DigressDenoiser(dcfg)
             noise = (
                 MarginalTransitionDiffusion(info["node_marginal"]),
                 MarginalTransitionDiffusion(info["edge_marginal"]),

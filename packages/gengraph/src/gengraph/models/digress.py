@@ -7,8 +7,16 @@ A graph transformer predicts the clean classes from the noisy graph and the time
 cross-entropy (edge term weighted by ``edge_weight = 5`` as in DiGress). Sampling starts from the marginals
 with a node count drawn from the training sizes and takes ``steps`` ancestral posterior steps.
 
-Simplifications against the paper, kept honest: no spectral/cycle extra features (random-walk return
-probabilities of the noisy graph instead), a few small layers, and a cosine ``alpha`` schedule from gencore.
+Simplifications against the paper, kept honest: a few small layers and a cosine ``alpha`` schedule from
+gencore. Every node reads the random-walk return probabilities of the noisy graph. DiGress's own extra features
+of the noisy graph are optional (``extra_features=True``; off by default, so that run folders written before it
+load unchanged): per node, its 3- and 4-cycles (divided by 10 and capped at 1, as DiGress does) and whether it
+lies on a largest connected component; per graph (given to every node), its 3- and 4-cycles (same scaling), its
+number of components divided by 10 and the five smallest non-zero Laplacian eigenvalues divided by the graph's
+size; per node pair, ``n u_k(i) u_k(j)`` for the two eigenvectors of the smallest non-zero eigenvalues. DiGress
+feeds those eigenvectors to the nodes as they come, so its network depends on the arbitrary signs ``eigh``
+returns; their pair products do not, and keep the denoiser permutation-equivariant. We left out DiGress's
+5- and 6-cycle counts.
 
 The denoiser's layers: node states ``h [B, N, H]`` and edge states ``e [B, N, N, H]``; attention scores
 ``q_i . k_j / sqrt(H/heads)`` plus a per-head linear read of ``e_ij``, padding masked; edges updated by a
@@ -29,9 +37,9 @@ from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
 from gencore.rng import draw_device
-from gengraph.batch import structural_features
+from gengraph.batch import cycle_counts, graph_spectrum, structural_features
 
-__all__ = ["DigressConfig", "DigressDenoiser", "digress_loss", "digress_sample"]
+__all__ = ["DigressConfig", "DigressDenoiser", "digress_loss", "digress_sample", "extra_features"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +51,25 @@ class DigressConfig:
     layers: int = 3
     heads: int = 4
     edge_weight: float = 5.0
+    extra_features: bool = False  # DiGress's cycle and spectral features of the noisy graph (module docstring)
+
+
+N_EIGENVALUES, N_EIGENVECTORS = 5, 2
+NODE_EXTRA = 2 + 1 + 2 + 1 + N_EIGENVALUES  # node cycles, largest component, graph cycles, components, values
+
+
+def extra_features(edges_t: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """DiGress-style features of a noisy graph: node ``[B, N, NODE_EXTRA]`` and pair ``[B, N, N, N_EIGENVECTORS]``
+    (float32, zero on padding); see the module docstring."""
+    node_cycles, graph_cycles = cycle_counts(edges_t, mask)
+    vectors, values, components, largest = graph_spectrum(edges_t, mask, N_EIGENVECTORS, N_EIGENVALUES)
+    size = mask.sum(-1, keepdim=True).clamp_min(1).to(torch.float64)
+    graph = torch.cat([(graph_cycles / 10).clamp(max=1), components[:, None] / 10, values / size], -1)
+    node = torch.cat(
+        [(node_cycles / 10).clamp(max=1), largest[..., None], graph[:, None].expand(-1, mask.shape[1], -1)], -1
+    )
+    pair = size[..., None, None] * vectors[:, :, None, :] * vectors[:, None, :, :]
+    return (node * mask[..., None]).float(), pair.float()
 
 
 class _Layer(nn.Module):
@@ -81,8 +108,8 @@ class DigressDenoiser(Pretrained, nn.Module):
         self.config = c = config
         self.kx, self.ke = c.n_node_types, c.n_edge_types + 1
         self.time = SinusoidalTimeEmbedding(32, scale=30.0, max_period=30.0)
-        self.node_in = nn.Linear(self.kx + 7 + 32, c.hidden)
-        self.edge_in = nn.Linear(self.ke, c.hidden)
+        self.node_in = nn.Linear(self.kx + 7 + 32 + (NODE_EXTRA if c.extra_features else 0), c.hidden)
+        self.edge_in = nn.Linear(self.ke + (N_EIGENVECTORS if c.extra_features else 0), c.hidden)
         self.layers = nn.ModuleList(_Layer(c.hidden, c.heads) for _ in range(c.layers))
         self.node_out = nn.Linear(c.hidden, self.kx)
         self.edge_out = nn.Linear(c.hidden, self.ke)
@@ -91,8 +118,13 @@ class DigressDenoiser(Pretrained, nn.Module):
         b, n = x_t.shape
         temb = self.time(t.float())[:, None].expand(b, n, -1)
         feats = [F.one_hot(x_t, self.kx).float(), structural_features(edges_t, mask), temb]
+        edge_feats = [F.one_hot(edges_t, self.ke).float()]
+        if self.config.extra_features:
+            node_extra, pair_extra = extra_features(edges_t, mask)
+            feats.append(node_extra)
+            edge_feats.append(pair_extra)
         h = self.node_in(torch.cat(feats, -1)) * mask[..., None]
-        e = self.edge_in(F.one_hot(edges_t, self.ke).float())
+        e = self.edge_in(torch.cat(edge_feats, -1))
         for layer in self.layers:
             h, e = layer(h, e, mask)
         e_logits = self.edge_out(e)

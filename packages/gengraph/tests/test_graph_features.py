@@ -1,0 +1,79 @@
+"""DiGress's extra input features: cycle counts and Laplacian spectra against networkx / numpy."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import torch
+
+from gengraph.batch import cycle_counts, graph_spectrum, pack
+from gengraph.graph import Graph
+
+
+def _graphs() -> list[nx.Graph]:
+    rng = np.random.default_rng(0)
+    out = [nx.gnp_random_graph(int(rng.integers(5, 12)), 0.4, seed=int(rng.integers(1 << 30))) for _ in range(6)]
+    out.append(nx.disjoint_union(nx.complete_graph(4), nx.cycle_graph(5)))  # two components, the larger a cycle
+    out.append(nx.empty_graph(3))  # no edges: three components, no non-zero eigenvalue
+    return out
+
+
+def _batch(gs: list[nx.Graph], n_max: int = 14):
+    return pack([Graph.from_networkx(g) for g in gs], n_max)
+
+
+def test_cycle_counts_match_enumerated_simple_cycles() -> None:
+    gs = _graphs()
+    edges, _, mask = _batch(gs)
+    node, graph = cycle_counts(edges, mask)
+    for b, g in enumerate(gs):
+        cycles = [c for c in nx.simple_cycles(g, length_bound=4) if len(c) >= 3]
+        for k, length in enumerate((3, 4)):
+            of_len = [c for c in cycles if len(c) == length]
+            assert graph[b, k] == len(of_len)
+            through = [sum(v in c for c in of_len) for v in range(g.number_of_nodes())]
+            assert node[b, : g.number_of_nodes(), k].tolist() == through
+        assert not node[b, g.number_of_nodes() :].any()
+
+
+def test_graph_spectrum_matches_numpy_and_networkx() -> None:
+    gs = _graphs()
+    edges, _, mask = _batch(gs)
+    vectors, values, components, largest = graph_spectrum(edges, mask, n_vectors=2, n_values=5)
+    for b, g in enumerate(gs):
+        n = g.number_of_nodes()
+        lap = nx.laplacian_matrix(g, nodelist=range(n)).toarray().astype(float)
+        ev = np.linalg.eigvalsh(lap)
+        comps = nx.number_connected_components(g)
+        assert int(components[b]) == comps
+        nonzero = ev[comps:][:5]
+        np.testing.assert_allclose(values[b, : len(nonzero)].numpy(), nonzero, atol=1e-9)
+        assert not values[b, len(nonzero) :].any()
+        for j in range(min(2, n - comps)):  # each returned vector solves L v = lambda v for its eigenvalue
+            v = vectors[b, :n, j].numpy()
+            np.testing.assert_allclose(lap @ v, nonzero[j] * v, atol=1e-8)
+            assert abs(np.linalg.norm(v) - 1) < 1e-9 and not vectors[b, n:, j].any()
+        big = max(nx.connected_components(g), key=len)
+        sizes = [len(c) for c in nx.connected_components(g)]
+        expected = [float(any(v in c and len(c) == max(sizes) for c in nx.connected_components(g))) for v in range(n)]
+        assert largest[b, :n].tolist() == expected and largest[b, list(big)].all()
+        assert not largest[b, n:].any()
+
+
+def test_features_do_not_depend_on_padding_or_node_order() -> None:
+    gs = _graphs()[:4]
+    edges, _, mask = _batch(gs, 12)
+    wide = _batch(gs, 20)
+    node, graph = cycle_counts(edges, mask)
+    node_w, graph_w = cycle_counts(wide[0], wide[2])
+    torch.testing.assert_close(node_w[:, :12], node)
+    torch.testing.assert_close(graph_w, graph)
+    perm = torch.randperm(12, generator=torch.Generator().manual_seed(0))
+    pe, pm = edges[:, perm][:, :, perm], mask[:, perm]
+    node_p, graph_p = cycle_counts(pe, pm)
+    torch.testing.assert_close(node_p, node[:, perm])
+    torch.testing.assert_close(graph_p, graph)
+    _, values, components, largest = graph_spectrum(edges, mask, 2, 5)
+    _, values_p, components_p, largest_p = graph_spectrum(pe, pm, 2, 5)
+    torch.testing.assert_close(values_p, values)
+    assert torch.equal(components_p, components) and torch.equal(largest_p, largest[:, perm])
