@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 import pytest
 
@@ -18,6 +19,11 @@ def test_yaml_then_overrides(tmp_path) -> None:
     assert (cfg.dataset, cfg.steps, cfg.nfe, cfg.lr, cfg.seed) == ("moons", 20, (1, 3), 0.01, 0)
 
 
+@dataclasses.dataclass(frozen=True)
+class _NoProgress:
+    steps: int = 1
+
+
 def test_config_from_flags_keeps_yaml_values_of_flags_not_given(tmp_path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text("dataset: moons\nsteps: 10\nlr: 0.01\n")
@@ -29,6 +35,7 @@ def test_config_from_flags_keeps_yaml_values_of_flags_not_given(tmp_path) -> Non
     assert (no_file.steps, no_file.dataset, no_file.progress) == (7, ToyConfig().dataset, True)
     quiet = config_from_flags(ToyConfig, argparse.Namespace(config=None, no_progress=True))
     assert quiet.progress is False  # --no-progress reaches any config with a progress field
+    assert config_from_flags(_NoProgress, argparse.Namespace(config=None, no_progress=True, steps=2)).steps == 2
     with pytest.raises(ConfigError, match="field 'steps' must be an integer"):
         config_from_flags(ToyConfig, argparse.Namespace(config=None, steps="7.5"))
 

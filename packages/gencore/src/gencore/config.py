@@ -115,9 +115,9 @@ def load_config(cls: type[C], path: str | os.PathLike | None = None, overrides: 
 def config_from_flags(cls: type[C], args: argparse.Namespace, **extra: Any) -> C:
     """``load_config(cls, args.config, overrides)`` where the overrides are the attributes of ``args`` named
     like fields of ``cls`` (``None``: the flag was not given), ``progress=False`` when ``args.no_progress`` is
-    set, and then ``extra``."""
+    set and ``cls`` has a ``progress`` field, and then ``extra``."""
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     overrides = {k: getattr(args, k) for k in names if hasattr(args, k)}
-    if getattr(args, "no_progress", False):
+    if "progress" in names and getattr(args, "no_progress", False):
         overrides["progress"] = False
     return load_config(cls, getattr(args, "config", None), overrides | extra)
