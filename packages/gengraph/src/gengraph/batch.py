@@ -119,7 +119,7 @@ def laplacian_eigenvectors(adjacency: torch.Tensor, mask: torch.Tensor, k: int) 
     ``I - D^-1/2 A D^-1/2`` (real nodes only), scaled by ``sqrt(n)`` so that entries are O(1); zero on padding
     and in the columns past a graph's own size. Signs (and bases of repeated eigenvalues) are arbitrary: a
     network reading them should be trained with random sign flips (:func:`random_signs`)."""
-    a = (adjacency > 0).to(torch.float64) * (mask[:, :, None] & mask[:, None, :])
+    a = _simple_adjacency(adjacency, mask)
     deg = a.sum(-1)
     inv = torch.where(deg > 0, deg.clamp_min(1).rsqrt(), torch.zeros_like(deg))
     lap = torch.diag_embed(mask.to(torch.float64)) - inv[:, :, None] * a * inv[:, None, :]
