@@ -61,20 +61,51 @@ def _simple_adjacency(adjacency: torch.Tensor, mask: torch.Tensor) -> torch.Tens
 
 
 def cycle_counts(adjacency: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Simple cycles of length 3 and 4: through each node ``[B, N, 2]`` and in each graph ``[B, 2]`` (float64).
+    """Simple cycles of length 3, 4 and 5 through each node ``[B, N, 3]``, and of length 3 to 6 in each graph
+    ``[B, 4]`` (float64).
 
-    From powers of the adjacency ``A`` with degrees ``d`` (DiGress's cycle features, Vignac et al. 2023, use the
-    same closed-walk counts): a node lies on ``(A^3)_ii / 2`` triangles, and on
-    ``((A^4)_ii - d_i^2 - sum_j A_ij (d_j - 1)) / 2`` four-cycles (closed 4-walks from ``i`` minus those that go
-    back and forth, each cycle walked in two directions); a graph holds a third of its nodes' triangles and a
-    quarter of their four-cycles."""
+    From closed walks, the diagonals of the powers of the adjacency ``A`` (the cycle features of DiGress,
+    Vignac et al. 2023; the closed forms are those of Harary and Manvel 1971). With degrees ``d``, ``W = A^2``
+    and ``t_i = (A^3)_ii`` (twice the triangles through ``i``), a node lies on
+
+    * ``t_i / 2`` triangles,
+    * ``((A^4)_ii - d_i^2 - sum_j A_ij (d_j - 1)) / 2`` four-cycles (closed 4-walks that go back and forth
+      removed; each cycle is walked in two directions),
+    * ``((A^5)_ii - 2 d_i t_i - sum_j A_ij t_j - 2 sum_j A_ij W_ij d_j + 5 t_i) / 2`` five-cycles (the closed
+      5-walks that are not cycles run round a triangle with one step out and back).
+
+    DiGress's code subtracts only ``2 d_i t_i + sum_j A_ij t_j - t_i`` for the five-cycles, which miscounts every
+    node on a triangle; the test checks ours against networkx's enumerated cycles. A graph holds a third of its
+    nodes' triangles, a quarter of their four-cycles, a fifth of their five-cycles and
+    ``(tr A^6 - 3 sum_i t_i^2 + 9 sum_ij A_ij W_ij^2 - 6 sum_i W_ii (A^4)_ii + 6 tr A^4 - 4 tr A^3
+    + 4 sum_i W_ii^3 + 3 sum_ij (A^3)_ij - 12 sum_i W_ii^2 + 4 tr W) / 12`` six-cycles."""
     a = _simple_adjacency(adjacency, mask)
     d = a.sum(-1)
-    a2 = a @ a
-    c3 = (a2 * a).sum(-1) / 2  # (A^3)_ii = sum_j (A^2)_ij A_ji
-    c4 = ((a2 * a2).sum(-1) - d * d - (a * (d[:, None, :] - 1)).sum(-1)) / 2  # (A^4)_ii = sum_j (A^2)_ij^2
-    node = torch.stack([c3, c4], -1) * mask[..., None]
-    return node, torch.stack([node[..., 0].sum(-1) / 3, node[..., 1].sum(-1) / 4], -1)
+    w = a @ a
+    a3 = w @ a
+    t = a3.diagonal(dim1=-2, dim2=-1)
+    w4 = (w * w).sum(-1)  # (A^4)_ii = sum_j W_ij^2
+    c3 = t / 2
+    c4 = (w4 - d * d - (a * (d[:, None, :] - 1)).sum(-1)) / 2
+    a5 = (a3 * w).sum(-1)  # (A^5)_ii = sum_j (A^3)_ij W_ji
+    aw = a * w  # common neighbours of adjacent pairs
+    c5 = (a5 - 2 * d * t - (a * t[:, None, :]).sum(-1) - 2 * (aw * d[:, None, :]).sum(-1) + 5 * t) / 2
+    node = torch.stack([c3, c4, c5], -1) * mask[..., None]
+    wd = w.diagonal(dim1=-2, dim2=-1)  # = d
+    six = (
+        (a3 * a3).sum((-2, -1))  # tr A^6
+        - 3 * (t * t).sum(-1)
+        + 9 * (aw * w).sum((-2, -1))
+        - 6 * (wd * w4).sum(-1)
+        + 6 * w4.sum(-1)
+        - 4 * t.sum(-1)
+        + 4 * (wd**3).sum(-1)
+        + 3 * a3.sum((-2, -1))
+        - 12 * (wd**2).sum(-1)
+        + 4 * wd.sum(-1)
+    ) / 12
+    sums = node.sum(1)
+    return node, torch.stack([sums[:, 0] / 3, sums[:, 1] / 4, sums[:, 2] / 5, six], -1)
 
 
 def graph_spectrum(

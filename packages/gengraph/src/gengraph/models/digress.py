@@ -10,13 +10,14 @@ with a node count drawn from the training sizes and takes ``steps`` ancestral po
 Simplifications against the paper, kept honest: a few small layers and a cosine ``alpha`` schedule from
 gencore. Every node reads the random-walk return probabilities of the noisy graph. DiGress's own extra features
 of the noisy graph are optional (``extra_features=True``; off by default, so that run folders written before it
-load unchanged): per node, its 3- and 4-cycles (divided by 10 and capped at 1, as DiGress does) and whether it
-lies on a largest connected component; per graph (given to every node), its 3- and 4-cycles (same scaling), its
-number of components divided by 10 and the five smallest non-zero Laplacian eigenvalues divided by the graph's
-size; per node pair, ``n u_k(i) u_k(j)`` for the two eigenvectors of the smallest non-zero eigenvalues. DiGress
-feeds those eigenvectors to the nodes as they come, so its network depends on the arbitrary signs ``eigh``
-returns; their pair products do not, and keep the denoiser permutation-equivariant. We left out DiGress's
-5- and 6-cycle counts.
+load unchanged): per node, its 3-, 4- and 5-cycles (divided by 10 and capped at 1, as DiGress does) and whether
+it lies on a largest connected component; per graph (given to every node), its 3- to 6-cycles (same scaling),
+its number of components divided by 10 and the five smallest non-zero Laplacian eigenvalues divided by the
+graph's size; per node pair, ``n u_k(i) u_k(j)`` for the two eigenvectors of the smallest non-zero eigenvalues.
+Two departures from DiGress's code: its per-node 5-cycle count is wrong on nodes that lie on triangles (see
+:func:`gengraph.batch.cycle_counts`), ours is exact; and it feeds the eigenvectors to the nodes as they come,
+so its network depends on the arbitrary signs ``eigh`` returns, while their pair products do not and keep the
+denoiser permutation-equivariant.
 
 The denoiser's layers: node states ``h [B, N, H]`` and edge states ``e [B, N, N, H]``; attention scores
 ``q_i . k_j / sqrt(H/heads)`` plus a per-head linear read of ``e_ij``, padding masked; edges updated by a
@@ -55,7 +56,7 @@ class DigressConfig:
 
 
 N_EIGENVALUES, N_EIGENVECTORS = 5, 2
-NODE_EXTRA = 2 + 1 + 2 + 1 + N_EIGENVALUES  # node cycles, largest component, graph cycles, components, values
+NODE_EXTRA = 3 + 1 + 4 + 1 + N_EIGENVALUES  # node cycles, largest component, graph cycles, components, values
 
 
 def extra_features(edges_t: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
