@@ -3,7 +3,7 @@ clustering / orbit MMD of GGBall (hyperbolic latent) vs the Euclidean-latent abl
 discrete diffusion baseline, all trained in the same harness with the same main-network step budget.
 
     python benchmarks/bench_reproduction.py OUT.json [--datasets community-small,ego-small,tree] [--steps 300]
-                                                     [--digress-extra-features]
+                                                     [--no-digress-extra-features]
                                                      [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
                                                      [--code-repulsion W --repulsion-radius R]
                                                      [--prior-coupling set-ot]
@@ -23,7 +23,9 @@ deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencod
 ``--prior-steps`` the flow prior's (default ``5 x --steps``). ``--code-repulsion`` trains the GGBall autoencoders
 with the within-graph latent repulsion (``GGBallConfig.code_repulsion``) and ``--prior-coupling set-ot`` trains the
 flow priors on noise nodes assigned optimally to each graph's latent nodes; such rows and run folders are kept
-apart from the default ones.
+apart from the default ones. DiGress reads its cycle and spectral input features, as ``gengraph train`` does by
+default; ``--no-digress-extra-features`` trains the plain denoiser (rows marked ``extra_features: false``, run
+folders ``digress*-plain``).
 MMDs use the GraphRNN/GDSS kernels that GGBall's tables use (``*_gaussian_emd`` for degree and clustering,
 ``orbit_mmd_gaussian``) and the GRAN/PolyGraph Gaussian-TV ones.
 """
@@ -73,7 +75,12 @@ def main() -> None:
     p.add_argument("--code-repulsion", type=float, default=0.0, help="GGBall autoencoders' latent repulsion")
     p.add_argument("--repulsion-radius", type=float, default=0.1)
     p.add_argument("--prior-coupling", default="independent", choices=COUPLINGS, help="GGBall priors' pairing")
-    p.add_argument("--digress-extra-features", action="store_true", help="DiGress: cycle and spectral features")
+    p.add_argument(
+        "--digress-extra-features",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="DiGress: cycle and spectral input features (default on, as gengraph train)",
+    )
     args = p.parse_args()
     out = Path(args.out)
     rows = read_json(out)["rows"] if args.merge and out.is_file() else []
@@ -86,7 +93,7 @@ def main() -> None:
             coupled = model.startswith("ggball") and args.prior_coupling != "independent"
             name += f"-{args.prior_coupling}" if coupled else ""
             extra = model == "digress" and args.digress_extra_features
-            name += "-extra" if extra else ""
+            name += "-plain" if model == "digress" and not extra else ""
             run = Path(args.work) / dataset / name
             start = time.perf_counter()
             if model not in REFERENCES and not (args.reuse and (run / "run.json").is_file()):
@@ -107,8 +114,8 @@ def main() -> None:
                 row |= {"code_repulsion": args.code_repulsion, "repulsion_radius": args.repulsion_radius}
             if coupled:
                 row["prior_coupling"] = args.prior_coupling
-            if extra:
-                row["extra_features"] = True
+            if model == "digress":
+                row["extra_features"] = extra
             row["train_s"] = round(train_s, 1)
             for k in KEYS:
                 vals = [f[k] for f in folds]

@@ -351,17 +351,24 @@ def test_cli_train_passes_the_code_repulsion_to_the_autoencoder(tmp_path) -> Non
 def test_cli_trains_and_samples_digress_with_its_extra_features(tmp_path) -> None:
     run = tmp_path / "d"
     argv = ["train", "--data", "community-small", "--model", "digress", "--steps", "3", "--no-progress"]
-    assert main([*argv, "--digress-extra-features", "--out", str(run)]) == 0
+    assert main([*argv, "--out", str(run)]) == 0  # the features are on by default
     assert json.loads((run / "run.json").read_text())["config"]["digress_extra_features"] is True
     model = DigressDenoiser.from_pretrained(run / "denoiser" / "model")
     assert model.config.extra_features and model.edge_in.in_features == model.ke + 2
     out = tmp_path / "g.json"
     assert main(["sample", "--run", str(run), "--n", "4", "--steps", "3", "--out", str(out), "--no-progress"]) == 0
     assert len(read_graph_set(out)) == 4
-    # a folder written without the option (as every run before it) loads the narrower network
-    assert main([*argv, "--out", str(tmp_path / "plain")]) == 0
-    plain = DigressDenoiser.from_pretrained(tmp_path / "plain" / "denoiser" / "model")
+    plain_run = tmp_path / "plain"
+    assert main([*argv, "--no-digress-extra-features", "--out", str(plain_run)]) == 0
+    plain = DigressDenoiser.from_pretrained(plain_run / "denoiser" / "model")
     assert not plain.config.extra_features and plain.edge_in.in_features == plain.ke
+    # a model folder written before the option existed has no extra_features key: it loads the plain network
+    config = plain_run / "denoiser" / "model" / "config.json"
+    config.write_text(json.dumps({k: v for k, v in json.loads(config.read_text()).items() if k != "extra_features"}))
+    old = DigressDenoiser.from_pretrained(plain_run / "denoiser" / "model")
+    assert not old.config.extra_features and old.edge_in.in_features == old.ke
+    sample = ["sample", "--run", str(plain_run), "--n", "2", "--steps", "2", "--out", str(out), "--no-progress"]
+    assert main(sample) == 0
 
 
 def test_cli_train_records_the_prior_coupling(tmp_path) -> None:

@@ -74,8 +74,9 @@ def cycle_counts(adjacency: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Ten
     * ``((A^5)_ii - 2 d_i t_i - sum_j A_ij t_j - 2 sum_j A_ij W_ij d_j + 5 t_i) / 2`` five-cycles (the closed
       5-walks that are not cycles run round a triangle with one step out and back).
 
-    DiGress's code subtracts only ``2 d_i t_i + sum_j A_ij t_j - t_i`` for the five-cycles, which miscounts every
-    node on a triangle; the test checks ours against networkx's enumerated cycles. A graph holds a third of its
+    DiGress's code subtracts only ``2 d_i t_i + sum_j A_ij t_j - t_i`` for the five-cycles, ``2 sum_j A_ij W_ij
+    (d_j - 2)`` too few: it miscounts a node on a triangle whose other corners have further neighbours (and so the
+    graph's count). The test checks ours against networkx's enumerated cycles. A graph holds a third of its
     nodes' triangles, a quarter of their four-cycles, a fifth of their five-cycles and
     ``(tr A^6 - 3 sum_i t_i^2 + 9 sum_ij A_ij W_ij^2 - 6 sum_i W_ii (A^4)_ii + 6 tr A^4 - 4 tr A^3
     + 4 sum_i W_ii^3 + 3 sum_ij (A^3)_ij - 12 sum_i W_ii^2 + 4 tr W) / 12`` six-cycles."""

@@ -203,10 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--digress-extra-features",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
         dest="digress_extra_features",
-        help="DiGress: also read the noisy graph's cycle counts and Laplacian spectrum (see README)",
+        help="DiGress: read the noisy graph's cycle counts and Laplacian spectrum (default on; see README)",
     )
     t.add_argument("--batch-size", type=int, dest="batch_size", help="default 32")
     t.add_argument("--lr", type=float, help="default 2e-3")

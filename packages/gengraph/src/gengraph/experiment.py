@@ -65,7 +65,7 @@ class RunConfig:
     prior_coupling: str = "independent"  # latent_flow.COUPLINGS: noise-to-node pairing of the flow prior
     code_repulsion: float = 0.0  # GGBallConfig.code_repulsion: within-graph latent repulsion (0: off)
     repulsion_radius: float = 0.1  # GGBallConfig.repulsion_radius
-    digress_extra_features: bool = False  # DigressConfig.extra_features: cycle and spectral input features
+    digress_extra_features: bool = True  # DigressConfig.extra_features: cycle and spectral input features
     progress: bool = True
 
     def validate(self) -> RunConfig:

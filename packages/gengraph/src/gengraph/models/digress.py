@@ -14,7 +14,7 @@ load unchanged): per node, its 3-, 4- and 5-cycles (divided by 10 and capped at 
 it lies on a largest connected component; per graph (given to every node), its 3- to 6-cycles (same scaling),
 its number of components divided by 10 and the five smallest non-zero Laplacian eigenvalues divided by the
 graph's size; per node pair, ``n u_k(i) u_k(j)`` for the two eigenvectors of the smallest non-zero eigenvalues.
-Two departures from DiGress's code: its per-node 5-cycle count is wrong on nodes that lie on triangles (see
+Two departures from DiGress's code: its 5-cycle counts are wrong around triangles (see
 :func:`gengraph.batch.cycle_counts`), ours is exact; and it feeds the eigenvectors to the nodes as they come,
 so its network depends on the arbitrary signs ``eigh`` returns, while their pair products do not and keep the
 denoiser permutation-equivariant.
