@@ -65,7 +65,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         shard_sequences=args.shard_sequences,
         metadata=meta,
-        progress=args.progress,
+        progress=not args.no_progress,
     )
     stored = "float32 (numpy has no bfloat16)" if args.storage == "npy" and args.dtype == "bfloat16" else args.dtype
     print(
@@ -86,7 +86,7 @@ def cmd_train_sae(args: argparse.Namespace) -> int:
     from gencore.config import config_from_flags
     from geninterp.training import SAETrainConfig, train_sae
 
-    cfg = config_from_flags(SAETrainConfig, args, progress=None if args.progress else False).validate()
+    cfg = config_from_flags(SAETrainConfig, args).validate()
     engine = {"resume": args.resume} if args.resume else {}
     _, record = train_sae(cfg, args.acts, args.out, nproc=args.nproc, **engine)
     if record.get("already_finished"):
@@ -155,7 +155,7 @@ def cmd_iem(args: argparse.Namespace) -> int:
     elif args.prior == "gmm":
         record = iem_experiments.mixture_report(n_paths=args.paths, n_levels=args.levels)
     else:
-        record = iem_experiments.digits_report(steps=args.steps, progress=args.progress, n_levels=args.levels)
+        record = iem_experiments.digits_report(steps=args.steps, progress=not args.no_progress, n_levels=args.levels)
     _print_record(record)
     if args.json:
         write_json(args.json, record)
@@ -183,13 +183,13 @@ def cmd_memorization(args: argparse.Namespace) -> int:
             raise_config(f"--steps must be a positive integer, got {args.steps}")
         record = memorization.detection_seeds(
             arch=args.model, seeds=seeds, steps=args.steps or (800 if args.quick else 4000),
-            n_samples=300 if args.quick else 1000, progress=args.progress,
+            n_samples=300 if args.quick else 1000, progress=not args.no_progress,
         )  # fmt: skip
         summary = {k: v for k, v in record.items() if k != "runs"}
         print(json.dumps(summary, indent=2))
     else:
         record = memorization.run_all(
-            out_dir=args.out, progress=args.progress, quick=args.quick, experiments=experiments, seed=seeds[0],
+            out_dir=args.out, progress=not args.no_progress, quick=args.quick, experiments=experiments, seed=seeds[0],
             arch=args.model, steps=args.steps,
         )  # fmt: skip
         for name, rec in record.items():
@@ -203,7 +203,7 @@ def cmd_memorization(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from geninterp.demo import run_demo
 
-    out = run_demo(Path(args.out), progress=args.progress)
+    out = run_demo(Path(args.out), progress=not args.no_progress)
     print(f"report written to {out / 'README.md'}")
     return 0
 
@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser, commands = package_parser("geninterp", __version__, DESCRIPTION)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
+        p.add_argument("--no-progress", dest="no_progress", action="store_true", help="hide progress bars")
 
     p = commands.add_parser("capture", help="capture a layer's activations of a language model into a sharded store")
     p.add_argument("--model", choices=("minilm", "smollm2"), default="minilm")
