@@ -9,9 +9,10 @@ with a node count drawn from the training sizes and takes ``steps`` ancestral po
 
 Simplifications against the paper, kept honest: a few small layers and a cosine ``alpha`` schedule from
 gencore. Every node reads the random-walk return probabilities of the noisy graph. DiGress's own extra features
-of the noisy graph are optional (``extra_features=True``; off by default, so that run folders written before it
-load unchanged): per node, its 3-, 4- and 5-cycles (divided by 10 and capped at 1, as DiGress does) and whether
-it lies on a largest connected component; per graph (given to every node), its 3- to 6-cycles (same scaling),
+of the noisy graph are ``extra_features=True`` (``gengraph train`` and ``RunConfig`` turn them on by default;
+the config's own default stays off, so that model folders written before the option load unchanged): per
+node, its 3-, 4- and 5-cycles (divided by 10 and capped at 1, as DiGress does) and whether it lies on a largest
+connected component; per graph (given to every node), its 3- to 6-cycles (same scaling),
 its number of components divided by 10 and the five smallest non-zero Laplacian eigenvalues divided by the
 graph's size; per node pair, ``n u_k(i) u_k(j)`` for the two eigenvectors of the smallest non-zero eigenvalues.
 Two departures from DiGress's code: its 5-cycle counts are wrong around triangles (see
