@@ -31,7 +31,7 @@ from gencore.io import write_json
 from gengraph.batch import pack
 from gengraph.datasets import load_dataset
 from gengraph.experiment import read_run
-from gengraph.models.digress import DigressDenoiser, _symmetric
+from gengraph.models.digress import DigressDenoiser, noisy_edges
 
 
 def pair_ce(log_probs: torch.Tensor, edges: torch.Tensor, pair: torch.Tensor) -> float:
@@ -57,7 +57,7 @@ def diagnose(run: Path, times: list[float], repeats: int) -> list[dict]:
         alpha = float(noise.schedule.alpha(torch.tensor(t, dtype=torch.float64)))
         model_ce, copy_ce = [], []
         for _ in range(repeats):
-            et = _symmetric(noise.sample(edges, torch.full((len(edges), 1, 1), t), generator=g) * pair)
+            et = noisy_edges(noise, edges, torch.full((len(edges),), t), mask, g)
             with torch.no_grad():
                 _, logits = model(nodes * mask, torch.full((len(edges),), t), edges_t=et, mask=mask)
             model_ce.append(pair_ce(F.log_softmax(logits.double(), -1), edges, pf))

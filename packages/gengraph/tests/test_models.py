@@ -534,3 +534,22 @@ def test_ggball_counts_training_steps_on_the_host_and_rereads_them_after_a_load(
     fresh.eval()
     fresh(edges, nodes, mask, g)  # evaluation counts nothing
     assert int(fresh.train_steps) == fresh._host_steps == 4
+
+
+def test_noisy_edges_are_an_undirected_draw_on_each_graphs_node_pairs() -> None:
+    """``q_t`` is drawn once per pair ``i < j`` and mirrored: clean at ``t = 1``, the marginal at ``t = 0``, and
+    never an edge on the diagonal or to a padding node."""
+    from gencore.discrete.marginal import MarginalTransitionDiffusion
+    from gengraph.models.digress import noisy_edges
+
+    edges, _, mask = pack(generate("community-small", 64, seed=0), 20)
+    noise = MarginalTransitionDiffusion(torch.tensor([0.7, 0.3]))
+    g = torch.Generator().manual_seed(0)
+    assert torch.equal(noisy_edges(noise, edges, torch.ones(64), mask, g), edges)
+    e0 = noisy_edges(noise, edges, torch.zeros(64), mask, g)
+    assert torch.equal(e0, e0.transpose(1, 2)) and not e0.diagonal(dim1=1, dim2=2).any()
+    outside = ~(mask[:, :, None] & mask[:, None, :])
+    assert outside.any() and not e0[outside].any()
+    pairs = (mask[:, :, None] & mask[:, None, :]).triu(1)
+    share = e0[pairs].float().mean().item()  # the marginal's 0.3, whatever the clean graphs hold
+    assert abs(share - 0.3) < 4 * (0.3 * 0.7 / pairs.sum().item()) ** 0.5

@@ -133,22 +133,34 @@ class DigressDenoiser(Pretrained, nn.Module):
         return self.node_out(h), (e_logits + e_logits.transpose(1, 2)) / 2
 
 
+def _pairs(mask: torch.Tensor) -> torch.Tensor:
+    """The node pairs ``i < j`` of each graph, ``[B, N, N]`` bool."""
+    return (mask[:, :, None] & mask[:, None, :]).triu(1)
+
+
 def _symmetric(upper: torch.Tensor) -> torch.Tensor:
     u = upper.triu(1)
     return u + u.transpose(1, 2)
+
+
+def noisy_edges(edge_noise, edges: torch.Tensor, t: torch.Tensor, mask: torch.Tensor, generator=None) -> torch.Tensor:
+    """Edge classes ``[B, N, N]`` drawn from ``q_t(e_t | e)`` at times ``t: [B]``, symmetric, zero off the graphs.
+
+    One draw per node pair (the upper triangle), mirrored, so the noisy graph stays undirected.
+    """
+    return _symmetric(edge_noise.sample(edges, t[:, None, None], generator=generator) * _pairs(mask))
 
 
 def digress_loss(model, node_noise, edge_noise, edges, nodes, mask, generator, edge_weight: float = 5.0):
     b = nodes.shape[0]
     t = torch.rand(b, generator=generator, device=nodes.device)
     xt = node_noise.sample(nodes, t[:, None], generator=generator) * mask
-    pair = (mask[:, :, None] & mask[:, None, :]).triu(1)
-    et = _symmetric(edge_noise.sample(edges, t[:, None, None], generator=generator) * pair)
+    et = noisy_edges(edge_noise, edges, t, mask, generator)
     node_logits, edge_logits = model(xt, t, edges_t=et, mask=mask)
     m = mask.float()
     node_ce = (F.cross_entropy(node_logits.flatten(0, 1), nodes.flatten(), reduction="none").view_as(m) * m).sum()
     node_ce = node_ce / m.sum()
-    pf = pair.float()
+    pf = _pairs(mask).float()
     edge_ce = F.cross_entropy(edge_logits.flatten(0, 2), edges.flatten(), reduction="none").view_as(pf)
     edge_ce = (edge_ce * pf).sum() / pf.sum().clamp_min(1)
     return node_ce + edge_weight * edge_ce, {"node_ce": node_ce.detach(), "edge_ce": edge_ce.detach()}
@@ -178,7 +190,7 @@ def digress_sample(
     device = model_device(model)
     mask = mask.to(device)
     b, n = mask.shape
-    pair = (mask[:, :, None] & mask[:, None, :]).triu(1)
+    pair = _pairs(mask)
     x = node_noise.prior((b, n), generator=generator).to(device) * mask
     e = _symmetric(edge_noise.prior((b, n, n), generator=generator).to(device) * pair)
     grid = torch.linspace(0, 1, steps + 1).tolist()
