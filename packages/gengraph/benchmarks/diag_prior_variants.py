@@ -1,10 +1,12 @@
 """Does another latent prior close GGBall's code-sharing gap on tree? Prior variants on one trained autoencoder.
 
-    python benchmarks/diag_prior_variants.py OUT.json --work DIR [--model ggball] [--dataset tree]
+    python benchmarks/diag_prior_variants.py OUT.json --work DIR [--model ggball] [--dataset tree] [--steps 1500]
+        [--variants "codes 256x4,latents 64x2"]
 
 Trains (or reuses) the run ``DIR/<model>`` of ``bench_reproduction.py``'s protocol (seed 0, 300 autoencoder and
 1,500 prior steps), then trains further flow priors on the same autoencoder's training latents with the run's
-engine settings, 1,500 steps each:
+engine settings, ``--steps`` each (1,500 by default; ``--variants`` picks some of the three below). A run folder
+that exists already, of any budget, is reused as it is (so ``--work`` can point at a longer run of the same protocol):
 
 - ``codes 64x2``: the run's own prior (width 64, 2 transformer layers, fitted to the quantised latents);
 - ``codes 256x4``: a prior 29 times larger (width 256, 4 layers), same data;
@@ -51,13 +53,18 @@ def main() -> None:
     p.add_argument("--model", default="ggball", choices=("ggball", "ggball-euclidean"))
     p.add_argument("--dataset", default="tree")
     p.add_argument("--steps", type=int, default=1500, help="steps of each extra prior")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of the extra priors")
     args = p.parse_args()
+    chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if unknown := [v for v in chosen if v not in VARIANTS]:
+        p.error(f"unknown variant(s) {', '.join(unknown)}; choose from: {', '.join(VARIANTS)}")
     train, test = load_dataset(args.dataset, "train"), load_dataset(args.dataset, "test")
     cfg = RunConfig(model=args.model, dataset=args.dataset, steps=300, progress=False)
     run = Path(args.work) / args.dataset / args.model
     if not (run / "run.json").exists():
         train_run(cfg, train, run)
-    n_max = int(read_run(run)["n_max"])
+    info = read_run(run)
+    n_max, coupling = int(info["n_max"]), info["config"]["prior_coupling"]  # the run's pairing for every prior
     ae, run_prior = load_latent_run(run)
     edges, nodes, mask = pack(train, n_max)
     test_mask = pack([g for g in test if g.n_nodes <= n_max], n_max)[2]
@@ -65,13 +72,15 @@ def main() -> None:
         z = ae.encode(edges, nodes, mask)
         zq = ae.quantise(z, mask)[0]
     priors = {"codes 64x2": run_prior}
-    for name, (target, hidden, layers, distance_bias) in VARIANTS.items():
+    for name in chosen:
+        target, hidden, layers, distance_bias = VARIANTS[name]
         data = zq if target == "codes" else z
         torch.manual_seed(cfg.seed)
         prior = SetVelocity(ae.geometry, hidden=hidden, layers=layers, distance_bias=distance_bias)
         prior.fit_centre(data, mask)
         engine = _engine(cfg, run / f"prior_{name.replace(' ', '_').replace(',', '')}", args.steps, lr=1e-3)
-        priors[name] = Trainer(engine).fit(_PriorTask(prior, ae.geometry), TensorDataset(data, mask)).ema.eval()
+        task = _PriorTask(prior, ae.geometry, coupling)
+        priors[name] = Trainer(engine).fit(task, TensorDataset(data, mask)).ema.eval()
     rows = []
     for name, prior in priors.items():
         with torch.no_grad():
