@@ -6,7 +6,7 @@ discrete diffusion baseline, all trained in the same harness with the same main-
                                                      [--no-digress-extra-features]
                                                      [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
                                                      [--code-repulsion W --repulsion-radius R]
-                                                     [--prior-coupling set-ot]
+                                                     [--prior-coupling set-ot] [--prior-hidden 256 --prior-layers 4]
 
 ``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
@@ -22,8 +22,9 @@ Each model is trained once (seed ``--seed``, default 0) on the train split; ``FO
 deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencoder, DiGress's denoiser);
 ``--prior-steps`` the flow prior's (default ``5 x --steps``). ``--code-repulsion`` trains the GGBall autoencoders
 with the within-graph latent repulsion (``GGBallConfig.code_repulsion``) and ``--prior-coupling set-ot`` trains the
-flow priors on noise nodes assigned optimally to each graph's latent nodes; such rows and run folders are kept
-apart from the default ones. DiGress reads its cycle and spectral input features, as ``gengraph train`` does by
+flow priors on noise nodes assigned optimally to each graph's latent nodes; ``--prior-hidden`` / ``--prior-layers``
+size the flow priors (default 64 x 2, as ``gengraph train``); such rows and run folders are kept apart from the
+default ones. DiGress reads its cycle and spectral input features, as ``gengraph train`` does by
 default; ``--no-digress-extra-features`` trains the plain denoiser (rows marked ``extra_features: false``, run
 folders ``digress*-plain``).
 MMDs use the GraphRNN/GDSS kernels that GGBall's tables use (``*_gaussian_emd`` for degree and clustering,
@@ -51,6 +52,7 @@ from gengraph.models.latent_flow import COUPLINGS
 FOLDS = 3
 MODELS = ("ggball", "ggball-euclidean", "digress")
 REFERENCES = ("data", "er")  # scored without training
+DEFAULT = RunConfig()  # gengraph train's defaults
 KEYS = (
     "degree_mmd_gaussian_emd",
     "clustering_mmd_gaussian_emd",
@@ -75,6 +77,8 @@ def main() -> None:
     p.add_argument("--code-repulsion", type=float, default=0.0, help="GGBall autoencoders' latent repulsion")
     p.add_argument("--repulsion-radius", type=float, default=0.1)
     p.add_argument("--prior-coupling", default="independent", choices=COUPLINGS, help="GGBall priors' pairing")
+    p.add_argument("--prior-hidden", type=int, default=DEFAULT.prior_hidden, help="GGBall priors' width")
+    p.add_argument("--prior-layers", type=int, default=DEFAULT.prior_layers, help="GGBall priors' layers")
     p.add_argument(
         "--digress-extra-features",
         action=argparse.BooleanOptionalAction,
@@ -92,6 +96,9 @@ def main() -> None:
             name += f"-rep{args.code_repulsion:g}r{args.repulsion_radius:g}" if repel else ""
             coupled = model.startswith("ggball") and args.prior_coupling != "independent"
             name += f"-{args.prior_coupling}" if coupled else ""
+            size = (args.prior_hidden, args.prior_layers)
+            sized = model.startswith("ggball") and size != (DEFAULT.prior_hidden, DEFAULT.prior_layers)
+            name += f"-prior{args.prior_hidden}x{args.prior_layers}" if sized else ""
             extra = model == "digress" and args.digress_extra_features
             name += "-plain" if model == "digress" and not extra else ""
             run = Path(args.work) / dataset / name
@@ -102,6 +109,7 @@ def main() -> None:
                     progress=False, code_repulsion=args.code_repulsion if repel else 0.0,
                     repulsion_radius=args.repulsion_radius,
                     prior_coupling=args.prior_coupling if coupled else "independent", digress_extra_features=extra,
+                    prior_hidden=args.prior_hidden, prior_layers=args.prior_layers,
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -114,6 +122,8 @@ def main() -> None:
                 row |= {"code_repulsion": args.code_repulsion, "repulsion_radius": args.repulsion_radius}
             if coupled:
                 row["prior_coupling"] = args.prior_coupling
+            if sized:
+                row |= {"prior_hidden": args.prior_hidden, "prior_layers": args.prior_layers}
             if model == "digress":
                 row["extra_features"] = extra
             row["train_s"] = round(train_s, 1)
@@ -161,6 +171,8 @@ def _key(row: dict) -> tuple:
         row.get("code_repulsion", 0.0),
         row.get("repulsion_radius"),
         row.get("prior_coupling", "independent"),
+        row.get("prior_hidden", DEFAULT.prior_hidden),
+        row.get("prior_layers", DEFAULT.prior_layers),
         row.get("extra_features", False),
     )
 

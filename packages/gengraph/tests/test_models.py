@@ -553,3 +553,29 @@ def test_noisy_edges_are_an_undirected_draw_on_each_graphs_node_pairs() -> None:
     pairs = (mask[:, :, None] & mask[:, None, :]).triu(1)
     share = e0[pairs].float().mean().item()  # the marginal's 0.3, whatever the clean graphs hold
     assert abs(share - 0.3) < 4 * (0.3 * 0.7 / pairs.sum().item()) ** 0.5
+
+
+def test_the_prior_size_is_a_setting_and_older_runs_load_at_the_old_size(tmp_path, capsys) -> None:
+    """``--prior-hidden`` / ``--prior-layers`` build, save and reload the prior at that size; a run whose
+    prior config predates the setting (no ``hidden`` / ``layers`` keys) loads at the old fixed 64 x 2."""
+    from gencore.io import read_json, write_json
+
+    run = tmp_path / "wide"
+    argv = ["train", "--data", "community-small", "--steps", "2", "--no-progress"]
+    assert main([*argv, "--prior-hidden", "16", "--prior-layers", "3", "--out", str(run)]) == 0
+    prior = load_latent_run(run)[1]
+    assert prior.inp.out_features == 16 and len(prior.body.layers) == 3
+    assert json.loads((run / "run.json").read_text())["config"]["prior_hidden"] == 16
+    assert main(["sample", "--run", str(run), "--n", "2", "--steps", "2", "--out", str(tmp_path / "w.json")]) == 0
+
+    old = tmp_path / "old"
+    assert main([*argv, "--out", str(old)]) == 0
+    config = old / "prior" / "model" / "config.json"
+    write_json(config, {k: v for k, v in read_json(config).items() if k not in ("hidden", "layers")})
+    prior = load_latent_run(old)[1]
+    assert prior.inp.out_features == 64 and len(prior.body.layers) == 2
+
+    capsys.readouterr()
+    assert main([*argv, "--prior-hidden", "30", "--out", str(tmp_path / "bad")]) == 2
+    assert "prior_hidden must be a multiple of the prior's 4 attention heads, got 30" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

@@ -176,6 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--prior-steps", type=int, default=None, dest="prior_steps", help="flow-prior steps (default: 5 x --steps)"
     )
     t.add_argument(
+        "--prior-hidden", type=int, dest="prior_hidden", help="GGBall prior: set-transformer width (default 64)"
+    )
+    t.add_argument(
+        "--prior-layers", type=int, dest="prior_layers", help="GGBall prior: set-transformer layers (default 2)"
+    )
+    t.add_argument(
         "--prior-distance-bias",
         action="store_true",
         default=None,

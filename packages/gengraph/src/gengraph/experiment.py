@@ -37,7 +37,7 @@ from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
 from gengraph.models.digress import DigressConfig, DigressDenoiser, digress_loss, digress_sample
 from gengraph.models.ggball import GGBall, GGBallConfig
-from gengraph.models.latent_flow import COUPLINGS, SetVelocity, latent_flow_loss, sample_latent_sets
+from gengraph.models.latent_flow import COUPLINGS, HEADS, SetVelocity, latent_flow_loss, sample_latent_sets
 
 # settings a resumed run may change; every other field must match the checkpoint's (TrainConfig.identity)
 RESUMABLE = ("steps", "prior_steps", "progress")
@@ -61,6 +61,8 @@ class RunConfig:
     codebook_size: int = 512
     curvature: float = 1.0
     vq_warmup: int | None = None  # default: a third of steps
+    prior_hidden: int = 64  # width of the flow prior's set transformer (SetVelocity)
+    prior_layers: int = 2  # its transformer layers
     prior_distance_bias: bool = False  # distance-biased attention in the flow prior (SetVelocity)
     prior_coupling: str = "independent"  # latent_flow.COUPLINGS: noise-to-node pairing of the flow prior
     code_repulsion: float = 0.0  # GGBallConfig.code_repulsion: within-graph latent repulsion (0: off)
@@ -71,9 +73,13 @@ class RunConfig:
     def validate(self) -> RunConfig:
         check_choice(self.model, MODELS, "model")
         check_choice(self.prior_coupling, COUPLINGS, "prior coupling")
-        for name in ("steps", "batch_size", "latent_dim", "hidden", "codebook_size"):
+        for name in ("steps", "batch_size", "latent_dim", "hidden", "codebook_size", "prior_hidden", "prior_layers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if self.prior_hidden % HEADS:
+            raise ConfigError(
+                f"prior_hidden must be a multiple of the prior's {HEADS} attention heads, got {self.prior_hidden}."
+            )
         if self.prior_steps is not None and self.prior_steps < 1:
             raise ConfigError(f"prior_steps must be a positive integer (or unset: 5 x steps), got {self.prior_steps}.")
         return self
@@ -224,15 +230,15 @@ def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Pat
             ae.save_pretrained(out / "autoencoder" / "model")
         with torch.no_grad():  # identical on every rank: the replicas hold the same weights and codebook
             zq, _, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
-        prior = SetVelocity(ae.geometry, distance_bias=cfg.prior_distance_bias)
+        arch = {"hidden": cfg.prior_hidden, "layers": cfg.prior_layers, "distance_bias": cfg.prior_distance_bias}
+        prior = SetVelocity(ae.geometry, **arch)
         prior.fit_centre(zq, mask)
         stage = _engine(cfg, out / "prior", cfg.prior_steps or 5 * cfg.steps, lr=1e-3, **engine)
         result = Trainer(stage).fit(_PriorTask(prior, ae.geometry, cfg.prior_coupling), TensorDataset(zq, mask))
         if result.interrupted:
             return False
         if dist.rank == 0:
-            meta = {"class": "SetVelocity", "distance_bias": cfg.prior_distance_bias}
-            save_pretrained(out / "prior" / "model", result.ema.cpu().state_dict(), meta)
+            save_pretrained(out / "prior" / "model", result.ema.cpu().state_dict(), {"class": "SetVelocity", **arch})
         return True
     finally:
         teardown(dist)
@@ -273,7 +279,9 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
     run = Path(run_dir)
     ae = GGBall.from_pretrained(run / "autoencoder" / "model").eval()
     state, meta = load_pretrained(run / "prior" / "model")
-    prior = SetVelocity(ae.geometry, distance_bias=bool(meta.get("distance_bias", False)))
+    # runs from before the prior's size was a setting hold no hidden / layers: they used 64 and 2
+    arch = {"hidden": int(meta.get("hidden", 64)), "layers": int(meta.get("layers", 2))}
+    prior = SetVelocity(ae.geometry, **arch, distance_bias=bool(meta.get("distance_bias", False)))
     prior.load_state_dict(state)
     return ae, prior.eval()
 

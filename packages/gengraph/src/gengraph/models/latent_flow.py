@@ -49,6 +49,7 @@ from gengraph.hyperbolic.geometry import Geometry
 
 __all__ = ["COUPLINGS", "SetVelocity", "latent_flow_loss", "sample_latent_sets"]
 
+HEADS = 4  # the set transformer's attention heads: its width must be a multiple
 COUPLINGS = ("independent", "set-ot")  # how a graph's noise nodes are paired with its latent nodes
 
 
@@ -59,7 +60,7 @@ class SetVelocity(nn.Module):
         *,
         hidden: int = 64,
         layers: int = 2,
-        heads: int = 4,
+        heads: int = HEADS,
         time_dim: int = 32,
         distance_bias: bool = False,
     ):
