@@ -574,6 +574,9 @@ def test_the_prior_size_is_a_setting_and_older_runs_load_at_the_old_size(tmp_pat
     write_json(config, {k: v for k, v in read_json(config).items() if k not in ("hidden", "layers")})
     prior = load_latent_run(old)[1]
     assert prior.inp.out_features == 64 and len(prior.body.layers) == 2
+    write_json(config, {**read_json(config), "hidden": 32})  # weights of a 64-wide prior
+    assert main(["sample", "--run", str(old), "--n", "2", "--out", str(tmp_path / "o.json")]) == 2
+    assert "do not fit the prior its config.json describes" in capsys.readouterr().err
 
     capsys.readouterr()
     assert main([*argv, "--prior-hidden", "30", "--out", str(tmp_path / "bad")]) == 2

@@ -30,7 +30,7 @@ from torch.utils.data import TensorDataset
 
 from gencore.checks import check_choice, check_int
 from gencore.discrete.marginal import MarginalTransitionDiffusion
-from gencore.errors import ConfigError, InputError
+from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
 from gencore.train import TrainConfig, Trainer, holds_settings, interruption, launch, run_identity, setup, teardown
 from gengraph.batch import pack, unpack
@@ -282,7 +282,12 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
     # runs from before the prior's size was a setting hold no hidden / layers: they used 64 and 2
     arch = {"hidden": int(meta.get("hidden", 64)), "layers": int(meta.get("layers", 2))}
     prior = SetVelocity(ae.geometry, **arch, distance_bias=bool(meta.get("distance_bias", False)))
-    prior.load_state_dict(state)
+    try:
+        prior.load_state_dict(state)
+    except RuntimeError:
+        raise StorageError(
+            f"the weights in {str(run / 'prior' / 'model')!r} do not fit the prior its config.json describes."
+        ) from None
     return ae, prior.eval()
 
 
