@@ -578,7 +578,6 @@ def test_the_prior_size_is_a_setting_and_older_runs_load_at_the_old_size(tmp_pat
     assert main(["sample", "--run", str(old), "--n", "2", "--out", str(tmp_path / "o.json")]) == 2
     assert "do not fit the prior its config.json describes" in capsys.readouterr().err
 
-    capsys.readouterr()
     assert main([*argv, "--prior-hidden", "30", "--out", str(tmp_path / "bad")]) == 2
     assert "prior_hidden must be a multiple of the prior's 4 attention heads, got 30" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
