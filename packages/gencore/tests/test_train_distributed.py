@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from gencore.io import load_tensors
-from gencore.train import find_checkpoints, launch
+from gencore.train import find_checkpoints, launch, setup, teardown
 from gencore.train.example import main, worker
 
 pytestmark = pytest.mark.distributed
@@ -57,6 +57,30 @@ def test_two_processes_equal_one_with_the_same_global_batch(tmp_path: Path) -> N
     ck = find_checkpoints(tmp_path / "two" / "checkpoints")
     assert [p.name for p in ck] == ["step-000000006", "step-000000003"]
     assert {"rng-rank0.safetensors", "rng-rank1.safetensors"} <= {p.name for p in ck[0].iterdir()}
+
+
+def _gloo_threads() -> int:
+    return sum("gloo" in (task / "comm").read_text() for task in Path("/proc/self/task").iterdir())
+
+
+def _fit_then_count_gloo_threads(out_dir: str) -> tuple[int, int]:
+    """A DDP fit in this rank's group; gloo's threads alive before and after the group's teardown."""
+    info = setup("cpu")  # the fit joins this group and leaves its teardown to us
+    worker({"steps": 2, "global_batch_size": 16, "progress": False, "out_dir": out_dir}, {}, 32)
+    during = _gloo_threads()
+    teardown(info)
+    return during, _gloo_threads()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads through Linux's /proc")
+def test_teardown_frees_the_gloo_group_after_a_ddp_fit(tmp_path: Path) -> None:
+    """destroy_process_group must free gloo's threads. If DDP's first construction imports
+    torch.distributed.nn.functional after the group exists, its ``group=group.WORLD`` defaults keep the group
+    alive to interpreter exit, where tearing down its running threads can abort a finished run (exit -6)."""
+    counts = launch(_fit_then_count_gloo_threads, str(tmp_path), nproc=2)
+    assert sorted(counts) == [0, 1]
+    for during, after in counts.values():
+        assert during > 0 and after == 0, counts
 
 
 def test_two_process_resume_restores_every_rank_exactly(tmp_path: Path) -> None:
@@ -140,7 +164,8 @@ def test_two_node_rendezvous_equals_one_process(tmp_path: Path) -> None:
 
     Node 0 hosts the rendezvous store and node 1 only connects (``is_host``), as on two machines: left to
     guess, both agents on one host try to serve the store on the same port, which can leave each waiting
-    for the other. A failed join ends after ``join_timeout`` with both agents' logs instead of a hang.
+    for the other. A failed join ends after ``join_timeout`` with both agents' logs instead of a hang. The
+    workers run with Python's fault handler on, so one that dies in C++ (SIGABRT) leaves its Python stack there.
     """
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -155,7 +180,8 @@ def test_two_node_rendezvous_equals_one_process(tmp_path: Path) -> None:
         agent += ["-m", "gencore.train.example", "--out", str(tmp_path / "two"), *args]
         logs.append(tmp_path / f"node{node}.log")
         with logs[-1].open("wb") as log:  # a file, not a pipe nobody reads while waiting
-            nodes.append(subprocess.Popen(agent, stdout=log, stderr=subprocess.STDOUT))
+            env = os.environ | {"PYTHONFAULTHANDLER": "1"}
+            nodes.append(subprocess.Popen(agent, stdout=log, stderr=subprocess.STDOUT, env=env))
     codes = None
     try:
         codes = [node.wait(timeout=120) for node in nodes]
@@ -164,7 +190,7 @@ def test_two_node_rendezvous_equals_one_process(tmp_path: Path) -> None:
     finally:
         for node in nodes:
             node.kill()
-    assert codes == [0, 0], "\n".join(log.read_text()[-2000:] for log in logs)
+    assert codes == [0, 0], "\n".join(f"node {i} log:\n{log.read_text()[-4000:]}" for i, log in enumerate(logs))
     one = load_tensors(tmp_path / "one" / "final.safetensors")
     two = load_tensors(tmp_path / "two" / "final.safetensors")
     for k, v in one.items():

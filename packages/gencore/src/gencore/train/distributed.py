@@ -20,6 +20,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+# torch.distributed.nn.functional takes ``group=group.WORLD`` as a default argument, evaluated when it is first
+# imported, and DDP's first construction imports it (through torch.distributed._shard). Imported after
+# :func:`setup` made the group, it would hold the group past destroy_process_group until interpreter exit, where
+# tearing down gloo's still-running threads can abort a run that finished ("terminate called without an active
+# exception", exit -6). Imported here, before any group exists, its default stays a placeholder.
+import torch.distributed.nn.functional
+
 from gencore.errors import ConfigError
 
 
