@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -19,8 +20,10 @@ from gencore.train import (
     Trainer,
     find_checkpoints,
     holds_settings,
+    identity_changes,
     run_identity,
 )
+from gencore.train.config import DEFAULTS_KEY
 from gencore.train.data import data_shard
 from gencore.train.example import RegressionTask, regression_data
 
@@ -128,6 +131,35 @@ def test_holds_settings_ignores_stored_extras_progress_and_new_unset_settings() 
     assert not holds_settings(saved, {"data": "moons", "steps": 6})  # more steps: there is more to train
     assert not holds_settings(saved, {"data": "rings", "steps": 4})
     assert not holds_settings(saved, {"data": "moons", "steps": 4, "frames": 8})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    data: str
+    hidden: int = 16
+    layers: tuple[int, ...] = (2, 3)
+    widths: list[int] = dataclasses.field(default_factory=lambda: [8])
+    steps: int = 4
+
+
+def test_a_setting_added_later_agrees_at_its_default() -> None:
+    """A checkpoint written before a setting existed lacks it: resuming agrees while the setting keeps its default
+    (the behaviour runs had before it was added), and names it when it does not."""
+    identity = run_identity(_Settings("moons"), exclude=("steps",))
+    assert identity[DEFAULTS_KEY] == {"hidden": 16, "layers": [2, 3], "widths": [8]}  # JSON values; no default
+    old = {k: v for k, v in identity.items() if k not in ("layers", "widths", DEFAULTS_KEY)}  # written before
+    assert identity_changes(old, identity) == ""
+    deeper, wider = run_identity(_Settings("moons", layers=(4,))), run_identity(_Settings("moons", widths=[8, 8]))
+    assert identity_changes(old, deeper) == "layers: '(unset)' -> [4]"  # steps, at its default, agrees
+    assert identity_changes(old, wider) == "widths: '(unset)' -> [8, 8]"
+    # a saved value is compared as before, the default does not stand in for it
+    assert identity_changes(identity | {"layers": [5]}, identity) == "layers: [5] -> [2, 3]"
+    # a run record (config.json) written before the setting existed still holds the current settings
+    assert holds_settings({"data": "moons", "hidden": 16, "steps": 4}, _Settings("moons"))
+    assert not holds_settings({"data": "moons", "hidden": 16, "steps": 4}, _Settings("moons", layers=(4,)))
+    # a mapping has no defaults: a setting it adds agrees only when None (off), as before
+    assert identity_changes({"data": "moons"}, {"data": "moons", "frames": None}) == ""
+    assert identity_changes({"data": "moons"}, {"data": "moons", "frames": 8}) == "frames: '(unset)' -> 8"
 
 
 def test_nan_skip_drops_the_update(tmp_path: Path) -> None:

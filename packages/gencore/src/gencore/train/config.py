@@ -32,13 +32,26 @@ NAN_POLICIES = ("skip", "stop")
 PARALLELISMS = ("ddp", "fsdp")
 
 
+DEFAULTS_KEY = "__defaults__"  # where an identity built from a dataclass keeps its settings' defaults
+
+
 def run_identity(settings: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     """The settings that define a run, as JSON values, for :attr:`TrainConfig.identity`.
 
     ``settings``: a dataclass or a mapping of the task's configuration; ``exclude``: the fields a
-    resumed run may change (the step count, progress bars, sampling cadence, ...).
+    resumed run may change (the step count, progress bars, sampling cadence, ...). A dataclass's
+    field defaults travel with its identity under :data:`DEFAULTS_KEY`, for :func:`identity_changes`.
     """
-    items = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(settings)
+    if dataclasses.is_dataclass(settings):
+        items = dataclasses.asdict(settings)
+        defaults = {
+            f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(settings)
+            if f.name not in exclude and not (f.default is f.default_factory is dataclasses.MISSING)
+        }
+        items[DEFAULTS_KEY] = defaults
+    else:
+        items = dict(settings)
     return json.loads(json.dumps({k: v for k, v in items.items() if k not in exclude}, default=str))
 
 
@@ -46,15 +59,20 @@ def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int 
     """``"name: saved -> current; ..."`` for the settings that differ between two identities, sorted by name and
     cut after ``limit`` of them; ``""`` when they agree.
 
-    A setting that ``saved`` lacks and ``current`` holds as ``None`` agrees: that is how a setting added in a later
-    version, off by default, appears next to a checkpoint written before it existed. A setting only ``saved`` holds
-    is not compared: the current run no longer counts it among those that define a run (a later version made it
-    resumable, like a stage's step count, or dropped it).
+    A setting that ``saved`` lacks is a setting added in a later version, next to a checkpoint written before it
+    existed: it agrees when ``current`` holds the setting's default (from ``current``'s :data:`DEFAULTS_KEY`, as
+    :func:`run_identity` records it for a dataclass; ``None`` otherwise), since a setting is added with the
+    behaviour of the runs before it as its default. A setting only ``saved`` holds is not compared: the current
+    run no longer counts it among those that define a run (a later version made it resumable, like a stage's step
+    count, or dropped it).
     """
     saved, current = run_identity(saved), run_identity(current)
+    defaults = current.pop(DEFAULTS_KEY, None) or {}
     missing = "(unset)"
     changes = [
-        f"{n}: {saved.get(n, missing)!r} -> {current[n]!r}" for n in sorted(current) if saved.get(n, None) != current[n]
+        f"{n}: {saved.get(n, missing)!r} -> {current[n]!r}"
+        for n in sorted(current)
+        if (saved[n] if n in saved else defaults.get(n)) != current[n]
     ]
     return "; ".join(changes[:limit]) + ("; ..." if len(changes) > limit else "")
 
@@ -122,7 +140,8 @@ class TrainConfig:
     parallel: str = "ddp"  # ddp | fsdp (FSDP2 fully_shard; see gencore.train.sharding)
     fsdp_units: tuple[str, ...] = ()  # class names of submodules sharded as their own units (fsdp)
     # the task's settings that define the run (data, architecture, objective, ...; JSON values): stored in
-    # every checkpoint, and a resume that asks for different ones is refused (see `run_identity`)
+    # every checkpoint, and a resume that asks for different ones is refused (see `run_identity`; a setting
+    # added after the checkpoint was written agrees at its default)
     identity: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> TrainConfig:
