@@ -62,7 +62,9 @@ def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int 
     A setting that ``saved`` lacks is a setting added in a later version, next to a checkpoint written before it
     existed: it agrees when ``current`` holds the setting's default (from ``current``'s :data:`DEFAULTS_KEY`, as
     :func:`run_identity` records it for a dataclass; ``None`` otherwise), since a setting is added with the
-    behaviour of the runs before it as its default. A setting only ``saved`` holds is not compared: the current
+    behaviour of the runs before it as its default. (Changing that default later would make the runs written
+    before the setting existed agree with the new default; runs written since record the setting and are compared
+    by value.) A setting only ``saved`` holds is not compared: the current
     run no longer counts it among those that define a run (a later version made it resumable, like a stage's step
     count, or dropped it).
     """
