@@ -146,7 +146,7 @@ def test_a_setting_added_later_agrees_at_its_default() -> None:
     """A checkpoint written before a setting existed lacks it: resuming agrees while the setting keeps its default
     (the behaviour runs had before it was added), and names it when it does not."""
     identity = run_identity(_Settings("moons"), exclude=("steps",))
-    assert identity[DEFAULTS_KEY] == {"hidden": 16, "layers": [2, 3], "widths": [8]}  # JSON values; no default
+    assert identity[DEFAULTS_KEY] == {"hidden": 16, "layers": [2, 3], "widths": [8]}  # JSON values; data has none
     old = {k: v for k, v in identity.items() if k not in ("layers", "widths", DEFAULTS_KEY)}  # written before
     assert identity_changes(old, identity) == ""
     deeper, wider = run_identity(_Settings("moons", layers=(4,))), run_identity(_Settings("moons", widths=[8, 8]))

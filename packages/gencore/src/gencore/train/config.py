@@ -64,9 +64,8 @@ def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int 
     :func:`run_identity` records it for a dataclass; ``None`` otherwise), since a setting is added with the
     behaviour of the runs before it as its default. (Changing that default later would make the runs written
     before the setting existed agree with the new default; runs written since record the setting and are compared
-    by value.) A setting only ``saved`` holds is not compared: the current
-    run no longer counts it among those that define a run (a later version made it resumable, like a stage's step
-    count, or dropped it).
+    by value.) A setting only ``saved`` holds is not compared: the current run no longer counts it among those
+    that define a run (a later version made it resumable, like a stage's step count, or dropped it).
     """
     saved, current = run_identity(saved), run_identity(current)
     defaults = current.pop(DEFAULTS_KEY, None) or {}
