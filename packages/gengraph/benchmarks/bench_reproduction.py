@@ -7,6 +7,7 @@ discrete diffusion baseline, all trained in the same harness with the same main-
                                                      [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
                                                      [--code-repulsion W --repulsion-radius R]
                                                      [--prior-coupling set-ot] [--prior-hidden 256 --prior-layers 4]
+                                                     [--codebook-size 4096]
 
 ``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
@@ -23,7 +24,8 @@ deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencod
 ``--prior-steps`` the flow prior's (default ``5 x --steps``). ``--code-repulsion`` trains the GGBall autoencoders
 with the within-graph latent repulsion (``GGBallConfig.code_repulsion``) and ``--prior-coupling set-ot`` trains the
 flow priors on noise nodes assigned optimally to each graph's latent nodes; ``--prior-hidden`` / ``--prior-layers``
-size the flow priors (default 64 x 2, as ``gengraph train``); such rows and run folders are kept apart from the
+size the flow priors (default 64 x 2, as ``gengraph train``) and ``--codebook-size`` the GGBall autoencoders'
+codebooks (default 512, as ``gengraph train``); such rows and run folders are kept apart from the
 default ones. DiGress reads its cycle and spectral input features, as ``gengraph train`` does by
 default; ``--no-digress-extra-features`` trains the plain denoiser (rows marked ``extra_features: false``, run
 folders ``digress*-plain``).
@@ -79,6 +81,7 @@ def main() -> None:
     p.add_argument("--prior-coupling", default="independent", choices=COUPLINGS, help="GGBall priors' pairing")
     p.add_argument("--prior-hidden", type=int, default=DEFAULT.prior_hidden, help="GGBall priors' width")
     p.add_argument("--prior-layers", type=int, default=DEFAULT.prior_layers, help="GGBall priors' layers")
+    p.add_argument("--codebook-size", type=int, default=DEFAULT.codebook_size, help="GGBall autoencoders' codes")
     p.add_argument(
         "--digress-extra-features",
         action=argparse.BooleanOptionalAction,
@@ -99,6 +102,8 @@ def main() -> None:
             size = (args.prior_hidden, args.prior_layers)
             sized = model.startswith("ggball") and size != (DEFAULT.prior_hidden, DEFAULT.prior_layers)
             name += f"-prior{args.prior_hidden}x{args.prior_layers}" if sized else ""
+            codes = model.startswith("ggball") and args.codebook_size != DEFAULT.codebook_size
+            name += f"-codes{args.codebook_size}" if codes else ""
             extra = model == "digress" and args.digress_extra_features
             name += "-plain" if model == "digress" and not extra else ""
             run = Path(args.work) / dataset / name
@@ -110,6 +115,7 @@ def main() -> None:
                     repulsion_radius=args.repulsion_radius,
                     prior_coupling=args.prior_coupling if coupled else "independent", digress_extra_features=extra,
                     prior_hidden=args.prior_hidden, prior_layers=args.prior_layers,
+                    codebook_size=args.codebook_size if codes else DEFAULT.codebook_size,
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -124,6 +130,8 @@ def main() -> None:
                 row["prior_coupling"] = args.prior_coupling
             if sized:
                 row |= {"prior_hidden": args.prior_hidden, "prior_layers": args.prior_layers}
+            if codes:
+                row["codebook_size"] = args.codebook_size
             if model == "digress":
                 row["extra_features"] = extra
             row["train_s"] = round(train_s, 1)
@@ -173,6 +181,7 @@ def _key(row: dict) -> tuple:
         row.get("prior_coupling", "independent"),
         row.get("prior_hidden", DEFAULT.prior_hidden),
         row.get("prior_layers", DEFAULT.prior_layers),
+        row.get("codebook_size", DEFAULT.codebook_size),
         row.get("extra_features", False),
     )
 
