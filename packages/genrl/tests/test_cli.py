@@ -175,6 +175,27 @@ def test_a_finished_online_run_goes_on_with_more_online_steps_and_refuses_before
         assert {str(p): p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
+def test_resume_accepts_a_run_written_before_a_config_field_existed_while_at_its_default(tmp_path, capsys) -> None:
+    """A run.json whose config lacks a field (written by a version before the field was added) resumes while the
+    field holds its default, and is refused, naming the field, when the field is set to something else."""
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "value-flows", "--data", str(d), "--out", str(run), "--no-progress"]
+    args += ["--steps", "2", "--batch-size", "8", "--checkpoint-every", "1"]
+    assert main(args) == 0
+    record = json.loads((run / "run.json").read_text())
+    assert record["config"].pop("q_noises") == 1  # the field's default
+    (run / "run.json").write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    assert "already holds this run, finished; nothing to train" in capsys.readouterr().out
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"q_noises": 2}))
+    assert main([*args, "--config", str(cfg), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "(config.q_noises: '(unset)' -> 2)" in err[0], err
+
+
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
     d = tmp_path / "d"
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0

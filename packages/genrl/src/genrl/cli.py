@@ -164,6 +164,20 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
+def _config_identity(config: Any) -> dict[str, Any]:
+    """The agent config's fields as ``config.NAME`` with their defaults, so that a field added to an agent after a
+    run was written agrees with that run while it keeps its default (see :func:`gencore.train.identity_changes`)."""
+    from gencore.train import run_identity
+    from gencore.train.config import DEFAULTS_KEY
+
+    ident = run_identity(config)
+    defaults = ident.pop(DEFAULTS_KEY)
+    return {
+        **{f"config.{k}": v for k, v in ident.items()},
+        DEFAULTS_KEY: {f"config.{k}": v for k, v in defaults.items()},
+    }
+
+
 def _check_resumable(
     out: Path, identity: dict[str, Any], agent: Any, steps: tuple[int, int], nproc: int, n_data: int
 ) -> bool:
@@ -179,7 +193,7 @@ def _check_resumable(
     changes = identity_changes({"agent": run.get("agent"), "data": run.get("data")}, identity)
     if not changes:
         saved = {f"config.{k}": v for k, v in (run.get("config") or {}).items()}
-        changes = identity_changes(saved, {f"config.{k}": v for k, v in asdict(agent.config).items()})
+        changes = identity_changes(saved, _config_identity(agent.config))
     if changes:
         raise ConfigError(
             f"cannot resume the run in {str(out)!r}: it was trained with other settings ({changes}); resume with the "
