@@ -69,6 +69,8 @@ def test_missing_file(tmp_path) -> None:
     (tmp_path / "folder.yaml").mkdir()
     with pytest.raises(ConfigError, match=r"folder\.yaml' is a folder"):
         load_config(ToyConfig, tmp_path / "folder.yaml")
+    with pytest.raises(ConfigError, match=r"latin1\.yaml/c\.yaml' cannot be read \(Not a directory\)"):
+        load_config(ToyConfig, tmp_path / "latin1.yaml" / "c.yaml")  # a path below a file
 
 
 def test_validate_rejects_bad_values() -> None:

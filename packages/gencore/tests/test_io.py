@@ -156,6 +156,7 @@ def test_read_json_names_the_file_for_every_unreadable_kind(tmp_path) -> None:
         ("latin1.json", r"is not valid JSON \(not UTF-8 text"),
         ("broken.json", r"is not valid JSON \(line 1"),
         ("folder.json", "is a folder, not a JSON file"),
+        ("broken.json/run.json", "'.*broken.json' is a file, not a folder"),  # a run folder given as a file
     ]:
         with pytest.raises(StorageError, match=message) as exc:
             read_json(tmp_path / name)

@@ -100,6 +100,8 @@ def load_config(cls: type[C], path: str | os.PathLike | None = None, overrides: 
             raise ConfigError(f"config file {str(p)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}).") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"config file {str(p)!r} is not valid YAML ({str(exc).splitlines()[0]}).") from None
+        except OSError as exc:  # below a file, permission denied, ...
+            raise ConfigError(f"config file {str(p)!r} cannot be read ({exc.strerror or exc}).") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

@@ -99,8 +99,8 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    """Read a JSON file, raising :class:`StorageError` with the file name on failure (missing, a folder, not
-    UTF-8 text, not JSON)."""
+    """Read a JSON file, raising :class:`StorageError` with the file name on failure (missing, a folder, below a
+    file, unreadable, not UTF-8 text, not JSON)."""
     p = Path(path)
     try:
         return json.loads(p.read_text(encoding="utf-8"))
@@ -108,6 +108,11 @@ def read_json(path: str | os.PathLike) -> Any:
         raise StorageError(f"{str(p)!r} does not exist.") from exc
     except IsADirectoryError as exc:
         raise StorageError(f"{str(p)!r} is a folder, not a JSON file.") from exc
+    except NotADirectoryError as exc:
+        parent = next((a for a in p.parents if a.is_file()), p.parent)
+        raise StorageError(f"{str(p)!r} does not exist: {str(parent)!r} is a file, not a folder.") from exc
+    except OSError as exc:
+        raise StorageError(f"{str(p)!r} cannot be read ({exc.strerror or exc}).") from exc
     except UnicodeDecodeError as exc:
         reason = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
         raise StorageError(f"{str(p)!r} is not valid JSON ({reason}).") from None

@@ -248,7 +248,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     table_rows = [
         {
             "index": r["index"],
-            "name": (r["name"] or "")[:16],
+            "name": "".join(c if c.isprintable() else "?" for c in (r["name"] or "")[:16]),
             "valid": r["valid"],
             "stable": r["mol_stable"],
             "atom_stab": r["atom_stability"] if r["atom_stability"] is not None else "-",

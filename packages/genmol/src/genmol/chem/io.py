@@ -120,7 +120,8 @@ def molecule_file_kind(path: str | os.PathLike) -> str:
     )
 
 
-def _check_readable(path: Path) -> None:
+def check_readable(path: Path) -> None:
+    """One :class:`StorageError` sentence unless ``path`` is an existing file."""
     if not path.is_file():
         raise StorageError(f"{str(path)!r} does not exist or is not a file.")
 
@@ -147,7 +148,7 @@ def sdf_blocks(path: str | os.PathLike) -> Iterator[tuple[int, int, str]]:
     """Yield ``(index, first_line, mol_block_with_data)`` for each ``$$$$``-terminated record of an SDF
     (``.sdf.gz`` is decompressed on the fly)."""
     p = Path(path)
-    _check_readable(p)
+    check_readable(p)
     lines: list[str] = []
     start = 1
     index = 0
@@ -253,7 +254,7 @@ def smiles_records(
 ) -> Iterator[tuple[int, int, str, str]]:
     """Yield ``(index, line, smiles, name)`` for each record of a SMILES file (see :func:`read_smiles`)."""
     p = Path(path)
-    _check_readable(p)
+    check_readable(p)
     suffixes = [x.lower() for x in p.suffixes if x.lower() != ".gz"]
     is_csv = delimiter is None and suffixes[-1:] == [".csv"]  # quoted fields may hold commas and spaces
     smi_col = column if column is not None else 0
@@ -356,7 +357,7 @@ def check_output_suffix(path: str | os.PathLike) -> str:
 def read_xyz(path: str | os.PathLike, *, bonds: str = "none") -> list[Molecule]:
     """Read a (multi-frame) XYZ file; a malformed frame raises :class:`InputError` naming the line."""
     p = Path(path)
-    _check_readable(p)
+    check_readable(p)
     lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
     out, k = [], 0
     while k < len(lines):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ import numpy as np
 from genmol.chem.io import (
     BadRecord,
     ReadReport,
+    check_readable,
     molecule_file_kind,
     parse_molblock,
     parse_smiles,
@@ -186,6 +188,7 @@ def _evaluate_records(
     """Rows and summary of ``(index, line, name, rdkit_mol or None, reason)`` records read from ``path``."""
     from tqdm.auto import tqdm
 
+    check_readable(Path(path))  # before the progress bar starts: a missing file is one sentence
     report = ReadReport(str(path))
     rows: list[dict[str, Any]] = []
     molecules: list[Molecule] = []
