@@ -20,7 +20,7 @@ from typing import Any
 
 from gencore.command import add_device_argument, output_file, package_parser, report_finished, resolve_device, run
 from gencore.errors import ConfigError, InputError
-from gencore.io import ensure_dir, write_json
+from gencore.io import check_writable, ensure_dir, write_json
 from gencore.tables import format_table
 from genmol import __version__
 
@@ -114,6 +114,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from genmol.experiment import load_dataset, train_run
 
     cfg = _gen_config(args)
+    check_writable(Path(args.out) / "run.json")  # an unusable --out is refused before the data are read
     mols, report = load_dataset(args.data, subset=args.subset, seed=cfg.seed, progress=cfg.progress)
     print(f"{report.summary()}; training on {len(mols)} molecules")
     engine = {k: v for k, v in {"resume": args.resume, "checkpoint_every": args.checkpoint_every}.items() if v}
