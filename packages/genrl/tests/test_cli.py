@@ -196,6 +196,21 @@ def test_resume_accepts_a_run_written_before_a_config_field_existed_while_at_its
     assert len(err) == 1 and "(config.q_noises: '(unset)' -> 2)" in err[0], err
 
 
+def test_resume_past_a_corrupt_checkpoint_warns_once_and_falls_back(tmp_path, capsys) -> None:
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "fql", "--data", str(d), "--out", str(run), "--no-progress", "--batch-size", "8"]
+    args += ["--checkpoint-every", "1", "--log-every", "1"]
+    assert main([*args, "--steps", "3"]) == 0
+    (run / "checkpoints" / "step-000000003" / "state.json").write_text("{")
+    capsys.readouterr()
+    assert main([*args, "--steps", "4", "--resume"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "skipping unusable checkpoint" in err[0] and "step-000000003" in err[0], err
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps[-2:] == [3, 4]  # trained again from step 2
+
+
 def test_bad_dataset_is_one_line_exit_2(tmp_path, capsys, toy_dataset) -> None:
     d = tmp_path / "d"
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0

@@ -6,6 +6,7 @@ import argparse
 import json
 import shutil
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -178,13 +179,23 @@ def _config_identity(config: Any) -> dict[str, Any]:
     }
 
 
+def _peek_latest(folder: Path) -> Any:
+    """:func:`gencore.train.load_latest` without its warnings about unusable checkpoints: the training that follows
+    loads the same checkpoint and says them once."""
+    from gencore.train import load_latest
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_latest(folder)
+
+
 def _check_resumable(
     out: Path, identity: dict[str, Any], agent: Any, steps: tuple[int, int], nproc: int, n_data: int
 ) -> bool:
     """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with;
     True when that run is finished at ``steps`` (offline, online), so that there is nothing to train. Everything
     that would refuse the resume is checked here, before ``run.json`` is rewritten."""
-    from gencore.train import find_checkpoints, identity_changes, load_latest
+    from gencore.train import find_checkpoints, identity_changes
 
     if not (out / "run.json").is_file():
         return False  # nothing there yet: a fresh run
@@ -215,8 +226,8 @@ def _check_resumable(
     if online and steps[1]:  # the online phase continues from its checkpoint: its buffer must fit this run's
         from genrl.training import check_online_checkpoint
 
-        check_online_checkpoint(load_latest(out / "online" / "checkpoints"), n_data + steps[1])
-    ckpt = None if online and steps[1] else load_latest(out / "checkpoints")  # the offline phase's, if it runs
+        check_online_checkpoint(_peek_latest(out / "online" / "checkpoints"), n_data + steps[1])
+    ckpt = None if online and steps[1] else _peek_latest(out / "checkpoints")  # the offline phase's, if it runs
     saved = int(ckpt.extra.get("world_size", 1)) if ckpt is not None else nproc
     if saved != nproc:
         raise ConfigError(
