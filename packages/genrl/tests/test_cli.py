@@ -204,7 +204,7 @@ def test_resume_past_a_corrupt_checkpoint_warns_once_and_falls_back(tmp_path, ca
     assert main([*args, "--steps", "3"]) == 0
     (run / "checkpoints" / "step-000000003" / "state.json").write_text("{")
     capsys.readouterr()
-    assert main([*args, "--steps", "4", "--resume"]) == 0
+    assert main([*args, "--steps", "4", "--resume", "auto"]) == 0  # '--resume auto', as the other gen* commands take
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "skipping unusable checkpoint" in err[0] and "step-000000003" in err[0], err
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]

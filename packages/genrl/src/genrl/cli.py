@@ -135,7 +135,7 @@ def _offline(args: argparse.Namespace, agent: Any, ds: Any) -> list[dict[str, An
             args.out,
             log_every=args.log_every,
             checkpoint_every=args.checkpoint_every,
-            resume=args.resume,
+            resume=args.resume is not None,
             progress=not args.no_progress,
             device=info.device,
         )
@@ -259,17 +259,17 @@ def _train(args: argparse.Namespace) -> int:
     if agent.config.batch_size % args.nproc:
         raise ConfigError(f"batch size {agent.config.batch_size} must be divisible by --nproc {args.nproc}.")
     device = resolve_device(args.device, args.nproc)  # a missing GPU is reported before any process starts
-    if (Path(args.out) / "run.json").is_file() and not args.resume:
+    if (Path(args.out) / "run.json").is_file() and args.resume is None:
         raise ConfigError(
             f"{str(args.out)!r} already holds a genrl run (run.json); pass --resume to continue it from its "
             "checkpoints or choose a new --out folder."
         )
     identity = {"agent": args.agent, "data": str(Path(args.data).resolve())}
     steps = (args.steps, args.online_steps)
-    if args.resume and _check_resumable(Path(args.out), identity, agent, steps, args.nproc, len(ds)):
+    if args.resume is not None and _check_resumable(Path(args.out), identity, agent, steps, args.nproc, len(ds)):
         return report_finished(args.out)
     out = ensure_dir(args.out)
-    if args.resume and (out / "agent").is_dir():
+    if args.resume is not None and (out / "agent").is_dir():
         # the run trains on, so its old agent/ is not its result any more: a stop before the end must leave none
         shutil.rmtree(out / "agent")
     run_info = {
@@ -288,7 +288,9 @@ def _train(args: argparse.Namespace) -> int:
     write_json(out / "run.json", run_info)
     t = time.perf_counter()
     # an online checkpoint holds the whole agent after the offline phase, which then need not run again
-    online_resume = bool(args.resume and args.online_steps and find_checkpoints(out / "online" / "checkpoints"))
+    online_resume = bool(
+        args.resume is not None and args.online_steps and find_checkpoints(out / "online" / "checkpoints")
+    )
     if not online_resume and args.nproc == 1:
         _offline(args, agent, ds)  # the online phase continues with this agent and its optimisers
     elif not online_resume:
@@ -437,8 +439,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument(
         "--resume",
-        action="store_true",
-        help="continue from the newest checkpoint in OUT/online/checkpoints, else OUT/checkpoints",
+        nargs="?",
+        const="auto",
+        choices=("auto",),
+        help="continue from the newest checkpoint in OUT/online/checkpoints, else OUT/checkpoints ('--resume' and "
+        "'--resume auto', as in the other gen* commands, are the same)",
     )
     tr.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
     add_device_argument(tr)
