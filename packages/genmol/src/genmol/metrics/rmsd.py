@@ -13,21 +13,42 @@ import torch
 from gencore.errors import InputError
 
 
-def _mask(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    if mask is None:
-        return torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device)
-    return mask.to(x.dtype)
+def _centred(
+    x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """Checked, batched ``(x_c, y_c, xbar, ybar, m, n)`` and whether the input was unbatched.
 
-
-def _check(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None) -> None:
-    """One :class:`InputError` sentence unless ``x`` and ``y`` are both ``[B, N, 3]`` or ``[N, 3]`` and ``mask``
-    (when given) is ``[B, N]`` or ``[N]`` to match."""
+    ``x_c = (x - xbar) m`` and ``y_c = (y - ybar) m`` are centred on the masked atoms' centroids ``xbar``, ``ybar``
+    ``[B, 1, 3]``; ``m`` is the mask ``[B, N, 1]`` (ones without one) and ``n`` the atom counts ``[B, 1, 1]``.
+    One :class:`InputError` sentence unless ``x`` and ``y`` are both ``[B, N, 3]`` or ``[N, 3]`` and ``mask``
+    (when given) is ``[B, N]`` or ``[N]`` to match.
+    """
     if x.shape != y.shape or x.dim() not in (2, 3) or x.shape[-1] != 3:
         raise InputError(
             f"x and y must both have shape [B, N, 3] or [N, 3], got {tuple(x.shape)} and {tuple(y.shape)}."
         )
     if mask is not None and tuple(mask.shape) != tuple(x.shape[:-1]):
         raise InputError(f"mask must have shape {tuple(x.shape[:-1])}, got {tuple(mask.shape)}.")
+    squeeze = x.dim() == 2
+    if squeeze:
+        x, y = x[None], y[None]
+        mask = None if mask is None else mask[None]
+    m = (torch.ones(x.shape[:-1], dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype))[..., None]
+    n = m.sum(1, keepdim=True).clamp_min(1.0)
+    xbar = (x * m).sum(1, keepdim=True) / n
+    ybar = (y * m).sum(1, keepdim=True) / n
+    return (x - xbar) * m, (y - ybar) * m, xbar, ybar, m, n, squeeze
+
+
+def _rotation(xc: torch.Tensor, yc: torch.Tensor) -> torch.Tensor:
+    """The proper rotations ``[B, 3, 3]`` taking centred ``xc`` onto centred ``yc`` (both ``[B, N, 3]``)."""
+    h = xc.transpose(1, 2) @ yc  # [B, 3, 3]
+    u, _, vh = torch.linalg.svd(h)
+    d = torch.sign(torch.linalg.det(vh.transpose(1, 2) @ u.transpose(1, 2)))
+    d = torch.where(d == 0, torch.ones_like(d), d)
+    diag = torch.ones(h.shape[0], 3, dtype=h.dtype, device=h.device)
+    diag[:, 2] = d
+    return vh.transpose(1, 2) @ torch.diag_embed(diag) @ u.transpose(1, 2)
 
 
 def kabsch_rotation(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -36,38 +57,15 @@ def kabsch_rotation(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None 
     Args:
         x, y: ``[B, N, 3]`` (or ``[N, 3]``); mask: ``[B, N]`` of 0/1 (padding is 0).
     """
-    _check(x, y, mask)
-    squeeze = x.dim() == 2
-    if squeeze:
-        x, y = x[None], y[None]
-        mask = None if mask is None else mask[None]
-    m = _mask(x, mask)[..., None]
-    n = m.sum(1, keepdim=True).clamp_min(1.0)
-    xc = (x - (x * m).sum(1, keepdim=True) / n) * m
-    yc = (y - (y * m).sum(1, keepdim=True) / n) * m
-    h = xc.transpose(1, 2) @ yc  # [B, 3, 3]
-    u, _, vh = torch.linalg.svd(h)
-    d = torch.sign(torch.linalg.det(vh.transpose(1, 2) @ u.transpose(1, 2)))
-    d = torch.where(d == 0, torch.ones_like(d), d)
-    diag = torch.ones(h.shape[0], 3, dtype=h.dtype, device=h.device)
-    diag[:, 2] = d
-    rot = vh.transpose(1, 2) @ torch.diag_embed(diag) @ u.transpose(1, 2)
+    xc, yc, _, _, _, _, squeeze = _centred(x, y, mask)
+    rot = _rotation(xc, yc)
     return rot[0] if squeeze else rot
 
 
 def kabsch_align(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """``x`` rotated and translated onto ``y`` (same shape as ``x``; padded atoms are left at zero)."""
-    _check(x, y, mask)
-    squeeze = x.dim() == 2
-    if squeeze:
-        x, y = x[None], y[None]
-        mask = None if mask is None else mask[None]
-    m = _mask(x, mask)[..., None]
-    n = m.sum(1, keepdim=True).clamp_min(1.0)
-    xbar = (x * m).sum(1, keepdim=True) / n
-    ybar = (y * m).sum(1, keepdim=True) / n
-    rot = kabsch_rotation(x, y, mask)
-    out = ((x - xbar) @ rot.transpose(1, 2) + ybar) * m
+    xc, yc, _, ybar, m, _, squeeze = _centred(x, y, mask)
+    out = (xc @ _rotation(xc, yc).transpose(1, 2) + ybar) * m
     return out[0] if squeeze else out
 
 
@@ -78,15 +76,7 @@ def kabsch_rmsd(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = No
     ``N RMSD^2 = |x_c|^2 + |y_c|^2 - 2 (s_1 + s_2 + sign(det H) s_3)`` with ``s_i`` the singular values
     of ``H = x_c^T y_c``, so no rotation is formed (singular values only, no vectors).
     """
-    _check(x, y, mask)
-    squeeze = x.dim() == 2
-    if squeeze:
-        x, y = x[None], y[None]
-        mask = None if mask is None else mask[None]
-    m = _mask(x, mask)[..., None]
-    n = m.sum(1, keepdim=True).clamp_min(1.0)
-    xc = (x - (x * m).sum(1, keepdim=True) / n) * m
-    yc = (y - (y * m).sum(1, keepdim=True) / n) * m
+    xc, yc, _, _, _, n, squeeze = _centred(x, y, mask)
     h = xc.transpose(1, 2) @ yc
     s = torch.linalg.svdvals(h)
     sign = torch.sign(torch.linalg.det(h))
