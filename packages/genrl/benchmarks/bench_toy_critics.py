@@ -5,7 +5,7 @@ Usage::
     python bench_toy_critics.py OUT.json [--steps 6000] [--seeds 0,1,2] [--eval-at 500,1500,3000,6000]
         [--hidden 128] [--depth 3] [--lr-schedule constant|cosine] [--randomness reward|transition]
         [--eval-samples 10000] [--flow-solvers euler:20,euler:50,midpoint:10] [--bcfm-only-seeds 0]
-        [--episodes 2000]
+        [--episodes 2000] [--huber-kappa 0.01] [--return-bound 2]
     python bench_toy_critics.py OUT.json --tables   # print the tables of a saved (or partial) run
     python bench_toy_critics.py OUT.json --exact-field-only [same options]   # add the exact-field rows
 
@@ -21,8 +21,10 @@ The tables report, as mean +- sd over seeds:
 
 ``--randomness transition`` runs the chain whose last reward is drawn by the transition into the last state
 (see :mod:`genrl.toy_mdp`). ``--bcfm-only-seeds`` adds Value Flows trained without the DCFM term (an ablation,
-scored with the default solver only) for those seeds. The JSON is rewritten after every run, so an interrupted
-benchmark keeps what it finished.
+scored with the default solver only) for those seeds. ``--huber-kappa`` and ``--return-bound`` set IQN's Huber
+threshold and every critic's return range (C51's support) for runs with the baselines' published settings
+(kappa = 1, support +-10) instead of the ones tuned to this toy; such rows name the setting. The JSON is
+rewritten after every run, so an interrupted benchmark keeps what it finished.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from genrl.toy_mdp import RANDOMNESS
 
 BCFM_ONLY = "value-flows (BCFM only)"
 DEFAULT_FLOW_STEPS = CriticConfig().flow_steps
+DEFAULTS = ToyCriticConfig()
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -50,7 +53,15 @@ def _ints(text: str) -> tuple[int, ...]:
 
 
 def _label(rec: dict[str, Any]) -> str:
-    return BCFM_ONLY if rec.get("dcfm_weight") == 0.0 else rec["critic"]
+    """The critic's row name; settings that differ from the benchmark's defaults are named in it."""
+    if rec.get("dcfm_weight") == 0.0:
+        return BCFM_ONLY
+    extra = []
+    if rec.get("huber_kappa", DEFAULTS.huber_kappa) != DEFAULTS.huber_kappa:
+        extra.append(f"kappa = {rec['huber_kappa']:g}")
+    if rec.get("return_bound", DEFAULTS.return_bound) != DEFAULTS.return_bound:
+        extra.append(f"range +-{rec['return_bound']:g}")
+    return f"{rec['critic']} ({', '.join(extra)})" if extra else rec["critic"]
 
 
 def _stat(vals: list[float], digits: int = 4) -> str:
@@ -145,6 +156,15 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=2000, help="episodes in the training data set")
     p.add_argument("--flow-solvers", default="euler:20,euler:50,midpoint:10")
     p.add_argument("--bcfm-only-seeds", default="", help="seeds for Value Flows without the DCFM term")
+    p.add_argument(
+        "--huber-kappa", type=float, default=DEFAULTS.huber_kappa, help="IQN's Huber threshold (IQN's paper: 1)"
+    )
+    p.add_argument(
+        "--return-bound",
+        type=float,
+        default=DEFAULTS.return_bound,
+        help="return range [-B, B] of every critic: C51's support, the flow's clipping (C51's paper: 10)",
+    )
     p.add_argument("--tables", action="store_true", help="only print the tables of an existing OUT.json")
     p.add_argument("--exact-field-only", action="store_true", help="(re)score the exact field into OUT.json")
     args = p.parse_args()
@@ -189,6 +209,8 @@ def _config(args: argparse.Namespace, seed: int) -> ToyCriticConfig:
         n_episodes=args.episodes,
         eval_at=tuple(k for k in _ints(args.eval_at) if k <= args.steps),
         flow_solvers=tuple(s for s in args.flow_solvers.split(",") if s),
+        huber_kappa=args.huber_kappa,
+        return_bound=args.return_bound,
     )
 
 

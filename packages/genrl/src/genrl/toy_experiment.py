@@ -58,6 +58,7 @@ class ToyCriticConfig:
     flow_solvers: tuple[str, ...] = ()  # Value Flows: also score with these "method:steps" solvers
     dcfm_weight: float = 1.0  # Value Flows: 0 trains with the BCFM term alone (an ablation)
     huber_kappa: float = 0.01  # IQN: returns here are O(1), so kappa = 1 would make the loss expectile-like
+    return_bound: float = 2.0  # the critics' return range [-bound, bound] (C51's support); the law lies in +-1.9
     randomness: str = "reward"  # the toy chain's variant: a random last reward, or a random last transition
     seed: int = 0
 
@@ -103,13 +104,12 @@ def critic_variance(critic: torch.nn.Module, obs: torch.Tensor, act: torch.Tenso
 
 
 def _critic_config(cfg: ToyCriticConfig) -> CriticConfig:
-    span = 1.6  # |Z| <= m + 4 sigma = 1.5 + 0.4 covers the law with room
     return CriticConfig(
         hidden=cfg.hidden,
         depth=cfg.depth,
         ensemble=1,
-        return_min=-span - 0.4,
-        return_max=span + 0.4,
+        return_min=-cfg.return_bound,
+        return_max=cfg.return_bound,
         huber_kappa=cfg.huber_kappa,
         dcfm_weight=cfg.dcfm_weight,
     )
@@ -163,6 +163,9 @@ def train_toy_critic(name: str, cfg: ToyCriticConfig, progress: bool = False) ->
     }
     if name == "value-flows":
         rec["dcfm_weight"] = cfg.dcfm_weight
+    if name == "iqn":
+        rec["huber_kappa"] = cfg.huber_kappa
+    rec["return_bound"] = cfg.return_bound
     rec.update(score_critic(critic, chain, cfg))
     if curve:
         rec["curve"] = curve
