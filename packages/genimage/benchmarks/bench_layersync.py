@@ -10,15 +10,20 @@ the baseline's final FD, the first step at which the LayerSync run is at or belo
 ``--dit-size DiT-Ti`` swaps the backbone (LayerSync's pair follows its depth).
 ``--seeds 0,1,2`` repeats both runs per training seed (one record per seed, plus one on the seed-mean
 curves); ``--steps``, ``--eval-every`` and ``--n-eval`` override the per-domain budget.
+``--latent`` trains both runs in the latent space of one KL-VAE per seed (``--vae-steps``; the paper's
+setting is a latent SiT), the DiT with patch 2 on the ``4 x H/2 x W/2`` latent; samples are decoded before
+scoring.
 
     python bench_layersync.py results/bench_layersync.json [digits,mel,mnist] [--steps 2000 --eval-every 200]
-        [--seeds 0,1,2] [--n-eval 500]
+        [--seeds 0,1,2] [--n-eval 500] [--latent --vae-steps 1500]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,7 +61,15 @@ def classifier_fd_scorer(data, n_eval: int) -> tuple[Callable[[LoadedRun], dict[
     return score, acc
 
 
-def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n_eval: int) -> None:
+def main(
+    out_json: str,
+    domains: list[str],
+    overrides: dict,
+    seeds: list[int],
+    n_eval: int,
+    latent: bool = False,
+    vae_steps: int = 1500,
+) -> None:
     torch.set_num_threads(1)
     records, curves = [], {}
     used = {}
@@ -69,23 +82,29 @@ def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n
         per_seed = {}
         for seed in seeds:
             results = {}
-            for layersync in (False, True):
-                cfg = ImageTrainConfig(
-                    data=domain,
-                    steps=settings["steps"],
-                    batch_size=settings["batch_size"],
-                    patch_size=settings["patch_size"],
-                    dit_size=settings.get("dit_size", "DiT-Mi"),
-                    lr=settings["lr"],
-                    warmup_steps=20,
-                    layersync=layersync,
-                    seed=seed,
-                    progress=False,
-                )
-                curve, _, seconds = train_with_curve(cfg, data, score, settings["eval_every"])
-                results[layersync] = {"curve": curve, "train_seconds": seconds}
-                name = "layersync" if layersync else "baseline"
-                curves[f"{domain}/{name}" + (f"/seed{seed}" if len(seeds) > 1 else "")] = curve
+            with tempfile.TemporaryDirectory() as tmp:
+                for layersync in (False, True):
+                    cfg = ImageTrainConfig(
+                        data=domain,
+                        steps=settings["steps"],
+                        batch_size=settings["batch_size"],
+                        patch_size=2 if latent else settings["patch_size"],
+                        dit_size=settings.get("dit_size", "DiT-Mi"),
+                        lr=settings["lr"],
+                        warmup_steps=20,
+                        layersync=layersync,
+                        latent=latent,
+                        vae_steps=vae_steps,
+                        seed=seed,
+                        progress=False,
+                    )
+                    work = Path(tmp) / ("layersync" if layersync else "baseline")
+                    if layersync and latent:  # the LayerSync run trains on the baseline's VAE
+                        shutil.copytree(Path(tmp) / "baseline" / "vae", work / "vae")
+                    curve, _, seconds = train_with_curve(cfg, data, score, settings["eval_every"], work)
+                    results[layersync] = {"curve": curve, "train_seconds": seconds}
+                    name = "layersync" if layersync else "baseline"
+                    curves[f"{domain}/{name}" + (f"/seed{seed}" if len(seeds) > 1 else "")] = curve
             per_seed[seed] = results
             records.append(_record(domain, data.name, str(seed), settings["steps"], acc, results))
         if len(seeds) > 1:
@@ -106,6 +125,8 @@ def main(out_json: str, domains: list[str], overrides: dict, seeds: list[int], n
             "benchmark": "layersync",
             "n_eval": n_eval,
             "seeds": seeds,
+            "latent": latent,
+            "vae_steps": vae_steps if latent else None,
             "settings": used,
             "records": records,
             "curves": curves,
@@ -171,7 +192,9 @@ if __name__ == "__main__":
     p.add_argument("--seeds", default="0", help="comma-separated training seeds")
     p.add_argument("--dit-size", help="DiT size (default DiT-Mi; LayerSync pairs blocks depth/4 -> 3 depth/4)")
     p.add_argument("--n-eval", type=int, default=N_EVAL, help="samples and reference images per FD")
+    p.add_argument("--latent", action="store_true", help="train both runs on the latents of one KL-VAE per seed")
+    p.add_argument("--vae-steps", type=int, default=1500, help="training steps of that VAE")
     a = p.parse_args()
     pairs = (("steps", a.steps), ("eval_every", a.eval_every), ("dit_size", a.dit_size))
     over = {k: v for k, v in pairs if v is not None}
-    main(a.out, a.domains.split(","), over, [int(x) for x in a.seeds.split(",")], a.n_eval)
+    main(a.out, a.domains.split(","), over, [int(x) for x in a.seeds.split(",")], a.n_eval, a.latent, a.vae_steps)
