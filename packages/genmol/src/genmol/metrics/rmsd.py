@@ -15,8 +15,8 @@ from gencore.errors import InputError
 
 def _centred(
     x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool]:
-    """Checked, batched ``(x_c, y_c, xbar, ybar, m, n)`` and whether the input was unbatched.
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+    """Checked, batched ``(x_c, y_c, ybar, m, n)`` and whether the input was unbatched.
 
     ``x_c = (x - xbar) m`` and ``y_c = (y - ybar) m`` are centred on the masked atoms' centroids ``xbar``, ``ybar``
     ``[B, 1, 3]``; ``m`` is the mask ``[B, N, 1]`` (ones without one) and ``n`` the atom counts ``[B, 1, 1]``.
@@ -37,7 +37,7 @@ def _centred(
     n = m.sum(1, keepdim=True).clamp_min(1.0)
     xbar = (x * m).sum(1, keepdim=True) / n
     ybar = (y * m).sum(1, keepdim=True) / n
-    return (x - xbar) * m, (y - ybar) * m, xbar, ybar, m, n, squeeze
+    return (x - xbar) * m, (y - ybar) * m, ybar, m, n, squeeze
 
 
 def _rotation(xc: torch.Tensor, yc: torch.Tensor) -> torch.Tensor:
@@ -57,14 +57,14 @@ def kabsch_rotation(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None 
     Args:
         x, y: ``[B, N, 3]`` (or ``[N, 3]``); mask: ``[B, N]`` of 0/1 (padding is 0).
     """
-    xc, yc, _, _, _, _, squeeze = _centred(x, y, mask)
+    xc, yc, _, _, _, squeeze = _centred(x, y, mask)
     rot = _rotation(xc, yc)
     return rot[0] if squeeze else rot
 
 
 def kabsch_align(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """``x`` rotated and translated onto ``y`` (same shape as ``x``; padded atoms are left at zero)."""
-    xc, yc, _, ybar, m, _, squeeze = _centred(x, y, mask)
+    xc, yc, ybar, m, _, squeeze = _centred(x, y, mask)
     out = (xc @ _rotation(xc, yc).transpose(1, 2) + ybar) * m
     return out[0] if squeeze else out
 
@@ -76,7 +76,7 @@ def kabsch_rmsd(x: torch.Tensor, y: torch.Tensor, mask: torch.Tensor | None = No
     ``N RMSD^2 = |x_c|^2 + |y_c|^2 - 2 (s_1 + s_2 + sign(det H) s_3)`` with ``s_i`` the singular values
     of ``H = x_c^T y_c``, so no rotation is formed (singular values only, no vectors).
     """
-    xc, yc, _, _, _, n, squeeze = _centred(x, y, mask)
+    xc, yc, _, _, n, squeeze = _centred(x, y, mask)
     h = xc.transpose(1, 2) @ yc
     s = torch.linalg.svdvals(h)
     sign = torch.sign(torch.linalg.det(h))
