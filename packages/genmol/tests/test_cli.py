@@ -52,6 +52,15 @@ def test_evaluate_reports_each_record_and_exits_zero(mixed_sdf, tmp_path, capsys
     assert math.isfinite(s["mmff_strain_median"])
 
 
+def test_evaluate_table_masks_control_characters_in_titles(tmp_path, capsys):
+    """A record's title is printed without its terminal control characters (an escape sequence would act)."""
+    path = tmp_path / "t.sdf"
+    path.write_text(GARBAGE.replace("not a molecule", "bad\x1b[2Jtitle"))
+    assert main(["evaluate", str(path), "--no-progress", "--no-fcd", "--no-strain"]) == 0
+    printed = capsys.readouterr().out
+    assert "bad?[2Jtitle" in printed and "\x1b" not in printed
+
+
 def test_evaluate_missing_file_is_one_line_and_exit_2(tmp_path, capsys):
     for name in ("nope.sdf", "nope.smi"):  # refused before the progress bar starts
         assert main(["evaluate", str(tmp_path / name)]) == 2
