@@ -160,6 +160,13 @@ def test_a_setting_added_later_agrees_at_its_default() -> None:
     # a mapping has no defaults: a setting it adds agrees only when None (off), as before
     assert identity_changes({"data": "moons"}, {"data": "moons", "frames": None}) == ""
     assert identity_changes({"data": "moons"}, {"data": "moons", "frames": 8}) == "frames: '(unset)' -> 8"
+    # a prefix names the settings and their defaults alike (settings that sit beside others in one identity)
+    prefixed = run_identity(_Settings("moons", layers=(4,)), exclude=("steps",), prefix="config.")
+    assert set(prefixed) == {"config.data", "config.hidden", "config.layers", "config.widths", DEFAULTS_KEY}
+    assert prefixed[DEFAULTS_KEY] == {"config.hidden": 16, "config.layers": [2, 3], "config.widths": [8]}
+    assert (
+        identity_changes({"config.data": "moons", "config.hidden": 16}, prefixed) == "config.layers: '(unset)' -> [4]"
+    )
 
 
 def test_nan_skip_drops_the_update(tmp_path: Path) -> None:

@@ -165,20 +165,6 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
     return run
 
 
-def _config_identity(config: Any) -> dict[str, Any]:
-    """The agent config's fields as ``config.NAME`` with their defaults, so that a field added to an agent after a
-    run was written agrees with that run while it keeps its default (see :func:`gencore.train.identity_changes`)."""
-    from gencore.train import run_identity
-    from gencore.train.config import DEFAULTS_KEY
-
-    ident = run_identity(config)
-    defaults = ident.pop(DEFAULTS_KEY)
-    return {
-        **{f"config.{k}": v for k, v in ident.items()},
-        DEFAULTS_KEY: {f"config.{k}": v for k, v in defaults.items()},
-    }
-
-
 def _peek_latest(folder: Path) -> Any:
     """:func:`gencore.train.load_latest` without its warnings about unusable checkpoints: the training that follows
     loads the same checkpoint and says them once."""
@@ -195,7 +181,7 @@ def _check_resumable(
     """``--resume`` continues the run in ``out`` only from a checkpoint and with the settings it was started with;
     True when that run is finished at ``steps`` (offline, online), so that there is nothing to train. Everything
     that would refuse the resume is checked here, before ``run.json`` is rewritten."""
-    from gencore.train import find_checkpoints, identity_changes
+    from gencore.train import find_checkpoints, identity_changes, run_identity
 
     if not (out / "run.json").is_file():
         return False  # nothing there yet: a fresh run
@@ -204,7 +190,7 @@ def _check_resumable(
     changes = identity_changes({"agent": run.get("agent"), "data": run.get("data")}, identity)
     if not changes:
         saved = {f"config.{k}": v for k, v in (run.get("config") or {}).items()}
-        changes = identity_changes(saved, _config_identity(agent.config))
+        changes = identity_changes(saved, run_identity(agent.config, prefix="config."))  # with the defaults
     if changes:
         raise ConfigError(
             f"cannot resume the run in {str(out)!r}: it was trained with other settings ({changes}); resume with the "

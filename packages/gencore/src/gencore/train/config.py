@@ -35,12 +35,14 @@ PARALLELISMS = ("ddp", "fsdp")
 DEFAULTS_KEY = "__defaults__"  # where an identity built from a dataclass keeps its settings' defaults
 
 
-def run_identity(settings: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_identity(settings: Any, exclude: tuple[str, ...] = (), prefix: str = "") -> dict[str, Any]:
     """The settings that define a run, as JSON values, for :attr:`TrainConfig.identity`.
 
     ``settings``: a dataclass or a mapping of the task's configuration; ``exclude``: the fields a
     resumed run may change (the step count, progress bars, sampling cadence, ...). A dataclass's
     field defaults travel with its identity under :data:`DEFAULTS_KEY`, for :func:`identity_changes`.
+    ``prefix`` is put before every setting's name (and its default's), e.g. ``"config."`` for settings that
+    sit beside others in one identity.
     """
     if dataclasses.is_dataclass(settings):
         items = dataclasses.asdict(settings)
@@ -49,10 +51,11 @@ def run_identity(settings: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]
             for f in dataclasses.fields(settings)
             if f.name not in exclude and not (f.default is f.default_factory is dataclasses.MISSING)
         }
-        items[DEFAULTS_KEY] = defaults
+        items[DEFAULTS_KEY] = {prefix + k: v for k, v in defaults.items()}
     else:
         items = dict(settings)
-    return json.loads(json.dumps({k: v for k, v in items.items() if k not in exclude}, default=str))
+    kept = {(k if k == DEFAULTS_KEY else prefix + k): v for k, v in items.items() if k not in exclude}
+    return json.loads(json.dumps(kept, default=str))
 
 
 def identity_changes(saved: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
