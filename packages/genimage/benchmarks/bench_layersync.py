@@ -84,6 +84,7 @@ def main(
             results = {}
             with tempfile.TemporaryDirectory() as tmp:
                 for layersync in (False, True):
+                    name = "layersync" if layersync else "baseline"
                     cfg = ImageTrainConfig(
                         data=domain,
                         steps=settings["steps"],
@@ -98,12 +99,11 @@ def main(
                         seed=seed,
                         progress=False,
                     )
-                    work = Path(tmp) / ("layersync" if layersync else "baseline")
+                    work = Path(tmp) / name
                     if layersync and latent:  # the LayerSync run trains on the baseline's VAE
                         shutil.copytree(Path(tmp) / "baseline" / "vae", work / "vae")
                     curve, _, seconds = train_with_curve(cfg, data, score, settings["eval_every"], work)
                     results[layersync] = {"curve": curve, "train_seconds": seconds}
-                    name = "layersync" if layersync else "baseline"
                     curves[f"{domain}/{name}" + (f"/seed{seed}" if len(seeds) > 1 else "")] = curve
             per_seed[seed] = results
             records.append(_record(domain, data.name, str(seed), settings["steps"], acc, results))
