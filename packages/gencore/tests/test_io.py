@@ -12,6 +12,7 @@ from gencore.errors import StorageError
 from gencore.io import (
     Pretrained,
     atomic_path,
+    check_folder_writable,
     check_writable,
     load_pretrained,
     load_tensors,
@@ -115,6 +116,26 @@ def test_check_writable_refuses_before_any_work_and_creates_nothing(tmp_path, mo
     monkeypatch.setattr("gencore.io.tempfile.TemporaryFile", refuse)
     with pytest.raises(StorageError, match=r"cannot write '.*out.json': Permission denied"):
         check_writable(tmp_path / "out.json")
+
+
+def test_check_folder_writable_accepts_new_and_existing_folders_and_creates_nothing(tmp_path, monkeypatch) -> None:
+    assert check_folder_writable(tmp_path / "runs" / "a") == tmp_path / "runs" / "a"
+    assert check_folder_writable(tmp_path) == tmp_path
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StorageError, match=r"^output folder '.*file' is a file; name a folder\.$"):
+        check_folder_writable(tmp_path / "file")
+    not_a_folder = r"^cannot write into the output folder '.*run': '.*file' is a file, not a folder\.$"
+    with pytest.raises(StorageError, match=not_a_folder):
+        check_folder_writable(tmp_path / "file" / "run")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("gencore.io.tempfile.TemporaryFile", refuse)
+    with pytest.raises(StorageError, match=r"^cannot write into the output folder '.*run': Permission denied\.$"):
+        check_folder_writable(tmp_path / "run")
+    assert os.listdir(tmp_path) == ["file"]
 
 
 def test_a_file_that_cannot_be_created_is_a_storage_error(tmp_path, monkeypatch) -> None:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from gencore.testing import check_console_script
+from gencore.testing import check_console_script, check_out_folder_refused
 
 
 def test_console_script() -> None:
     check_console_script("geninterp")
+
+
+def test_train_sae_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
+    check_out_folder_refused("geninterp", tmp_path, "train-sae", "--acts", "acts")
+
+
+def test_capture_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
+    check_out_folder_refused("geninterp", tmp_path, "capture", "--layer", "3")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from gencore.testing import check_console_script
+from gencore.testing import check_console_script, check_out_folder_refused
 
 
 def test_console_script() -> None:
     check_console_script("genmol")
+
+
+def test_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
+    check_out_folder_refused("genmol", tmp_path, "train", "--data", "qm9", "--subset", "20")

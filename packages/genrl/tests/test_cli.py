@@ -11,13 +11,17 @@ import time
 
 import numpy as np
 
-from gencore.testing import check_console_script
+from gencore.testing import check_console_script, check_out_folder_refused
 from genrl.cli import main
 from genrl.dataset import DATA_NAME
 
 
 def test_console_script() -> None:
     check_console_script("genrl")
+
+
+def test_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
+    check_out_folder_refused("genrl", tmp_path, "train", "--agent", "value-flows", "--data", "d")
 
 
 def test_make_train_evaluate(tmp_path, capsys) -> None:

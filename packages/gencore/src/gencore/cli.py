@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from gencore import __version__
-from gencore.command import add_commands, int_list, name_list, output_file, package_parser, report_finished, run
+from gencore.command import (
+    add_commands,
+    int_list,
+    name_list,
+    output_file,
+    output_folder,
+    package_parser,
+    report_finished,
+    run,
+)
 from gencore.config import config_from_flags
 from gencore.couplings import COUPLINGS
 from gencore.data import DATASETS
@@ -165,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr = toy_cmds.add_parser("train", help="train one flow model; write metrics, model and a sample plot")
     _add_run_options(tr)
     tr.add_argument("--coupling", help=f"one of {', '.join(COUPLINGS)} (default independent)")
-    tr.add_argument("--out", required=True, type=Path, help="output folder (run folder of the training engine)")
+    tr.add_argument("--out", required=True, type=output_folder, help="run folder of the training engine")
     eng = tr.add_argument_group("training engine (gencore.train)")
     eng.add_argument("--nproc", type=int, default=1, help="train in N local processes (DDP, gloo on CPU; default 1)")
     eng.add_argument(

@@ -47,6 +47,18 @@ def output_file(text: str) -> Path:
         raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
 
 
+def output_folder(text: str) -> Path:
+    """argparse type: a folder the command will write into, checked before any work
+    (see :func:`gencore.io.check_folder_writable`)."""
+    from gencore.errors import StorageError
+    from gencore.io import check_folder_writable
+
+    try:
+        return check_folder_writable(text)
+    except StorageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
+
+
 def name_list(text: str) -> tuple[str, ...]:
     """argparse type: comma-separated names such as ``rfm,gfm-lsd`` (blanks dropped; at least one)."""
     names = tuple(v.strip() for v in text.split(",") if v.strip())

@@ -39,6 +39,21 @@ def ensure_dir(path: str | os.PathLike) -> Path:
     return p
 
 
+def _probe_nearest_folder(target: Path, start: Path, what: str) -> None:
+    """Probe the nearest existing folder at or above ``start`` with a temporary file (removed at once);
+    ``what`` (empty, or ending in a space) names ``target`` in the error."""
+    folder = start
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StorageError(f"cannot write {what}{str(target)!r}: {str(folder)!r} is a file, not a folder.")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise StorageError(f"cannot write {what}{str(target)!r}: {exc.strerror or exc}.") from exc
+
+
 def check_writable(path: str | os.PathLike) -> Path:
     """Raise :class:`StorageError` now if a file could not be written at ``path`` later.
 
@@ -49,16 +64,20 @@ def check_writable(path: str | os.PathLike) -> Path:
     target = Path(path)
     if target.is_dir():
         raise StorageError(f"{str(target)!r} is a folder; name a file to write.")
-    folder = target.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
-    if not folder.is_dir():
-        raise StorageError(f"cannot write {str(target)!r}: {str(folder)!r} is a file, not a folder.")
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise StorageError(f"cannot write {str(target)!r}: {exc.strerror or exc}.") from exc
+    _probe_nearest_folder(target, target.parent, "")
+    return target
+
+
+def check_folder_writable(path: str | os.PathLike) -> Path:
+    """Raise :class:`StorageError` now if ``path`` could not serve as an output folder later.
+
+    The folder may exist (then it must be a writable folder) or be made later (then the nearest
+    existing folder above it must be writable). Nothing is created, as in :func:`check_writable`.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise StorageError(f"output folder {str(target)!r} is a file; name a folder.")
+    _probe_nearest_folder(target, target, "into the output folder ")
     return target
 
 

@@ -10,6 +10,7 @@ import importlib
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 
 def check_console_script(package: str) -> None:
@@ -32,3 +33,19 @@ def check_console_script(package: str) -> None:
     out = cli("no-such-verb")
     assert out.returncode == 2, out
     assert "Traceback" not in out.stderr and "invalid choice" in out.stderr, out.stderr
+
+
+def check_out_folder_refused(package: str, tmp_path: Path, *args: str) -> None:
+    """Assert that ``<package> *args --out F`` exits 2 with one sentence when ``F`` is a file or lies below
+    one, and leaves that file as it was (the check runs when the flags are read, before any data or model)."""
+    occupied = tmp_path / "occupied"
+    occupied.write_text("keep")
+    for out, needle in ((occupied, "is a file; name a folder"), (occupied / "run", "is a file, not a folder")):
+        proc = subprocess.run(
+            [sys.executable, "-m", f"{package}.cli", *args, "--out", str(out)], capture_output=True, text=True
+        )
+        assert proc.returncode == 2, proc
+        lines = proc.stderr.strip().splitlines()  # argparse's usage, then the one error sentence
+        errors = [line for line in lines if ": error: " in line]
+        assert errors == lines[-1:] and needle in errors[0] and "Traceback" not in proc.stderr, proc.stderr
+    assert occupied.read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["occupied"]

@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from gencore.command import name_list, output_file, package_parser, report_finished, run
+from gencore.command import name_list, output_file, output_folder, package_parser, report_finished, run
 from gencore.errors import ConfigError
 from gencore.io import write_json
 from gencore.tables import format_table
@@ -220,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--codebook-size", type=int, dest="codebook_size", help="default 512")
     t.add_argument("--curvature", type=float, help="c of the Poincare ball (curvature -c; default 1)")
     t.add_argument("--seed", type=int, help="training seed, also the data set's split seed (default 0)")
-    t.add_argument("--out", required=True)
+    t.add_argument("--out", required=True, type=output_folder, help="run folder")
     t.add_argument("--no-progress", action="store_true", dest="no_progress")
     e = t.add_argument_group("training engine (gencore.train)")
     e.add_argument("--nproc", type=int, default=1, help="processes (DDP: gloo on CPU, NCCL on GPUs; default 1)")

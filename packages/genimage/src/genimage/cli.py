@@ -20,6 +20,7 @@ from gencore.command import (
     add_device_argument,
     name_list,
     output_file,
+    output_folder,
     package_parser,
     report_finished,
     resolve_device,
@@ -41,7 +42,7 @@ DESCRIPTION = "Image, video and audio-spectrogram generation on gencore's flow-m
 
 def _add_train(commands: argparse._SubParsersAction) -> None:
     tr = commands.add_parser("train", help="train a DiT or UNet on images, videos or spectrograms (gencore engine)")
-    tr.add_argument("--out", required=True, type=Path, help="run folder")
+    tr.add_argument("--out", required=True, type=output_folder, help="run folder")
     tr.add_argument("--config", type=Path, help="YAML file of ImageTrainConfig fields; flags override it")
     d = tr.add_argument_group("data")
     d.add_argument("--data", help=f"one of {', '.join(DATA_SOURCES)} (default digits)")

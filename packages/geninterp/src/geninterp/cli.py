@@ -18,7 +18,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_device_argument, output_file, package_parser, report_finished, resolve_device, run
+from gencore.command import (
+    add_device_argument,
+    output_file,
+    output_folder,
+    package_parser,
+    report_finished,
+    resolve_device,
+    run,
+)
 from gencore.io import write_json
 from geninterp import __version__
 
@@ -219,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=("minilm", "smollm2"), default="minilm")
     p.add_argument("--layer", type=int, required=True, help="transformer block whose output (residual stream) is kept")
     p.add_argument("--tokens", type=int, default=20000, help="tokens to store (rounded up to whole sequences)")
-    p.add_argument("--out", required=True, help="new store folder")
+    p.add_argument("--out", required=True, type=output_folder, help="new store folder")
     p.add_argument("--seq-len", type=int, default=128, dest="seq_len", help="tokens per sequence, specials included")
     p.add_argument("--batch-size", type=int, default=16, dest="batch_size", help="sequences per forward pass")
     p.add_argument("--text", choices=("docstrings", "source", "mixed"), default="docstrings")
@@ -242,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, help="active latents per token (topk, temporal novel codes; default 32)")
     p.add_argument("--width", type=int, help="default 1024")
     p.add_argument("--steps", type=int, help="default 1000")
-    p.add_argument("--out", required=True, help="run folder")
+    p.add_argument("--out", required=True, type=output_folder, help="run folder")
     p.add_argument("--batch-tokens", type=int, dest="batch_tokens", help="default 4096")
     p.add_argument("--lr", type=float, help="default 1e-3")
     p.add_argument("--l1-coeff", type=float, dest="l1_coeff", help="relu: L1 weight (default 5e-3)")

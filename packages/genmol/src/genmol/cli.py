@@ -18,9 +18,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gencore.command import add_device_argument, output_file, package_parser, report_finished, resolve_device, run
+from gencore.command import (
+    add_device_argument,
+    output_file,
+    output_folder,
+    package_parser,
+    report_finished,
+    resolve_device,
+    run,
+)
 from gencore.errors import ConfigError, InputError
-from gencore.io import check_writable, ensure_dir, write_json
+from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
 from genmol import __version__
 
@@ -114,7 +122,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     from genmol.experiment import load_dataset, train_run
 
     cfg = _gen_config(args)
-    check_writable(Path(args.out) / "run.json")  # an unusable --out is refused before the data are read
     mols, report = load_dataset(args.data, subset=args.subset, seed=cfg.seed, progress=cfg.progress)
     print(f"{report.summary()}; training on {len(mols)} molecules")
     engine = {k: v for k, v in {"resume": args.resume, "checkpoint_every": args.checkpoint_every}.items() if v}
@@ -300,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr = commands.add_parser("train", help="train a 3-D generative model (joint types+coordinates, or conformers)")
     tr.add_argument("--data", required=True, help="qm9 (needs genmol[qm9]) or an SDF with 3-D coordinates")
     tr.add_argument("--subset", type=int, help="train on this many molecules (seeded)")
-    tr.add_argument("--out", required=True, type=Path, help="run folder")
+    tr.add_argument("--out", required=True, type=output_folder, help="run folder")
     tr.add_argument("--task", choices=("joint", "conformer"), help="joint (default) or conformer")
     tr.add_argument("--backbone", choices=("egnn", "transformer", "e3nn"), help="egnn (default), transformer, e3nn")
     tr.add_argument(

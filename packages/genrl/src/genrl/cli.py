@@ -16,6 +16,7 @@ from gencore.command import (
     add_commands,
     add_device_argument,
     output_file,
+    output_folder,
     package_parser,
     report_finished,
     resolve_device,
@@ -412,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--data", required=True, help="dataset folder")
     tr.add_argument("--steps", type=int, default=10_000, help="offline updates")
     tr.add_argument("--online-steps", type=int, default=0, help="environment steps of offline-to-online fine-tuning")
-    tr.add_argument("--out", required=True, help="run folder")
+    tr.add_argument("--out", required=True, type=output_folder, help="run folder")
     tr.add_argument("--config", default=None, help="YAML file of agent config fields")
     tr.add_argument("--batch-size", type=int, default=None, help="overrides the --config file's (default 256)")
     tr.add_argument("--seed", type=int, default=None, help="overrides the --config file's (default 0)")
