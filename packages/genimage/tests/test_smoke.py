@@ -11,3 +11,7 @@ def test_console_script() -> None:
 
 def test_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
     check_out_folder_refused("genimage", tmp_path, "train", "--data", "digits", "--steps", "1")
+
+
+def test_watermark_embed_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
+    check_out_folder_refused("genimage", tmp_path, "watermark", "embed", "--key", "k.json", "--run", "r")

@@ -24,6 +24,10 @@ def test_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
     check_out_folder_refused("genrl", tmp_path, "train", "--agent", "value-flows", "--data", "d")
 
 
+def test_dataset_make_refuses_an_unusable_out_folder_before_any_episode(tmp_path) -> None:
+    check_out_folder_refused("genrl", tmp_path, "dataset", "make", "--env", "toy-bimodal", "--steps", "30")
+
+
 def test_make_train_evaluate(tmp_path, capsys) -> None:
     d, run, out = tmp_path / "d", tmp_path / "runs" / "r", tmp_path / "e.json"
     assert (

@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_evaluate)
 
     m = commands.add_parser("demo", help="train a tiny GGBall on community-small, sample, evaluate, draw")
-    m.add_argument("--out", default="gengraph-demo")
+    m.add_argument("--out", type=output_folder, default="gengraph-demo")
     m.add_argument("--steps", type=int, default=300, help="autoencoder steps (the prior takes 5x)")
     m.add_argument("--no-progress", action="store_true", dest="no_progress")
     m.set_defaults(func=cmd_demo)

@@ -306,8 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="picture grid to write (.png, .jpg or .webp; a video run: frame rows, or an animated .gif)",
     )
     sp.add_argument("--label", type=int, help="one class for every image (default: cycle through the classes)")
-    sp.add_argument("--individual", type=Path, help="also write one PNG per image (GIF per video) into this folder")
-    sp.add_argument("--wav", type=Path, help="mel runs: also write Griffin-Lim audio into this folder")
+    sp.add_argument(
+        "--individual", type=output_folder, help="also write one PNG per image (GIF per video) into this folder"
+    )
+    sp.add_argument("--wav", type=output_folder, help="mel runs: also write Griffin-Lim audio into this folder")
     add_device_argument(sp)
     sp.set_defaults(func=cmd_sample)
     ev = commands.add_parser(
@@ -323,13 +325,13 @@ def build_parser() -> argparse.ArgumentParser:
         "shards", help="pack an image folder into WebDataset-style tar shards for --data shards (streamed)"
     )
     sh.add_argument("folder", help="image folder: images directly in it, or in one sub-folder per class")
-    sh.add_argument("--out", required=True, type=Path, help="new folder for shard-XXXXX.tar and classes.json")
+    sh.add_argument("--out", required=True, type=output_folder, help="new folder for shard-XXXXX.tar and classes.json")
     sh.add_argument("--shard-size", dest="shard_size", type=int, default=1000, help="images per shard (default 1000)")
     sh.add_argument("--skip-bad", action="store_true", help="skip and name unreadable images instead of stopping")
     sh.add_argument("--no-progress", action="store_true")
     sh.set_defaults(func=cmd_shards)
     demo = commands.add_parser("demo", help="train a tiny DiT on digits, sample, evaluate, write a report")
-    demo.add_argument("--out", type=Path, default=Path("report/genimage"), help="report folder")
+    demo.add_argument("--out", type=output_folder, default="report/genimage", help="report folder")
     demo.add_argument("--steps", type=int, default=400, help="training steps (default 400)")
     demo.add_argument("--no-progress", action="store_true")
     demo.set_defaults(func=cmd_demo)

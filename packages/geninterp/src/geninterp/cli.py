@@ -289,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("memorization", help="ReLU-DAE transition, representation-based detection, steering")
     p.add_argument("--experiments", default="dae,detect,steer", help="comma-separated: dae, detect, steer")
-    p.add_argument("--out", default=None, help="folder for figures")
+    p.add_argument("--out", type=output_folder, default=None, help="folder for figures")
     p.add_argument("--quick", action="store_true", help="smaller settings (tests, demo)")
     p.add_argument(
         "--model", choices=("mlp", "unet"), default="mlp",
@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_memorization)
 
     p = commands.add_parser("demo", help="every experiment in miniature (MiniLM), into a report folder")
-    p.add_argument("--out", default="report/geninterp")
+    p.add_argument("--out", type=output_folder, default="report/geninterp")
     common(p)
     p.set_defaults(func=cmd_demo)
     return parser

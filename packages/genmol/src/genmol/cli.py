@@ -366,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_evaluate)
 
     de = commands.add_parser("demo", help="train a tiny model on a QM9 slice, sample, evaluate, write a report")
-    de.add_argument("--out", type=Path, default=Path("report/genmol"))
+    de.add_argument("--out", type=output_folder, default="report/genmol")
     de.add_argument("--steps", type=int, default=150)
     de.add_argument("--subset", type=int, default=600)
     de.add_argument("--no-progress", action="store_true")

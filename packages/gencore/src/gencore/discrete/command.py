@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from gencore.command import add_commands, name_list, output_file
+from gencore.command import add_commands, name_list, output_file, output_folder
 from gencore.config import config_from_flags
 from gencore.discrete.experiment import DiscreteConfig, compare, config_dict
 from gencore.discrete.registry import PROCESSES
@@ -55,7 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--guidance-scale", type=float, dest="guidance_scale", help="1 (default): the conditional model")
     cp.add_argument("--seed", type=int, help="default 0")
     cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
-    cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
+    cp.add_argument("--out", type=output_folder, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
     cp.set_defaults(func=cmd_discrete_compare)
     discrete.set_defaults(func=lambda a: discrete.print_help())

@@ -10,7 +10,7 @@ import argparse
 import time
 from pathlib import Path
 
-from gencore.command import add_commands, int_list, name_list, output_file
+from gencore.command import add_commands, int_list, name_list, output_file, output_folder
 from gencore.config import config_from_flags
 from gencore.data import TOY_DATASETS
 from gencore.io import ensure_dir, write_json
@@ -102,7 +102,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--seed", type=int)
     cp.add_argument("--config", type=Path, help="YAML file of FlowMapConfig fields; flags override it")
     cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
-    cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
+    cp.add_argument("--out", type=output_folder, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
     cp.set_defaults(func=cmd_compare)
     flowmap.set_defaults(func=lambda a: flowmap.print_help())

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gencore.command import add_commands, int_list, name_list, output_file
+from gencore.command import add_commands, int_list, name_list, output_file, output_folder
 from gencore.config import config_from_flags
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json
@@ -120,7 +120,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per NFE (default 2000)")
     cp.add_argument("--seed", type=int, help="default 0")
     cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
-    cp.add_argument("--out", type=Path, help="figure folder (default: beside --json)")
+    cp.add_argument("--out", type=output_folder, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
     cp.set_defaults(func=cmd_compare)
     man.set_defaults(func=lambda a: man.print_help())

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gencore.command import add_commands, add_device_argument, name_list, output_file, resolve_device
+from gencore.command import add_commands, add_device_argument, name_list, output_file, output_folder, resolve_device
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, save_tensors, write_json
 from gencore.tables import format_table
@@ -318,14 +318,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     _add_generator_options(em)
     em.add_argument("--n", type=int, default=16)
     em.add_argument("--seed", type=int, default=0)
-    em.add_argument("--out", required=True, type=Path)
+    em.add_argument("--out", required=True, type=output_folder, help="folder for the marked images")
     em.set_defaults(func=cmd_embed)
 
     at = sub.add_parser("attack", help=f"attack PNG images ({', '.join(ATTACK_NAMES)}; combine with +)")
     at.add_argument("--images", required=True, type=Path, nargs="+")
     at.add_argument("--attack", required=True)
     at.add_argument("--seed", type=int, default=0)
-    at.add_argument("--out", required=True, type=Path)
+    at.add_argument("--out", required=True, type=output_folder, help="folder for the attacked images")
     at.set_defaults(func=cmd_attack)
 
     de = sub.add_parser("detect", help="invert images and test them against a key")
