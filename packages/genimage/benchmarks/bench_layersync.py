@@ -7,7 +7,8 @@ LayerSync (default pair ``blocks.1 -> blocks.3``, weight 0.2). Every ``eval_ever
 draws ``N_EVAL`` class-conditional samples (Euler, 8 NFE) scored by the Frechet distance on the
 in-suite classifier's features (``fd_classifier``, against ``N_EVAL`` training images). Reported:
 the baseline's final FD, the first step at which the LayerSync run is at or below it, and the ratio.
-``--dit-size DiT-Ti`` swaps the backbone (LayerSync's pair follows its depth).
+``--dit-size DiT-Ti`` swaps the backbone (LayerSync's pair follows its depth); ``--lr`` and ``--lr-schedule constant``
+change the optimiser's rate and its schedule after warm-up (the reference code trains at a constant rate).
 ``--seeds 0,1,2`` repeats both runs per training seed (one record per seed, plus one on the seed-mean
 curves); ``--steps``, ``--eval-every`` and ``--n-eval`` override the per-domain budget.
 ``--latent`` trains both runs in the latent space of one KL-VAE per seed (``--vae-steps``; the paper's
@@ -92,6 +93,7 @@ def main(
                         patch_size=2 if latent else settings["patch_size"],
                         dit_size=settings.get("dit_size", "DiT-Mi"),
                         lr=settings["lr"],
+                        lr_schedule=settings.get("lr_schedule", "cosine"),
                         warmup_steps=20,
                         layersync=layersync,
                         latent=latent,
@@ -194,7 +196,15 @@ if __name__ == "__main__":
     p.add_argument("--n-eval", type=int, default=N_EVAL, help="samples and reference images per FD")
     p.add_argument("--latent", action="store_true", help="train both runs on the latents of one KL-VAE per seed")
     p.add_argument("--vae-steps", type=int, default=1500, help="training steps of that VAE")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: the domain's, 1e-3)")
+    p.add_argument("--lr-schedule", choices=("cosine", "constant"), help="after warm-up (default cosine)")
     a = p.parse_args()
-    pairs = (("steps", a.steps), ("eval_every", a.eval_every), ("dit_size", a.dit_size))
+    pairs = (
+        ("steps", a.steps),
+        ("eval_every", a.eval_every),
+        ("dit_size", a.dit_size),
+        ("lr", a.lr),
+        ("lr_schedule", a.lr_schedule),
+    )
     over = {k: v for k, v in pairs if v is not None}
     main(a.out, a.domains.split(","), over, [int(x) for x in a.seeds.split(",")], a.n_eval, a.latent, a.vae_steps)

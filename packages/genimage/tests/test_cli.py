@@ -240,6 +240,24 @@ def test_layersync_and_lwd_by_flag(tmp_path) -> None:
     assert config["layersync_pairs"] == ["blocks.0:blocks.2"] and config["lwd"] is True
 
 
+def test_lr_schedule_constant_keeps_the_rate_after_warm_up_and_the_vae_still_decays(tmp_path) -> None:
+    args = ["train", "--data", "digits", "--image-size", "12", "--steps", "6", "--batch-size", "8", "--lr", "1e-3"]
+    args += ["--warmup-steps", "2", "--latent", "--vae-steps", "6", "--sample-nfe", "2", "--no-progress"]
+
+    def last_lr(log) -> float:
+        return [json.loads(line) for line in log.read_text().splitlines()][-1]["lr"]
+
+    for schedule in ("constant", "cosine"):
+        out = tmp_path / schedule
+        assert main([*args, "--lr-schedule", schedule, "--out", str(out)]) == 0
+        assert json.loads((out / "config.json").read_text())["lr_schedule"] == schedule
+        assert last_lr(out / "vae_train" / "metrics.jsonl") < 0.5e-3  # the VAE decays either way
+        if schedule == "constant":
+            assert last_lr(out / "metrics.jsonl") == pytest.approx(1e-3)
+        else:
+            assert last_lr(out / "metrics.jsonl") < 0.5e-3
+
+
 def test_layersync_pairs_in_a_config_file_without_layersync_are_refused(tmp_path, capsys) -> None:
     """The flag --layersync-pairs turns LayerSync on; pairs in a YAML file without layersync: true were unused."""
     (tmp_path / "c.yaml").write_text("layersync_pairs: blocks.1:blocks.3\n")

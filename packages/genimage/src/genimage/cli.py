@@ -31,6 +31,7 @@ from gencore.errors import ConfigError
 from gencore.io import write_json
 from gencore.solvers import FIXED_STEP_METHODS
 from gencore.tables import format_table
+from gencore.train.config import SCHEDULES
 from genimage import __version__
 from genimage.config import BACKBONES, OBJECTIVES, ImageTrainConfig
 from genimage.data import DATA_SOURCES
@@ -74,6 +75,12 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     o.add_argument("--batch-size", dest="batch_size", type=int, help="global batch (default 128)")
     o.add_argument("--lr", type=float)
     o.add_argument("--warmup-steps", dest="warmup_steps", type=int)
+    o.add_argument(
+        "--lr-schedule",
+        dest="lr_schedule",
+        choices=SCHEDULES,
+        help="after warm-up: cosine decay to 0 at --steps (default) or constant",
+    )
     o.add_argument("--ema-decay", dest="ema_decay", type=float)
     o.add_argument("--seed", type=int)
     o.add_argument(

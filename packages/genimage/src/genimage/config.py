@@ -7,6 +7,7 @@ from typing import Any
 
 from gencore.checks import check_choice
 from gencore.errors import ConfigError
+from gencore.train.config import SCHEDULES
 from genimage.data import DATA_SOURCES, VIDEO_SOURCES
 from genimage.models import DIT_SIZES
 from genimage.models.video_dit import ATTENTION as VIDEO_ATTENTION
@@ -41,6 +42,7 @@ class ImageTrainConfig:
     batch_size: int = 128
     lr: float = 5e-4
     warmup_steps: int = 100
+    lr_schedule: str = "cosine"  # the backbone's, after warm-up: cosine decay to 0 at `steps`, or constant
     ema_decay: float = 0.999
     seed: int = 0
     layersync: bool = False
@@ -65,6 +67,7 @@ class ImageTrainConfig:
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.dit_size, tuple(DIT_SIZES), "DiT size")
         check_choice(self.lwd_energy, LWD_ENERGY, "LWD energy source")
+        check_choice(self.lr_schedule, SCHEDULES, "learning-rate schedule")
         for name in (
             "steps",
             "batch_size",

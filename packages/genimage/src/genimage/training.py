@@ -180,7 +180,7 @@ def _engine(cfg: ImageTrainConfig, out: Path, steps: int, **overrides: Any) -> T
         "optimizer": "adamw",
         "lr": cfg.lr,
         "warmup_steps": min(cfg.warmup_steps, steps),
-        "schedule": "cosine",
+        "schedule": cfg.lr_schedule,
         "ema_decay": cfg.ema_decay,
         "seed": cfg.seed,
         "progress": cfg.progress,
@@ -244,6 +244,7 @@ def _train_vae(
     if engine.get("resume") == "auto":  # a checkpoint folder given to --resume is the backbone's
         keep["resume"] = "auto"
     keep["identity"] = image_run_identity(cfg, (*RESUMABLE, "vae_steps"))  # the VAE's step count may change on resume
+    keep["schedule"] = "cosine"  # --lr-schedule is the backbone's; the VAE always decays
     result = Trainer(_engine(cfg, out / "vae_train", cfg.vae_steps, **keep)).fit(
         VAETask(cfg, vae), TensorDataset(images)
     )
