@@ -36,27 +36,29 @@ def int_list(text: str) -> tuple[int, ...]:
     return values
 
 
-def output_file(text: str) -> Path:
-    """argparse type: a file the command will write, checked before any work (see :func:`gencore.io.check_writable`)."""
+def _storage_checked(check: Callable[[str], Path], text: str) -> Path:
+    """Run a :mod:`gencore.io` check as an argparse type: its :class:`StorageError` becomes a usage error."""
     from gencore.errors import StorageError
-    from gencore.io import check_writable
 
     try:
-        return check_writable(text)
+        return check(text)
     except StorageError as exc:
         raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
+
+
+def output_file(text: str) -> Path:
+    """argparse type: a file the command will write, checked before any work (see :func:`gencore.io.check_writable`)."""
+    from gencore.io import check_writable
+
+    return _storage_checked(check_writable, text)
 
 
 def output_folder(text: str) -> Path:
     """argparse type: a folder the command will write into, checked before any work
     (see :func:`gencore.io.check_folder_writable`)."""
-    from gencore.errors import StorageError
     from gencore.io import check_folder_writable
 
-    try:
-        return check_folder_writable(text)
-    except StorageError as exc:
-        raise argparse.ArgumentTypeError(str(exc).rstrip(".")) from None
+    return _storage_checked(check_folder_writable, text)
 
 
 def name_list(text: str) -> tuple[str, ...]:
