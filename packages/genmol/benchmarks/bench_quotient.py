@@ -18,11 +18,12 @@ every model with another training seed (and sampling seed) and reports mean and 
 ``--samples-dir DIR`` keeps every model's unconditional samples as SDF
 (``joint_<strategy>_<sampler>_seed<seed>.sdf``), so that they can be scored again (``genmol evaluate``).
 ``--hydrogens implicit`` trains and scores heavy-atom models (QM9 without hydrogens; held-out graphs
-stripped too).
+stripped too). ``--prior harmonic`` trains and samples the conformer models from ET-Flow's harmonic prior
+(noise shaped by the bond graph, ``--prior-alpha`` its spring constant) instead of isotropic Gaussian noise.
 
     python bench_quotient.py OUT.json [--steps 1500] [--subset 1500] [--backbone transformer] [--seeds 0]
         [--ema-decay 0.99] [--tasks joint,conformer] [--strategies com,kabsch,quotient] [--n-test 40]
-        [--samples-dir DIR] [--hydrogens explicit|implicit]
+        [--samples-dir DIR] [--hydrogens explicit|implicit] [--prior gaussian|harmonic] [--prior-alpha 1.0]
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table, mean_sd, pivot
 from genmol.chem.io import write_sdf
 from genmol.experiment import load_dataset, load_run, train_run
-from genmol.generation.flow import HYDROGENS, GenConfig, draw_sizes, model_view, sample_conformers, sample_joint
+from genmol.generation.flow import HYDROGENS, PRIORS, GenConfig, draw_sizes, model_view, sample_conformers, sample_joint
 from genmol.generation.strategies import STRATEGIES, is_quotient
 from genmol.metrics.conformers import coverage_recall
 from genmol.metrics.suite import evaluate_molecules
@@ -62,6 +63,8 @@ def main() -> None:
     p.add_argument("--n-test", type=int, default=40, help="held-out graphs for conformer generation")
     p.add_argument("--samples-dir", default=None, help="keep the unconditional samples here as SDF files")
     p.add_argument("--hydrogens", choices=HYDROGENS, default="explicit", help="implicit: heavy-atom models")
+    p.add_argument("--prior", choices=PRIORS, default="gaussian", help="conformer noise (harmonic: conformers only)")
+    p.add_argument("--prior-alpha", type=float, default=1.0, help="the harmonic prior's spring constant")
     args = p.parse_args()
     if args.samples_dir:
         ensure_dir(args.samples_dir)
@@ -88,11 +91,13 @@ def main() -> None:
         steps=args.steps,
         ema_decay=args.ema_decay,
         hydrogens=args.hydrogens,
+        prior_alpha=args.prior_alpha,
         progress=False,
     )
     records = []
     for seed, strategy, task in ((s, st, t) for s in seeds for st in strategies for t in tasks):
-        cfg = replace(base, strategy=strategy, task=task, seed=seed)
+        prior = args.prior if task == "conformer" else "gaussian"
+        cfg = replace(base, strategy=strategy, task=task, seed=seed, prior=prior)
         with tempfile.TemporaryDirectory() as tmp:
             start = time.perf_counter()
             train_run(cfg, train, tmp, data_name="qm9")
@@ -136,7 +141,16 @@ def main() -> None:
             for sampler in ("ode", "sde"):
                 g = torch.Generator().manual_seed(1 + 1000 * seed)
                 ens = sample_conformers(
-                    model, vocab, test, 5, strategy=strategy, steps=50, sampler=sampler, generator=g
+                    model,
+                    vocab,
+                    test,
+                    5,
+                    strategy=strategy,
+                    steps=50,
+                    sampler=sampler,
+                    generator=g,
+                    prior=cfg.prior,
+                    prior_alpha=cfg.prior_alpha,
                 )
                 cov = [coverage_recall(e, [m], threshold=0.5) for e, m in zip(ens, test, strict=True)]
                 records.append(

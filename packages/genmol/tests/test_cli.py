@@ -199,6 +199,27 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     assert s["validity"] is not None and s["atom_stability"] is not None
 
 
+def test_conformer_run_with_the_harmonic_prior_trains_and_samples(tmp_path, capsys):
+    data = write_sdf(tmp_path / "train.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"] * 2)])
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--steps", "3", "--out", str(run), "--task", "conformer"]
+    args += ["--hidden", "16", "--layers", "1", "--batch-size", "4", "--no-progress", "--prior", "harmonic"]
+    assert main([*args, "--prior-alpha", "1.5"]) == 0
+    cfg = json.loads((run / "run.json").read_text())["config"]
+    assert cfg["prior"] == "harmonic" and cfg["prior_alpha"] == 1.5
+    (tmp_path / "g.smi").write_text("CCO\nCOC\n")
+    for sampler in ("ode", "sde"):
+        out = tmp_path / f"{sampler}.sdf"
+        sample = ["sample", "--run", str(run), "--n", "3", "--steps", "3", "--out", str(out), "--sampler", sampler]
+        assert main([*sample, "--graphs", str(tmp_path / "g.smi")]) == 0
+        mols, _ = read_sdf(out, sanitize=False)
+        assert len(mols) == 6 and all(np.isfinite(m.coordinates).all() for m in mols)
+    capsys.readouterr()
+    joint = tmp_path / "joint"
+    assert main(["train", "--data", str(data), "--steps", "3", "--out", str(joint), "--prior", "harmonic"]) == 2
+    assert "harmonic prior is built from the bonds" in capsys.readouterr().err and not joint.exists()
+
+
 def test_heavy_atom_model_trains_samples_and_scores_without_hydrogen_atoms(tmp_path):
     data = write_sdf(tmp_path / "train.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"] * 2)])
     run = tmp_path / "run"

@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gencore.paths import harmonic_noise_transform
 from genmol.generation.strategies import STRATEGIES, coordinate_error, pair, sde_step
 from genmol.se3 import (
     center,
@@ -178,6 +179,65 @@ def test_sde_step_uses_horizontal_noise_and_correction(strategy):
     drift = p - 0.25 * (x - 0.3 * p) - 0.5 * g2_ * mean_curvature(x, mask)
     expected = (x + drift * 0.01 + math.sqrt(g2_ * 0.01) * horizontal_projection(x, eps, mask)) * mask[..., None]
     torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_sde_step_with_a_harmonic_prior_injects_its_noise_without_correction(strategy):
+    x, v, mask = cloud(3)
+    x = center(x, mask)
+    adj = torch.zeros(3, 6, 6, dtype=D)
+    adj[:, torch.arange(5), torch.arange(1, 6)] = 1.0
+    a = harmonic_noise_transform(adj, mask, alpha=1.3)
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    out = sde_step(strategy, v, x, 0.3, 0.01, mask, 0.5, g1, a)
+    eps = torch.randn(x.shape, generator=g2, dtype=D)
+    p = horizontal_projection(x, v, mask) if strategy.startswith("quotient") else center(v, mask)
+    drift = p - 0.25 * (x - 0.3 * p)
+    expected = (x + drift * 0.01 + math.sqrt(0.35 * 0.01) * center(a @ eps, mask)) * mask[..., None]
+    torch.testing.assert_close(out, expected)
+
+
+def test_harmonic_sde_keeps_the_path_law_for_every_strategy_and_isotropic_noise_does_not():
+    """Data: one 4-atom chain under Haar-random rotations; noise: the harmonic prior of its bond graph. The
+    exact marginal velocity is a posterior average over rotations (Monte Carlo over 200 rotations). Run to
+    t = 0.6 with a large noise scale, the mean squared pair distances must match those of
+    ``x_t = t R x1 + (1 - t) x0``: with the preconditioned noise for the com and the quotient strategies
+    (whose drift drops the vertical part), not with the isotropic horizontal noise and curvature term."""
+    n, b, steps, t_end = 4, 2000, 50, 0.6
+    g = torch.Generator().manual_seed(0)
+    adj = torch.zeros(n, n, dtype=D)
+    adj[torch.arange(n - 1), torch.arange(1, n)] = 1.0
+    adj = adj + adj.T
+    mask = torch.ones(b, n, dtype=D)
+    a = harmonic_noise_transform(adj.expand(b, n, n), mask)
+    lap = torch.diag(adj.sum(1)) - adj  # the prior's precision on centred clouds (alpha = 1)
+    x1 = center(torch.tensor([[[0.0, 0, 0], [1.5, 0, 0], [2.0, 1.4, 0], [3.5, 1.4, 0.8]]], dtype=D))
+    ref = x1[0] @ random_rotations(200, generator=g, dtype=D).transpose(1, 2)
+
+    def velocity(x, t):
+        diff = x[:, None] - t * ref[None]
+        weights = torch.softmax(-torch.einsum("brni,nm,brmi->br", diff, lap, diff) / (2 * (1 - t) ** 2), -1)
+        return (torch.einsum("br,rni->bni", weights, ref) - x) / (1 - t)
+
+    def pair_sq(x):
+        d = torch.cdist(x, x).pow(2).mean(0)
+        return torch.stack([d[0, 1], d[0, 2], d[0, 3], d[1, 3]])
+
+    # E|x_i - x_j|^2 = t^2 |x1_i - x1_j|^2 + (1 - t)^2 3 R_ij (R: effective resistance, |i - j| on a chain)
+    data_sq = pair_sq(x1)
+    truth = t_end**2 * data_sq + (1 - t_end) ** 2 * 3 * torch.tensor([1.0, 2.0, 3.0, 2.0], dtype=D)
+    x0 = center(a @ torch.randn(b, n, 3, generator=g, dtype=D))
+    dt = t_end / steps
+    results = {}
+    for name, strategy, transform in [("com", "com", a), ("quotient", "quotient", a), ("isotropic", "quotient", None)]:
+        x = x0.clone()
+        for k in range(steps):
+            x = sde_step(strategy, velocity(x, k * dt), x, k * dt, dt, mask, 2.0, g, transform)
+        results[name] = pair_sq(x) / truth - 1
+    # the sampling error of each ratio is about 2 % (measured: within 3 %); the isotropic sampler is 11-44 % off
+    assert results["com"].abs().max() < 0.07
+    assert results["quotient"].abs().max() < 0.07
+    assert results["isotropic"].abs().max() > 0.25
 
 
 @pytest.mark.parametrize("strategy", ["quotient", "quotient-aligned"])

@@ -202,6 +202,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
             sampler=args.sampler,
             noise_scale=args.noise,
             generator=g,
+            prior=cfg.prior,
+            prior_alpha=cfg.prior_alpha,
             progress=not args.no_progress,
         )
         mols = [m for e in ens for m in e]
@@ -320,6 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("explicit", "implicit"),  # genmol.generation.flow.HYDROGENS
         help="explicit (default): hydrogens are atoms of the model; implicit: heavy atoms only, hydrogen counts "
         "filled in on sampling",
+    )
+    tr.add_argument(
+        "--prior",
+        choices=("gaussian", "harmonic"),  # genmol.generation.flow.PRIORS
+        help="noise: gaussian (default) or, for --task conformer, harmonic (ET-Flow's: shaped by the bond graph)",
+    )
+    tr.add_argument(
+        "--prior-alpha", type=float, dest="prior_alpha", help="the harmonic prior's spring constant, 1/A^2 (default 1)"
     )
     tr.add_argument("--steps", type=int)
     tr.add_argument("--batch-size", type=int, dest="batch_size")

@@ -13,6 +13,11 @@ Hydrogens are atoms of the model by default (``hydrogens="explicit"``, as EDM on
 the "QM9 without hydrogens" setting) and generated molecules get the hydrogen counts that complete each
 atom's lowest allowed valence (:func:`genmol.metrics.stability.with_implicit_hydrogens`).
 
+Noise: standard Gaussian on the zero-centroid subspace (``prior="gaussian"``, EDM) or, for conformers, the
+harmonic prior of ET-Flow / FlowSite (``prior="harmonic"``: Gaussian with precision ``prior_alpha`` times the
+bond graph's Laplacian, :mod:`gencore.paths.harmonic`), whose noise already has the molecule's bonded
+shape; its SDE sampler preconditions the injected noise with the same covariance.
+
 Token loss: cross-entropy on the masked positions (the unweighted form of the masked-diffusion
 ELBO; the ELBO weight ``1 / (1 - t)`` makes 300-step runs noisy). The coordinate loss and sampler
 depend on the SE(3) strategy (:mod:`genmol.generation.strategies`).
@@ -32,7 +37,7 @@ from torch.nn import functional as F
 from gencore.checks import check_int
 from gencore.discrete import MaskedDiffusion, sample_categorical
 from gencore.errors import ConfigError, InputError
-from gencore.paths import AffineGaussianPath, LinearSchedule
+from gencore.paths import AffineGaussianPath, LinearSchedule, harmonic_noise_transform
 from gencore.rng import seeded_init
 from genmol.chem.batching import BOND_CLASSES, pad
 from genmol.chem.molecule import Molecule
@@ -46,6 +51,7 @@ from genmol.se3 import center, centered_noise, random_rotations
 TASKS = ("joint", "conformer")
 SAMPLERS = ("ode", "sde")
 HYDROGENS = ("explicit", "implicit")
+PRIORS = ("gaussian", "harmonic")
 
 
 def check_hydrogens(hydrogens: str) -> None:
@@ -61,6 +67,8 @@ class GenConfig:
     backbone: str = "egnn"  # egnn | transformer
     strategy: str = "quotient"  # com | kabsch | quotient | quotient-aligned
     hydrogens: str = "explicit"  # explicit (atoms of the model) | implicit (heavy atoms only)
+    prior: str = "gaussian"  # gaussian | harmonic (conformers: noise shaped by the bond graph)
+    prior_alpha: float = 1.0  # the harmonic prior's spring constant, 1 / angstrom^2
     hidden: int = 64
     layers: int = 3
     steps: int = 300
@@ -78,6 +86,15 @@ class GenConfig:
             raise ConfigError(f"backbone must be one of {', '.join(BACKBONES)}, got {self.backbone!r}.")
         check_strategy(self.strategy)
         check_hydrogens(self.hydrogens)
+        if self.prior not in PRIORS:
+            raise ConfigError(f"prior must be one of {', '.join(PRIORS)}, got {self.prior!r}.")
+        if self.prior == "harmonic" and self.task != "conformer":
+            raise ConfigError(
+                "the harmonic prior is built from the bonds, which only conformer generation is given: "
+                "use it with task conformer."
+            )
+        if not (math.isfinite(self.prior_alpha) and self.prior_alpha > 0):
+            raise ConfigError(f"prior_alpha must be positive, got {self.prior_alpha}.")
         for name in ("hidden", "layers", "steps", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
@@ -138,7 +155,8 @@ class MoleculeFlowTask:
         b, dev = tokens.shape[0], coords.device
         rot = random_rotations(b, generator=generator, device=dev)  # the engine's generator lives on `dev`
         x1 = coords @ rot.transpose(1, 2)
-        x0 = centered_noise(x1.shape, mask, generator=generator, device=dev, dtype=x1.dtype)
+        transform = prior_transform(self.cfg.prior, bonds, mask, self.cfg.prior_alpha)
+        x0 = prior_noise(x1.shape, mask, transform, generator=generator, device=dev, dtype=x1.dtype)
         x0, x1 = pair(self.cfg.strategy, x0, x1, mask)
         t = torch.rand(b, generator=generator, device=dev)
         s = self.path.sample(x0, x1, t)
@@ -163,6 +181,30 @@ class MoleculeFlowTask:
             loss = loss + self.cfg.token_weight * tok
             metrics["token_ce"] = tok.detach()
         return loss, metrics
+
+
+def prior_transform(cfg_prior: str, bonds: torch.Tensor, mask: torch.Tensor, alpha: float) -> torch.Tensor | None:
+    """``A: [B, N, N]`` of the harmonic prior over each molecule's bond graph (``A A^T`` its covariance over
+    the atoms), or ``None`` for the Gaussian prior."""
+    if cfg_prior == "gaussian":
+        return None
+    return harmonic_noise_transform((bonds > 0).to(mask.dtype), mask, alpha=alpha)
+
+
+def prior_noise(
+    shape: tuple[int, int, int],
+    mask: torch.Tensor,
+    transform: torch.Tensor | None,
+    *,
+    generator: torch.Generator | None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Centred noise: standard Gaussian (``transform is None``) or ``A eps`` (the harmonic prior)."""
+    if transform is None:
+        return centered_noise(shape, mask, generator=generator, device=device, dtype=dtype)
+    eps = torch.randn(shape, generator=generator, device=device, dtype=dtype)
+    return center(transform.to(device=device, dtype=eps.dtype) @ eps, mask.to(device))
 
 
 def size_histogram(molecules: Sequence[Molecule]) -> dict[int, int]:
@@ -275,13 +317,18 @@ def sample_conformers(
     sampler: str = "ode",
     noise_scale: float = 0.5,
     generator: torch.Generator | None = None,
+    prior: str = "gaussian",
+    prior_alpha: float = 1.0,
     progress: bool = False,
 ) -> list[list[Molecule]]:
-    """``n_per_molecule`` generated conformers for each input graph (coordinates replaced)."""
+    """``n_per_molecule`` generated conformers for each input graph (coordinates replaced), from the
+    run's ``prior`` (its SDE preconditions the injected noise with the harmonic prior's covariance)."""
     from tqdm.auto import tqdm
 
     check_strategy(strategy)
     check_sampler(sampler, steps, noise_scale)
+    if prior not in PRIORS:
+        raise ConfigError(f"prior must be one of {', '.join(PRIORS)}, got {prior!r}.")
     if n_per_molecule < 1:
         raise ConfigError(f"the number of conformers per molecule must be positive, got {n_per_molecule}.")
     model.eval()
@@ -291,7 +338,9 @@ def sample_conformers(
         reps = [mol] * n_per_molecule
         t = pad(reps, vocab.token)
         mask = t["mask"]
-        x = centered_noise(t["coords"].shape, mask, generator=generator).to(dev)
+        transform = prior_transform(prior, t["bonds"], mask, prior_alpha)
+        x = prior_noise(t["coords"].shape, mask, transform, generator=generator).to(dev)
+        transform = None if transform is None else transform.to(dev)
         feats, edges = token_features(t["tokens"], len(vocab)).to(dev), bond_features(t["bonds"]).to(dev)
         mask = mask.to(dev)
         grid = torch.linspace(0.0, 1.0, steps + 1)
@@ -299,7 +348,7 @@ def sample_conformers(
             t_k, dt = float(grid[k]), float(grid[k + 1] - grid[k])
             v, _ = model(x, torch.full((len(reps),), t_k, device=dev), tokens=feats, mask=mask, edges=edges)
             if sampler == "sde" and k < steps - 1:
-                x = sde_step(strategy, v, x, t_k, dt, mask, noise_scale, generator)
+                x = sde_step(strategy, v, x, t_k, dt, mask, noise_scale, generator, transform)
             else:
                 x = (x + dt * drift(strategy, v, x, mask)) * mask[..., None]
         out.append([mol.with_coordinates(xi.double().numpy()) for xi in center(x, mask).cpu()])
@@ -312,6 +361,7 @@ def config_dict(cfg: GenConfig) -> dict[str, Any]:
 
 __all__ = [
     "HYDROGENS",
+    "PRIORS",
     "SAMPLERS",
     "STRATEGIES",
     "TASKS",
@@ -320,6 +370,8 @@ __all__ = [
     "draw_sizes",
     "model_view",
     "molecule_tensors",
+    "prior_noise",
+    "prior_transform",
     "sample_conformers",
     "sample_joint",
     "size_histogram",

@@ -83,18 +83,28 @@ def sde_step(
     mask: torch.Tensor,
     noise_scale: float,
     generator: torch.Generator | None,
+    noise_transform: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One Euler-Maruyama step of ``dx = [v + (g^2/2) s] dt + g dW`` with ``g^2 = noise_scale (1 - t)``.
 
     The score of the linear path is ``s = (t v - x) / (1 - t)``, so ``(g^2/2) s = -(noise_scale/2)(x - t v)``.
     The quotient strategies inject horizontal noise ``g P_h(x) dW`` and add the correction ``-(g^2/2) H(x)``;
     the others inject centred Euclidean noise.
+
+    With a harmonic prior (``noise_transform = A``, ``A A^T = Sigma`` over the atoms) the step is the
+    preconditioned SDE ``dx = [v + (g^2/2) Sigma s] dt + g A dW``, which keeps the path's marginals because
+    ``Sigma`` is constant; for the linear path ``Sigma s = (t v - x) / (1 - t)``, the same drift as above.
+    Every strategy then injects centred ``A dW`` and no curvature term: the quotient strategies' drift
+    differs from the Euclidean process's only by motion along the orbit, which does not change the law on
+    the quotient when drift and noise are rotation-equivariant (``A`` acts on atoms, not on axes).
     """
     v = drift(strategy, velocity, x, mask)
     g2 = noise_scale * (1.0 - t)
     d = v - 0.5 * noise_scale * (x - t * v)
     eps = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)  # CPU stream: same draws on any device
-    if is_quotient(strategy):
+    if noise_transform is not None:
+        noise = center(noise_transform.to(x.dtype) @ eps, mask)
+    elif is_quotient(strategy):
         d = d - 0.5 * g2 * mean_curvature(x, mask)
         noise = horizontal_projection(x, eps, mask)
     else:
