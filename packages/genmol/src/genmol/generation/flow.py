@@ -59,6 +59,11 @@ def check_hydrogens(hydrogens: str) -> None:
         raise ConfigError(f"hydrogens must be one of {', '.join(HYDROGENS)}, got {hydrogens!r}.")
 
 
+def check_prior(prior: str) -> None:
+    if prior not in PRIORS:
+        raise ConfigError(f"prior must be one of {', '.join(PRIORS)}, got {prior!r}.")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GenConfig:
     """Model and optimisation settings of one generative run."""
@@ -86,8 +91,7 @@ class GenConfig:
             raise ConfigError(f"backbone must be one of {', '.join(BACKBONES)}, got {self.backbone!r}.")
         check_strategy(self.strategy)
         check_hydrogens(self.hydrogens)
-        if self.prior not in PRIORS:
-            raise ConfigError(f"prior must be one of {', '.join(PRIORS)}, got {self.prior!r}.")
+        check_prior(self.prior)
         if self.prior == "harmonic" and self.task != "conformer":
             raise ConfigError(
                 "the harmonic prior is built from the bonds, which only conformer generation is given: "
@@ -327,8 +331,7 @@ def sample_conformers(
 
     check_strategy(strategy)
     check_sampler(sampler, steps, noise_scale)
-    if prior not in PRIORS:
-        raise ConfigError(f"prior must be one of {', '.join(PRIORS)}, got {prior!r}.")
+    check_prior(prior)
     if n_per_molecule < 1:
         raise ConfigError(f"the number of conformers per molecule must be positive, got {n_per_molecule}.")
     model.eval()
