@@ -24,11 +24,16 @@ Fine-tuning, the paper's setting (LWD fine-tunes a trained model to a higher res
 fine-tunes it for ``--steps`` steps (learning rate ``--finetune-lr``) without and with the mask, both from
 the same weights, on ``--size`` x ``--size`` patches of the same photographs (native resolution, the same
 framing; see ``genimage.data.bundled``). The pretrained model itself, sampled at ``--size`` without any
-fine-tuning, is scored as a third row.
+fine-tuning, is scored as a third row. With ``--latent`` the pretraining trains the seed's VAE on the 32x32
+patches and a latent DiT on it; every fine-tuning arm reuses that VAE (convolutional, so a ``--size`` patch
+has a ``4 x size/2 x size/2`` latent), and the ``vae-recon`` row scores its reconstructions of ``--size``
+patches.
 
     python bench_lwd.py results/bench_lwd.json [--steps 240] [--seeds 0] [--n-eval 160]
     python bench_lwd.py results/bench_lwd_ft.json --pretrain-steps 1200 --size 64 --steps 400 --seeds 0,1,2
     python bench_lwd.py results/bench_lwd_latent.json --latent --steps 1500 --batch-size 32 --seeds 0
+    python bench_lwd.py results/bench_lwd_latent_ft64.json --latent --pretrain-steps 1500 --vae-steps 1500 \
+        --size 64 --steps 600 --batch-size 32 --seeds 0 --arms baseline,lwd-noisy
 """
 
 from __future__ import annotations
@@ -106,11 +111,14 @@ def main(
             if pretrain_steps:
                 init = Path(tmp) / f"pretrained_seed{seed}"
                 base = ImageTrainConfig(
-                    data="photos", image_size=32, steps=pretrain_steps, batch_size=batch_size, patch_size=4,
-                    lr=1e-3, warmup_steps=20, seed=seed, progress=False,
+                    data="photos", image_size=32, steps=pretrain_steps, batch_size=batch_size, patch_size=patch_size,
+                    lr=1e-3, warmup_steps=20, seed=seed, progress=False, latent=latent, vae_steps=vae_steps,
                 )  # fmt: skip
                 outcome = train(base, init)
-                score(_at_size(load_run(init), size), "pretrained", seed, outcome.seconds)
+                pretrained = load_run(init)
+                if latent:  # every arm fine-tunes on this VAE: score its reconstructions at the new size
+                    score(pretrained, "vae-recon", seed, 0.0)
+                score(_at_size(pretrained, size), "pretrained", seed, outcome.seconds)
             vae_dir = None
             for arm in arms:
                 cfg = ImageTrainConfig(
@@ -124,7 +132,7 @@ def main(
                     shutil.copytree(vae_dir, work / "vae")
                 t0 = time.perf_counter()
                 _, run, seconds = train_with_curve(cfg, data, lambda run: {}, steps, work)
-                if latent and vae_dir is None:
+                if latent and vae_dir is None and init is None:
                     vae_dir = work / "vae"
                     vae_s = time.perf_counter() - t0 - seconds
                     score(run, "vae-recon", seed, vae_s)
@@ -157,11 +165,16 @@ def main(
 
 
 def _at_size(run: LoadedRun, size: int) -> LoadedRun:
-    """The run's backbone rebuilt for ``size x size`` inputs with the same weights (no fine-tuning)."""
-    model = type(run.model)(**(run.model.config | {"image_size": size}))
+    """The run's backbone rebuilt for ``size x size`` images with the same weights (no fine-tuning); a latent
+    run keeps its VAE and samples latents of ``size / factor`` (the VAE's downsampling factor)."""
+    factor = run.image_shape[1] // run.sample_shape[1]
+    side = size // factor
+    model = type(run.model)(**(run.model.config | {"image_size": side}))
     model.load_state_dict(run.model.state_dict())
-    shape = [run.image_shape[0], size, size]
-    return LoadedRun.from_parts(model.eval(), run.config | {"image_shape": shape, "sample_shape": shape}, None)
+    image_shape = [run.image_shape[0], size, size]
+    sample_shape = [run.sample_shape[0], side, side]
+    config = run.config | {"image_shape": image_shape, "sample_shape": sample_shape}
+    return LoadedRun.from_parts(model.eval(), config, run.vae)
 
 
 def _summary(records: list[dict]) -> list[dict]:
@@ -200,8 +213,6 @@ if __name__ == "__main__":
     arms = tuple(a.arms.split(","))
     if not set(arms) <= {"baseline", "lwd", "lwd-noisy"}:
         p.error(f"--arms takes baseline, lwd and lwd-noisy, got {a.arms!r}")
-    if a.latent and a.pretrain_steps:
-        p.error("--latent trains from scratch; it does not combine with --pretrain-steps")
     patch = a.patch_size or (2 if a.latent else 4)
     main(
         a.out, a.steps, a.batch_size, seeds, a.n_eval, a.pretrain_steps, a.size, a.finetune_lr, arms,
