@@ -7,7 +7,7 @@ discrete diffusion baseline, all trained in the same harness with the same main-
                                                      [--prior-steps K] [--work DIR] [--reuse] [--merge] [--seed S]
                                                      [--code-repulsion W --repulsion-radius R]
                                                      [--prior-coupling set-ot] [--prior-hidden 256 --prior-layers 4]
-                                                     [--codebook-size 4096]
+                                                     [--codebook-size 4096] [--prior-size-embedding]
 
 ``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
@@ -24,7 +24,8 @@ deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencod
 ``--prior-steps`` the flow prior's (default ``5 x --steps``). ``--code-repulsion`` trains the GGBall autoencoders
 with the within-graph latent repulsion (``GGBallConfig.code_repulsion``) and ``--prior-coupling set-ot`` trains the
 flow priors on noise nodes assigned optimally to each graph's latent nodes; ``--prior-hidden`` / ``--prior-layers``
-size the flow priors (default 64 x 2, as ``gengraph train``) and ``--codebook-size`` the GGBall autoencoders'
+size the flow priors (default 64 x 2, as ``gengraph train``), ``--prior-size-embedding`` gives them each
+graph's node count, and ``--codebook-size`` the GGBall autoencoders'
 codebooks (default 512, as ``gengraph train``); such rows and run folders are kept apart from the
 default ones. DiGress reads its cycle and spectral input features, as ``gengraph train`` does by
 default; ``--no-digress-extra-features`` trains the plain denoiser (rows marked ``extra_features: false``, run
@@ -83,6 +84,12 @@ def main() -> None:
     p.add_argument("--prior-layers", type=int, default=DEFAULT.prior_layers, help="GGBall priors' layers")
     p.add_argument("--codebook-size", type=int, default=DEFAULT.codebook_size, help="GGBall autoencoders' codes")
     p.add_argument(
+        "--prior-size-embedding",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT.prior_size_embedding,
+        help="GGBall priors read each graph's node count",
+    )
+    p.add_argument(
         "--digress-extra-features",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -102,6 +109,8 @@ def main() -> None:
             size = (args.prior_hidden, args.prior_layers)
             sized = model.startswith("ggball") and size != (DEFAULT.prior_hidden, DEFAULT.prior_layers)
             name += f"-prior{args.prior_hidden}x{args.prior_layers}" if sized else ""
+            sizeemb = model.startswith("ggball") and args.prior_size_embedding != DEFAULT.prior_size_embedding
+            name += ("-sizeemb" if args.prior_size_embedding else "-nosizeemb") if sizeemb else ""
             codes = model.startswith("ggball") and args.codebook_size != DEFAULT.codebook_size
             name += f"-codes{args.codebook_size}" if codes else ""
             extra = model == "digress" and args.digress_extra_features
@@ -116,6 +125,7 @@ def main() -> None:
                     prior_coupling=args.prior_coupling if coupled else "independent", digress_extra_features=extra,
                     prior_hidden=args.prior_hidden, prior_layers=args.prior_layers,
                     codebook_size=args.codebook_size if codes else DEFAULT.codebook_size,
+                    prior_size_embedding=args.prior_size_embedding if sizeemb else DEFAULT.prior_size_embedding,
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -132,6 +142,8 @@ def main() -> None:
                 row |= {"prior_hidden": args.prior_hidden, "prior_layers": args.prior_layers}
             if codes:
                 row["codebook_size"] = args.codebook_size
+            if sizeemb:
+                row["prior_size_embedding"] = args.prior_size_embedding
             if model == "digress":
                 row["extra_features"] = extra
             row["train_s"] = round(train_s, 1)
@@ -182,6 +194,7 @@ def _key(row: dict) -> tuple:
         row.get("prior_hidden", DEFAULT.prior_hidden),
         row.get("prior_layers", DEFAULT.prior_layers),
         row.get("codebook_size", DEFAULT.codebook_size),
+        row.get("prior_size_embedding", DEFAULT.prior_size_embedding),
         row.get("extra_features", False),
     )
 

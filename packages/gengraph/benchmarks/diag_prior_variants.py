@@ -1,12 +1,13 @@
 """Does another latent prior close GGBall's code-sharing gap on tree? Prior variants on one trained autoencoder.
 
     python benchmarks/diag_prior_variants.py OUT.json --work DIR [--model ggball] [--dataset tree] [--steps 1500]
-        [--variants "codes 256x4,latents 64x2"]
+        [--variants "codes 256x4;latents 64x2"]
 
 Trains (or reuses) the run ``DIR/<model>`` of ``bench_reproduction.py``'s protocol (seed 0, 300 autoencoder and
 1,500 prior steps), then trains further flow priors on the same autoencoder's training latents with the run's
-engine settings, ``--steps`` each (1,500 by default; ``--variants`` picks some of the three below). A run folder
-that exists already, of any budget, is reused as it is (so ``--work`` can point at a longer run of the same protocol):
+engine settings, ``--steps`` each (1,500 by default; ``--variants`` picks some of those below, separated by
+semicolons). A run folder that exists already, of any budget, is reused as it is (so ``--work`` can point at a
+longer run of the same protocol):
 
 - ``codes 64x2``: the run's own prior (width 64, 2 transformer layers, fitted to the quantised latents);
 - ``codes 256x4``: a prior 29 times larger (width 256, 4 layers), same data;
@@ -14,7 +15,9 @@ that exists already, of any budget, is reused as it is (so ``--work`` can point 
   point masses on the codes);
 - ``codes 64x2, distance bias``: the run's prior size with distance-biased attention
   (``SetVelocity(distance_bias=True)``, ``gengraph train --prior-distance-bias``), which lets a node see which
-  others are near it, the information it needs to land on a code shared with them.
+  others are near it, the information it needs to land on a code shared with them;
+- ``codes 64x2, size`` and ``codes 256x4, size``: those sizes with the node-count embedding
+  (``SetVelocity(size_embedding=True)``, ``gengraph train --prior-size-embedding``).
 
 Each prior's samples (three sampling folds) are decoded by sampling, once snapped to their nearest codes (as
 ``gengraph sample`` does) and once unquantised, and scored against the test split (degree / clustering / orbit
@@ -39,10 +42,12 @@ from gengraph.datasets import load_dataset
 from gengraph.experiment import RunConfig, _engine, _PriorTask, load_latent_run, read_run, train_run
 from gengraph.models.latent_flow import SetVelocity, sample_latent_sets
 
-VARIANTS = {
-    "codes 256x4": ("codes", 256, 4, False),
-    "latents 64x2": ("latents", 64, 2, False),
-    "codes 64x2, distance bias": ("codes", 64, 2, True),
+VARIANTS = {  # name: (target, width, layers, distance bias, size embedding)
+    "codes 256x4": ("codes", 256, 4, False, False),
+    "latents 64x2": ("latents", 64, 2, False, False),
+    "codes 64x2, distance bias": ("codes", 64, 2, True, False),
+    "codes 64x2, size": ("codes", 64, 2, False, True),
+    "codes 256x4, size": ("codes", 256, 4, False, True),
 }
 
 
@@ -53,9 +58,9 @@ def main() -> None:
     p.add_argument("--model", default="ggball", choices=("ggball", "ggball-euclidean"))
     p.add_argument("--dataset", default="tree")
     p.add_argument("--steps", type=int, default=1500, help="steps of each extra prior")
-    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of the extra priors")
+    p.add_argument("--variants", default=";".join(VARIANTS), help="names of the extra priors, separated by ';'")
     args = p.parse_args()
-    chosen = [v.strip() for v in args.variants.split(",") if v.strip()]
+    chosen = [v.strip() for v in args.variants.split(";") if v.strip()]
     if unknown := [v for v in chosen if v not in VARIANTS]:
         p.error(f"unknown variant(s) {', '.join(unknown)}; choose from: {', '.join(VARIANTS)}")
     train, test = load_dataset(args.dataset, "train"), load_dataset(args.dataset, "test")
@@ -73,10 +78,12 @@ def main() -> None:
         zq = ae.quantise(z, mask)[0]
     priors = {"codes 64x2": run_prior}
     for name in chosen:
-        target, hidden, layers, distance_bias = VARIANTS[name]
+        target, hidden, layers, distance_bias, size_embedding = VARIANTS[name]
         data = zq if target == "codes" else z
         torch.manual_seed(cfg.seed)
-        prior = SetVelocity(ae.geometry, hidden=hidden, layers=layers, distance_bias=distance_bias)
+        prior = SetVelocity(
+            ae.geometry, hidden=hidden, layers=layers, distance_bias=distance_bias, size_embedding=size_embedding
+        )
         prior.fit_centre(data, mask)
         engine = _engine(cfg, run / f"prior_{name.replace(' ', '_').replace(',', '')}", args.steps, lr=1e-3)
         task = _PriorTask(prior, ae.geometry, coupling)

@@ -107,6 +107,31 @@ def test_set_ot_coupling_makes_the_prior_loss_blind_to_the_order_of_a_graphs_nod
         loss(x, "sinkhorn")
 
 
+def test_size_embedding_lets_the_prior_count_its_nodes() -> None:
+    """Attention averages cannot count: a set of n copies of one point gives every node the same output whatever
+    n is. With ``size_embedding`` the output depends on n; the field stays equivariant and blind to padding."""
+    torch.manual_seed(0)
+    geo = BallGeometry(4)
+    point = geo.expmap0(0.3 * torch.randn(4))
+    x = point.expand(2, 6, 4).clone()
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[0, 3:] = False  # graph 0: three copies; graph 1: six
+    t = torch.tensor([0.4, 0.4])
+    plain = SetVelocity(geo, hidden=16, layers=2).eval()
+    out = plain(x, t, mask=mask)
+    torch.testing.assert_close(out[0, 0], out[1, 0], rtol=1e-5, atol=1e-6)
+    net = SetVelocity(geo, hidden=16, layers=2, size_embedding=True).eval()
+    out = net(x, t, mask=mask)
+    assert (out[0, 0] - out[1, 0]).abs().max() > 1e-3
+    assert (out[0, 3:] == 0).all()
+    y = geo.expmap0(0.3 * torch.randn(2, 6, 4))
+    perm = torch.tensor([2, 0, 1, 5, 3, 4])  # keeps graph 0's padding behind its real nodes
+    torch.testing.assert_close(net(y[:, perm], t, mask=mask)[1], net(y, t, mask=mask)[1, perm], rtol=1e-4, atol=1e-5)
+    moved = y.clone()
+    moved[0, 3:] = geo.expmap0(torch.randn(3, 4))
+    torch.testing.assert_close(net(moved, t, mask=mask)[0, :3], net(y, t, mask=mask)[0, :3], rtol=1e-5, atol=1e-6)
+
+
 def test_run_config_refuses_a_zero_prior_budget() -> None:
     from gengraph.experiment import RunConfig
 
@@ -224,9 +249,10 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
     graphs = read_graph_set(out)
     assert len(graphs) == 6 and all(12 <= g.n_nodes <= 20 for g in graphs)
     biased = tmp_path / "biased"
-    argv = ["train", "--data", "community-small", "--steps", "3", "--prior-distance-bias", "--no-progress"]
-    assert main([*argv, "--out", str(biased)]) == 0
+    argv = ["train", "--data", "community-small", "--steps", "3", "--prior-distance-bias", "--prior-size-embedding"]
+    assert main([*argv, "--no-progress", "--out", str(biased)]) == 0
     assert load_latent_run(biased)[1].distance_scale is not None and load_latent_run(run)[1].distance_scale is None
+    assert load_latent_run(biased)[1].size is not None and load_latent_run(run)[1].size is None
     assert main(["sample", "--run", str(biased), "--n", "2", "--steps", "3", "--out", str(tmp_path / "b.json")]) == 0
     metrics = tmp_path / "m.json"
     assert main(["evaluate", "--reference", "community-small", "--generated", str(out), "--json", str(metrics)]) == 0

@@ -189,6 +189,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="GGBall prior: attention biased by the nodes' distances (lets nodes share codes; see README)",
     )
     t.add_argument(
+        "--prior-size-embedding",
+        action="store_true",
+        default=None,
+        dest="prior_size_embedding",
+        help="GGBall prior: give the set transformer each graph's node count (see README)",
+    )
+    t.add_argument(
         "--prior-coupling",
         choices=("independent", "set-ot"),  # gengraph.models.latent_flow.COUPLINGS
         dest="prior_coupling",

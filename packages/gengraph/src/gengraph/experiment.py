@@ -64,6 +64,7 @@ class RunConfig:
     prior_hidden: int = 64  # width of the flow prior's set transformer (SetVelocity)
     prior_layers: int = 2  # its transformer layers
     prior_distance_bias: bool = False  # distance-biased attention in the flow prior (SetVelocity)
+    prior_size_embedding: bool = False  # the flow prior reads each graph's node count (SetVelocity)
     prior_coupling: str = "independent"  # latent_flow.COUPLINGS: noise-to-node pairing of the flow prior
     code_repulsion: float = 0.0  # GGBallConfig.code_repulsion: within-graph latent repulsion (0: off)
     repulsion_radius: float = 0.1  # GGBallConfig.repulsion_radius
@@ -230,7 +231,10 @@ def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Pat
             ae.save_pretrained(out / "autoencoder" / "model")
         with torch.no_grad():  # identical on every rank: the replicas hold the same weights and codebook
             zq, _, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
-        arch = {"hidden": cfg.prior_hidden, "layers": cfg.prior_layers, "distance_bias": cfg.prior_distance_bias}
+        arch = {
+            "hidden": cfg.prior_hidden, "layers": cfg.prior_layers, "distance_bias": cfg.prior_distance_bias,
+            "size_embedding": cfg.prior_size_embedding,
+        }  # fmt: skip
         prior = SetVelocity(ae.geometry, **arch)
         prior.fit_centre(zq, mask)
         stage = _engine(cfg, out / "prior", cfg.prior_steps or 5 * cfg.steps, lr=1e-3, **engine)
@@ -281,7 +285,8 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
     state, meta = load_pretrained(run / "prior" / "model")
     # runs from before the prior's size was a setting hold no hidden / layers: they used 64 and 2
     arch = {"hidden": int(meta.get("hidden", 64)), "layers": int(meta.get("layers", 2))}
-    prior = SetVelocity(ae.geometry, **arch, distance_bias=bool(meta.get("distance_bias", False)))
+    flags = {k: bool(meta.get(k, False)) for k in ("distance_bias", "size_embedding")}  # off in runs before them
+    prior = SetVelocity(ae.geometry, **arch, **flags)
     try:
         prior.load_state_dict(state)
     except RuntimeError:

@@ -30,6 +30,13 @@ per-head scales ``s_h(t) = exp(a_h + w_h . emb(t))`` initialised log-spaced from
 whole set and others only a node's nearest neighbours. The blocks are gencore's
 :class:`~gencore.nn.BiasedAttentionBlock`. Measured on tree it does not close the code-sharing gap (see the
 README's prior-variant table); it stays an option.
+
+Node-count embedding (``size_embedding=True``). Softmax attention averages over the set, so the transformer
+cannot count: ``n`` copies of one point give every node the same output whatever ``n`` is, and the field cannot
+tell a 4-node graph from an 18-node one until the points themselves do. Yet a graph's code usage depends on its
+size (an ego net has one hub node, a share ``1 / n`` of its nodes). With the option a sinusoidal embedding of the
+node count (the size ``gengraph sample`` draws; DiGress and EDM condition on it too) joins the time embedding at
+every node's input.
 """
 
 from __future__ import annotations
@@ -63,12 +70,15 @@ class SetVelocity(nn.Module):
         heads: int = HEADS,
         time_dim: int = 32,
         distance_bias: bool = False,
+        size_embedding: bool = False,
     ):
         super().__init__()
         self.geometry = geometry
         d = geometry.dim
         self.time = SinusoidalTimeEmbedding(time_dim, scale=30.0, max_period=30.0)
-        self.inp = nn.Linear(d + time_dim, hidden)
+        # the node count n as sinusoidal features (periods 2 pi to 1000 nodes): attention averages cannot count
+        self.size = SinusoidalTimeEmbedding(time_dim, scale=1.0, max_period=1000.0) if size_embedding else None
+        self.inp = nn.Linear(d + time_dim * (2 if size_embedding else 1), hidden)
         self.distance_scale = None
         if distance_bias:
             self.body = nn.ModuleList([BiasedAttentionBlock(hidden, heads, mlp_ratio=2) for _ in range(layers)])
@@ -103,7 +113,10 @@ class SetVelocity(nn.Module):
         b, n, _ = x.shape
         temb = self.time(broadcast_time(t, x[:, 0])).to(x.dtype)
         y = self.geometry.logmap0(x)
-        h = self.inp(torch.cat([y, temb[:, None].expand(b, n, -1)], -1))
+        cond = temb
+        if self.size is not None:
+            cond = torch.cat([temb, self.size(mask.sum(1)).to(x.dtype)], -1)
+        h = self.inp(torch.cat([y, cond[:, None].expand(b, n, -1)], -1))
         if self.distance_scale is None:
             h = self.body(h, src_key_padding_mask=~mask)
         else:
