@@ -83,12 +83,7 @@ def main() -> None:
     p.add_argument("--prior-hidden", type=int, default=DEFAULT.prior_hidden, help="GGBall priors' width")
     p.add_argument("--prior-layers", type=int, default=DEFAULT.prior_layers, help="GGBall priors' layers")
     p.add_argument("--codebook-size", type=int, default=DEFAULT.codebook_size, help="GGBall autoencoders' codes")
-    p.add_argument(
-        "--prior-size-embedding",
-        action=argparse.BooleanOptionalAction,
-        default=DEFAULT.prior_size_embedding,
-        help="GGBall priors read each graph's node count",
-    )
+    p.add_argument("--prior-size-embedding", action="store_true", help="GGBall priors read each graph's node count")
     p.add_argument(
         "--digress-extra-features",
         action=argparse.BooleanOptionalAction,
@@ -109,8 +104,8 @@ def main() -> None:
             size = (args.prior_hidden, args.prior_layers)
             sized = model.startswith("ggball") and size != (DEFAULT.prior_hidden, DEFAULT.prior_layers)
             name += f"-prior{args.prior_hidden}x{args.prior_layers}" if sized else ""
-            sizeemb = model.startswith("ggball") and args.prior_size_embedding != DEFAULT.prior_size_embedding
-            name += ("-sizeemb" if args.prior_size_embedding else "-nosizeemb") if sizeemb else ""
+            sizeemb = model.startswith("ggball") and args.prior_size_embedding
+            name += "-sizeemb" if sizeemb else ""
             codes = model.startswith("ggball") and args.codebook_size != DEFAULT.codebook_size
             name += f"-codes{args.codebook_size}" if codes else ""
             extra = model == "digress" and args.digress_extra_features
@@ -125,7 +120,7 @@ def main() -> None:
                     prior_coupling=args.prior_coupling if coupled else "independent", digress_extra_features=extra,
                     prior_hidden=args.prior_hidden, prior_layers=args.prior_layers,
                     codebook_size=args.codebook_size if codes else DEFAULT.codebook_size,
-                    prior_size_embedding=args.prior_size_embedding if sizeemb else DEFAULT.prior_size_embedding,
+                    prior_size_embedding=sizeemb,
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -143,7 +138,7 @@ def main() -> None:
             if codes:
                 row["codebook_size"] = args.codebook_size
             if sizeemb:
-                row["prior_size_embedding"] = args.prior_size_embedding
+                row["prior_size_embedding"] = True
             if model == "digress":
                 row["extra_features"] = extra
             row["train_s"] = round(train_s, 1)
@@ -194,7 +189,7 @@ def _key(row: dict) -> tuple:
         row.get("prior_hidden", DEFAULT.prior_hidden),
         row.get("prior_layers", DEFAULT.prior_layers),
         row.get("codebook_size", DEFAULT.codebook_size),
-        row.get("prior_size_embedding", DEFAULT.prior_size_embedding),
+        row.get("prior_size_embedding", False),
         row.get("extra_features", False),
     )
 
