@@ -76,7 +76,7 @@ class SetVelocity(nn.Module):
         self.geometry = geometry
         d = geometry.dim
         self.time = SinusoidalTimeEmbedding(time_dim, scale=30.0, max_period=30.0)
-        # the node count n as sinusoidal features (periods 2 pi to 1000 nodes): attention averages cannot count
+        # the node count n as sinusoidal features (periods 2 pi to 2000 pi nodes): attention averages cannot count
         self.size = SinusoidalTimeEmbedding(time_dim, scale=1.0, max_period=1000.0) if size_embedding else None
         self.inp = nn.Linear(d + time_dim * (2 if size_embedding else 1), hidden)
         self.distance_scale = None
