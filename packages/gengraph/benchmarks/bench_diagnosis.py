@@ -39,11 +39,10 @@ from gencore.io import write_json
 from gengraph.batch import pack, unpack
 from gengraph.datasets import load_dataset
 from gengraph.evaluation import edge_reconstruction
-from gengraph.experiment import load_latent_run, read_run
+from gengraph.experiment import load_latent_run, read_run, sample_prior
 from gengraph.hyperbolic.geometry import BALL_EPS
 from gengraph.metrics import graph_mmd
 from gengraph.models.ggball import GGBall
-from gengraph.models.latent_flow import sample_latent_sets
 
 FOLDS = 3
 KEYS = ("degree_mmd_gaussian_emd", "clustering_mmd_gaussian_emd", "orbit_mmd_gaussian")
@@ -124,7 +123,7 @@ def diagnose(run: Path, test) -> dict:
     out["edge_ce_density_only"] = float(F.binary_cross_entropy(torch.tensor(density), torch.tensor(density)))
     out["ceiling"] = _score(test, ae, [z] * FOLDS, mask)
     seeds = [torch.Generator().manual_seed(f) for f in range(FOLDS)]
-    samples = [sample_latent_sets(prior, ae.geometry, mask, generator=g) for g in seeds]
+    samples = [sample_prior(ae, prior, mask, generator=g) for g in seeds]
     out["prior"] = _score(test, ae, samples, mask)
     usage = _usage(idx, mask, ae.codebook.size)
     gen = torch.Generator().manual_seed(0)

@@ -8,6 +8,7 @@ discrete diffusion baseline, all trained in the same harness with the same main-
                                                      [--code-repulsion W --repulsion-radius R]
                                                      [--prior-coupling set-ot] [--prior-hidden 256 --prior-layers 4]
                                                      [--codebook-size 4096] [--prior-size-embedding]
+                                                     [--prior masked-codes]
 
 ``--merge`` keeps the rows already in OUT.json for the (data set, model, training seed) triples not run now
 and replaces the others, so one data set can be measured at a time (e.g. ``--datasets tree --merge``). The
@@ -25,9 +26,10 @@ deviation over folds. ``--steps`` is the main-network budget (GGBall's autoencod
 with the within-graph latent repulsion (``GGBallConfig.code_repulsion``) and ``--prior-coupling set-ot`` trains the
 flow priors on noise nodes assigned optimally to each graph's latent nodes; ``--prior-hidden`` / ``--prior-layers``
 size the flow priors (default 64 x 2, as ``gengraph train``), ``--prior-size-embedding`` gives them each
-graph's node count, and ``--codebook-size`` the GGBall autoencoders'
-codebooks (default 512, as ``gengraph train``); such rows and run folders are kept apart from the
-default ones. DiGress reads its cycle and spectral input features, as ``gengraph train`` does by
+graph's node count, ``--codebook-size`` the GGBall autoencoders'
+codebooks (default 512, as ``gengraph train``), and ``--prior masked-codes`` replaces the GGBall models' flow
+prior by masked discrete diffusion on the code indices (``gengraph train --prior``); such rows and run folders
+are kept apart from the default ones. DiGress reads its cycle and spectral input features, as ``gengraph train`` does by
 default; ``--no-digress-extra-features`` trains the plain denoiser (rows marked ``extra_features: false``, run
 folders ``digress*-plain``).
 MMDs use the GraphRNN/GDSS kernels that GGBall's tables use (``*_gaussian_emd`` for degree and clustering,
@@ -47,7 +49,7 @@ import numpy as np
 
 from gencore.io import read_json, write_json
 from gengraph.datasets import generate, load_dataset
-from gengraph.experiment import RunConfig, sample_run, train_run
+from gengraph.experiment import PRIORS, RunConfig, sample_run, train_run
 from gengraph.graph import Graph
 from gengraph.metrics import graph_mmd
 from gengraph.models.latent_flow import COUPLINGS
@@ -84,6 +86,7 @@ def main() -> None:
     p.add_argument("--prior-layers", type=int, default=DEFAULT.prior_layers, help="GGBall priors' layers")
     p.add_argument("--codebook-size", type=int, default=DEFAULT.codebook_size, help="GGBall autoencoders' codes")
     p.add_argument("--prior-size-embedding", action="store_true", help="GGBall priors read each graph's node count")
+    p.add_argument("--prior", default=DEFAULT.prior, choices=PRIORS, help="GGBall priors' kind")
     p.add_argument(
         "--digress-extra-features",
         action=argparse.BooleanOptionalAction,
@@ -106,6 +109,8 @@ def main() -> None:
             name += f"-prior{args.prior_hidden}x{args.prior_layers}" if sized else ""
             sizeemb = model.startswith("ggball") and args.prior_size_embedding
             name += "-sizeemb" if sizeemb else ""
+            masked = model.startswith("ggball") and args.prior != DEFAULT.prior
+            name += f"-{args.prior}" if masked else ""
             codes = model.startswith("ggball") and args.codebook_size != DEFAULT.codebook_size
             name += f"-codes{args.codebook_size}" if codes else ""
             extra = model == "digress" and args.digress_extra_features
@@ -120,7 +125,7 @@ def main() -> None:
                     prior_coupling=args.prior_coupling if coupled else "independent", digress_extra_features=extra,
                     prior_hidden=args.prior_hidden, prior_layers=args.prior_layers,
                     codebook_size=args.codebook_size if codes else DEFAULT.codebook_size,
-                    prior_size_embedding=sizeemb,
+                    prior_size_embedding=sizeemb, prior=args.prior if masked else DEFAULT.prior,
                 )  # fmt: skip
                 train_run(cfg, train, run)
             train_s = time.perf_counter() - start
@@ -139,6 +144,8 @@ def main() -> None:
                 row["codebook_size"] = args.codebook_size
             if sizeemb:
                 row["prior_size_embedding"] = True
+            if masked:
+                row["prior"] = args.prior
             if model == "digress":
                 row["extra_features"] = extra
             row["train_s"] = round(train_s, 1)
@@ -190,6 +197,7 @@ def _key(row: dict) -> tuple:
         row.get("prior_layers", DEFAULT.prior_layers),
         row.get("codebook_size", DEFAULT.codebook_size),
         row.get("prior_size_embedding", False),
+        row.get("prior", DEFAULT.prior),
         row.get("extra_features", False),
     )
 

@@ -17,7 +17,11 @@ longer run of the same protocol):
   (``SetVelocity(distance_bias=True)``, ``gengraph train --prior-distance-bias``), which lets a node see which
   others are near it, the information it needs to land on a code shared with them;
 - ``codes 64x2, size`` and ``codes 256x4, size``: those sizes with the node-count embedding
-  (``SetVelocity(size_embedding=True)``, ``gengraph train --prior-size-embedding``).
+  (``SetVelocity(size_embedding=True)``, ``gengraph train --prior-size-embedding``);
+- ``tokens 64x2, size``: not a flow: ``gengraph train --prior masked-codes``'s masked discrete diffusion over
+  the graph's code indices (:mod:`gengraph.models.code_prior`), the same width and depth; it always reads the
+  node count. Not GGBall's prior: it asks whether the autoencoder's codes can be generated better than
+  GGBall's flow generates them. Its samples are codes, so they are decoded once.
 
 Each prior's samples (three sampling folds) are decoded by sampling, once snapped to their nearest codes (as
 ``gengraph sample`` does) and once unquantised, and scored against the test split (degree / clustering / orbit
@@ -28,6 +32,7 @@ codes per graph (``bench_diagnosis.py``'s statistics; the test trees' own codes:
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -39,8 +44,18 @@ from gencore.tables import format_table
 from gencore.train import Trainer
 from gengraph.batch import pack
 from gengraph.datasets import load_dataset
-from gengraph.experiment import RunConfig, _engine, _PriorTask, load_latent_run, read_run, train_run
-from gengraph.models.latent_flow import SetVelocity, sample_latent_sets
+from gengraph.experiment import (
+    RunConfig,
+    _CodePriorTask,
+    _engine,
+    _PriorTask,
+    load_latent_run,
+    read_run,
+    sample_prior,
+    train_run,
+)
+from gengraph.models.code_prior import CodePriorConfig, CodeTokenPrior
+from gengraph.models.latent_flow import SetVelocity
 
 VARIANTS = {  # name: (target, width, layers, distance bias, size embedding)
     "codes 256x4": ("codes", 256, 4, False, False),
@@ -48,7 +63,22 @@ VARIANTS = {  # name: (target, width, layers, distance bias, size embedding)
     "codes 64x2, distance bias": ("codes", 64, 2, True, False),
     "codes 64x2, size": ("codes", 64, 2, False, True),
     "codes 256x4, size": ("codes", 256, 4, False, True),
+    "tokens 64x2, size": ("tokens", 64, 2, False, True),
 }
+
+
+def _token_prior(cfg, ae, codes: torch.Tensor, mask: torch.Tensor, hidden: int, layers: int, out: Path, steps: int):
+    """``gengraph train --prior masked-codes``'s prior, trained on the run's codes with the run's engine."""
+    model = CodeTokenPrior(CodePriorConfig(n_codes=ae.codebook.size, hidden=hidden, layers=layers))
+    return Trainer(_engine(cfg, out, steps, lr=1e-3)).fit(_CodePriorTask(model), TensorDataset(codes, mask)).ema.eval()
+
+
+def _params(model: torch.nn.Module) -> int:
+    return sum(q.numel() for q in model.parameters())
+
+
+def _draws(prior, ae, mask: torch.Tensor):
+    return lambda seed: sample_prior(ae, prior, mask, generator=torch.Generator().manual_seed(seed))
 
 
 def main() -> None:
@@ -69,6 +99,7 @@ def main() -> None:
     if not (run / "run.json").exists():
         train_run(cfg, train, run)
     info = read_run(run)
+    cfg = replace(cfg, seed=int(info["config"]["seed"]))  # a reused run's training seed seeds the extra priors
     n_max, coupling = int(info["n_max"]), info["config"]["prior_coupling"]  # the run's pairing for every prior
     ae, run_prior = load_latent_run(run)
     edges, nodes, mask = pack(train, n_max)
@@ -76,29 +107,36 @@ def main() -> None:
     with torch.no_grad():
         z = ae.encode(edges, nodes, mask)
         zq = ae.quantise(z, mask)[0]
-    priors = {"codes 64x2": run_prior}
+    zq_idx = ae.quantise(z, mask)[1]
+    draws = {"codes 64x2": _draws(run_prior, ae, test_mask)}  # name: seed -> latent sets [B, N, d]
+    params = {"codes 64x2": _params(run_prior)}
     for name in chosen:
         target, hidden, layers, distance_bias, size_embedding = VARIANTS[name]
-        data = zq if target == "codes" else z
         torch.manual_seed(cfg.seed)
+        out = run / f"prior_{name.replace(' ', '_').replace(',', '')}"
+        if target == "tokens":
+            model = _token_prior(cfg, ae, zq_idx, mask, hidden, layers, out, args.steps)
+            draws[name], params[name] = _draws(model, ae, test_mask), _params(model)
+            continue
+        data = zq if target == "codes" else z
         prior = SetVelocity(
             ae.geometry, hidden=hidden, layers=layers, distance_bias=distance_bias, size_embedding=size_embedding
         )
         prior.fit_centre(data, mask)
-        engine = _engine(cfg, run / f"prior_{name.replace(' ', '_').replace(',', '')}", args.steps, lr=1e-3)
         task = _PriorTask(prior, ae.geometry, coupling)
-        priors[name] = Trainer(engine).fit(task, TensorDataset(data, mask)).ema.eval()
+        prior = Trainer(_engine(cfg, out, args.steps, lr=1e-3)).fit(task, TensorDataset(data, mask)).ema.eval()
+        draws[name], params[name] = _draws(prior, ae, test_mask), _params(prior)
     rows = []
-    for name, prior in priors.items():
+    for name, draw in draws.items():
         with torch.no_grad():
-            gens = [torch.Generator().manual_seed(f) for f in range(FOLDS)]
-            samples = [sample_latent_sets(prior, ae.geometry, test_mask, generator=g) for g in gens]
-        for quantise in (True, False):
+            samples = [draw(f) for f in range(FOLDS)]
+        tokens = name in VARIANTS and VARIANTS[name][0] == "tokens"  # samples are codes: one decoding
+        for quantise in (True,) if tokens else (True, False):
             rec = {"prior": name, "decoded": "snapped to codes" if quantise else "unquantised"}
             rec |= _score(test, ae, samples, test_mask, snap=quantise)
             if quantise:
                 rec |= _code_sets(ae.quantise(samples[0], test_mask)[1], test_mask)
-            rec["params"] = sum(q.numel() for q in prior.parameters())
+            rec["params"] = params[name]
             rows.append(rec)
             print(rec, flush=True)
     write_json(args.out, {"args": vars(args), "rows": rows})

@@ -153,7 +153,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gengraph.experiment import MODELS
+    from gengraph.experiment import MODELS, PRIORS
     from gengraph.metrics import DEFAULT_METRICS
 
     parser, commands = package_parser("gengraph", __version__, DESCRIPTION)
@@ -173,7 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--model", choices=MODELS, help="default ggball")
     t.add_argument("--steps", type=int, help="autoencoder / denoiser steps (default 300)")
     t.add_argument(
-        "--prior-steps", type=int, default=None, dest="prior_steps", help="flow-prior steps (default: 5 x --steps)"
+        "--prior-steps", type=int, default=None, dest="prior_steps", help="GGBall prior steps (default: 5 x --steps)"
+    )
+    t.add_argument(
+        "--prior",
+        choices=PRIORS,
+        help="GGBall prior: the paper's Riemannian flow on the latents (flow, the default) or masked discrete "
+        "diffusion on the code indices (masked-codes; see README)",
     )
     t.add_argument(
         "--prior-hidden", type=int, dest="prior_hidden", help="GGBall prior: set-transformer width (default 64)"
@@ -186,20 +192,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         dest="prior_distance_bias",
-        help="GGBall prior: attention biased by the nodes' distances (lets nodes share codes; see README)",
+        help="GGBall flow prior: attention biased by the nodes' distances (lets nodes share codes; see README)",
     )
     t.add_argument(
         "--prior-size-embedding",
         action="store_true",
         default=None,
         dest="prior_size_embedding",
-        help="GGBall prior: give the set transformer each graph's node count (see README)",
+        help="GGBall flow prior: give the set transformer each graph's node count (masked-codes always reads it)",
     )
     t.add_argument(
         "--prior-coupling",
         choices=("independent", "set-ot"),  # gengraph.models.latent_flow.COUPLINGS
         dest="prior_coupling",
-        help="GGBall prior: pair each graph's noise nodes with its latent nodes by index (independent, the "
+        help="GGBall flow prior: pair each graph's noise nodes with its latent nodes by index (independent, the "
         "default) or by optimal assignment",
     )
     t.add_argument(

@@ -1,13 +1,15 @@
 """Training and sampling of graph generators through gencore's engine, one run folder per model.
 
 Models (``--model``): ``ggball`` (hyperbolic VQ autoencoder + Riemannian flow prior), ``ggball-euclidean`` (the
-same with a flat latent: the ablation) and ``digress`` (discrete diffusion with marginal transitions).
+same with a flat latent: the ablation) and ``digress`` (discrete diffusion with marginal transitions). The GGBall
+models' prior (``--prior``) is the paper's flow (``flow``, :mod:`gengraph.models.latent_flow`) or a masked
+discrete prior over the code indices (``masked-codes``, :mod:`gengraph.models.code_prior`).
 
 Run folder::
 
     run.json                  model kind, dataset, seeds, node-count histogram, marginals, settings
     autoencoder/model/        GGBall weights (safetensors + config.json), engine logs and checkpoints
-    prior/model/              flow-prior weights
+    prior/model/              prior weights (flow or masked-codes)
     denoiser/model/           DiGress weights
 
 Both GGBall stages run through :class:`gencore.train.Trainer` (Adam, cosine schedule, checkpoints, JSONL
@@ -35,6 +37,7 @@ from gencore.io import load_pretrained, read_json, save_pretrained, write_json
 from gencore.train import TrainConfig, Trainer, holds_settings, interruption, launch, run_identity, setup, teardown
 from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
+from gengraph.models.code_prior import CodePriorConfig, CodeTokenPrior, code_prior_loss, sample_code_sets
 from gengraph.models.digress import DigressConfig, DigressDenoiser, digress_loss, digress_sample
 from gengraph.models.ggball import GGBall, GGBallConfig
 from gengraph.models.latent_flow import COUPLINGS, HEADS, SetVelocity, latent_flow_loss, sample_latent_sets
@@ -42,9 +45,10 @@ from gengraph.models.latent_flow import COUPLINGS, HEADS, SetVelocity, latent_fl
 # settings a resumed run may change; every other field must match the checkpoint's (TrainConfig.identity)
 RESUMABLE = ("steps", "prior_steps", "progress")
 
-__all__ = ["MODELS", "RunConfig", "read_run", "sample_run", "train_run"]
+__all__ = ["MODELS", "PRIORS", "RunConfig", "load_latent_run", "read_run", "sample_prior", "sample_run", "train_run"]
 
 MODELS = ("ggball", "ggball-euclidean", "digress")
+PRIORS = ("flow", "masked-codes")  # the GGBall models' prior: the paper's flow, or masked diffusion on the codes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,7 +56,7 @@ class RunConfig:
     model: str = "ggball"
     dataset: str = "community-small"
     steps: int = 300  # autoencoder / denoiser steps
-    prior_steps: int | None = None  # flow-prior steps (default: 5 x steps; a prior step is ~4x cheaper)
+    prior_steps: int | None = None  # prior steps (default: 5 x steps; a prior step is ~4x cheaper)
     batch_size: int = 32
     lr: float = 2e-3
     seed: int = 0
@@ -61,7 +65,8 @@ class RunConfig:
     codebook_size: int = 512
     curvature: float = 1.0
     vq_warmup: int | None = None  # default: a third of steps
-    prior_hidden: int = 64  # width of the flow prior's set transformer (SetVelocity)
+    prior: str = "flow"  # PRIORS
+    prior_hidden: int = 64  # width of the prior's set transformer (SetVelocity or CodeTokenPrior)
     prior_layers: int = 2  # its transformer layers
     prior_distance_bias: bool = False  # distance-biased attention in the flow prior (SetVelocity)
     prior_size_embedding: bool = False  # the flow prior reads each graph's node count (SetVelocity)
@@ -74,6 +79,12 @@ class RunConfig:
     def validate(self) -> RunConfig:
         check_choice(self.model, MODELS, "model")
         check_choice(self.prior_coupling, COUPLINGS, "prior coupling")
+        check_choice(self.prior, PRIORS, "prior")
+        coupled = self.prior_coupling != "independent"
+        flow_only = {"prior_distance_bias": self.prior_distance_bias, "prior_coupling": coupled}
+        used = [name for name, on in flow_only.items() if on]
+        if self.prior != "flow" and used:
+            raise ConfigError(f"{used[0]} is a setting of the flow prior; the {self.prior} prior has no such option.")
         for name in ("steps", "batch_size", "latent_dim", "hidden", "codebook_size", "prior_hidden", "prior_layers"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
@@ -102,6 +113,15 @@ class _PriorTask:
     def loss(self, model, batch, generator):
         x1, mask = batch
         return latent_flow_loss(model, self.geometry, x1, mask, generator, self.coupling), {}
+
+
+class _CodePriorTask:
+    def __init__(self, model: CodeTokenPrior) -> None:
+        self.model = model
+
+    def loss(self, model, batch, generator):
+        codes, mask = batch
+        return code_prior_loss(model, codes, mask, generator)
 
 
 class _DigressTask:
@@ -230,14 +250,22 @@ def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Pat
         if dist.rank == 0:
             ae.save_pretrained(out / "autoencoder" / "model")
         with torch.no_grad():  # identical on every rank: the replicas hold the same weights and codebook
-            zq, _, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
+            zq, codes, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
+        stage = _engine(cfg, out / "prior", cfg.prior_steps or 5 * cfg.steps, lr=1e-3, **engine)
+        if cfg.prior == "masked-codes":
+            pcfg = CodePriorConfig(n_codes=cfg.codebook_size, hidden=cfg.prior_hidden, layers=cfg.prior_layers)
+            result = Trainer(stage).fit(_CodePriorTask(CodeTokenPrior(pcfg)), TensorDataset(codes, mask))
+            if result.interrupted:
+                return False
+            if dist.rank == 0:
+                result.ema.cpu().save_pretrained(out / "prior" / "model")
+            return True
         arch = {
             "hidden": cfg.prior_hidden, "layers": cfg.prior_layers, "distance_bias": cfg.prior_distance_bias,
             "size_embedding": cfg.prior_size_embedding,
         }  # fmt: skip
         prior = SetVelocity(ae.geometry, **arch)
         prior.fit_centre(zq, mask)
-        stage = _engine(cfg, out / "prior", cfg.prior_steps or 5 * cfg.steps, lr=1e-3, **engine)
         result = Trainer(stage).fit(_PriorTask(prior, ae.geometry, cfg.prior_coupling), TensorDataset(zq, mask))
         if result.interrupted:
             return False
@@ -278,11 +306,15 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     return info
 
 
-def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
-    """The autoencoder and the latent flow prior of a GGBall (or Euclidean-ablation) run folder, in eval mode."""
+def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity | CodeTokenPrior]:
+    """The autoencoder and the latent prior (flow or masked-codes) of a GGBall (or Euclidean-ablation) run folder,
+    in eval mode."""
     run = Path(run_dir)
     ae = GGBall.from_pretrained(run / "autoencoder" / "model").eval()
-    state, meta = load_pretrained(run / "prior" / "model")
+    where = run / "prior" / "model"
+    state, meta = load_pretrained(where)
+    if meta.get("class") == CodeTokenPrior.__name__:
+        return ae, CodeTokenPrior.from_pretrained(where).eval()
     # runs from before the prior's size was a setting hold no hidden / layers: they used 64 and 2
     arch = {"hidden": int(meta.get("hidden", 64)), "layers": int(meta.get("layers", 2))}
     flags = {k: bool(meta.get(k, False)) for k in ("distance_bias", "size_embedding")}  # off in runs before them
@@ -290,10 +322,24 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity]:
     try:
         prior.load_state_dict(state)
     except RuntimeError:
-        raise StorageError(
-            f"the weights in {str(run / 'prior' / 'model')!r} do not fit the prior its config.json describes."
-        ) from None
+        raise StorageError(f"the weights in {str(where)!r} do not fit the prior its config.json describes.") from None
     return ae, prior.eval()
+
+
+@torch.no_grad()
+def sample_prior(
+    ae: GGBall,
+    prior: SetVelocity | CodeTokenPrior,
+    mask: torch.Tensor,
+    *,
+    steps: int = 50,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Latent sets ``[B, N, d]`` drawn by a run's prior for the node counts of ``mask``: the flow's points (which
+    ``ae.quantise`` snaps to their nearest codes) or the masked prior's code points (which it leaves as they are)."""
+    if isinstance(prior, CodeTokenPrior):
+        return ae.codebook.codes[sample_code_sets(prior, mask, steps=steps, generator=generator)]
+    return sample_latent_sets(prior, ae.geometry, mask, steps=steps, generator=generator)
 
 
 @torch.no_grad()
@@ -331,8 +377,7 @@ def sample_run(
         ae, prior = load_latent_run(run)
 
         def draw(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            z = sample_latent_sets(prior, ae.geometry, mask, steps=steps, generator=g)
-            zq, _, _ = ae.quantise(z, mask)
+            zq, _, _ = ae.quantise(sample_prior(ae, prior, mask, steps=steps, generator=g), mask)
             return ae.decode_graphs(zq, mask, generator=g)
 
     graphs: list[Graph] = []
