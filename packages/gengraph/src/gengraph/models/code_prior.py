@@ -3,15 +3,15 @@
 GGBall (ICLR 2026) generates the quantised node latents with Riemannian flow matching (:mod:`.latent_flow`):
 every node starts as independent noise and all of them must agree, along one ODE, on a set of codes that decode
 to a graph. The decoder reads edges from pairwise distances, so what matters is which codes occur *together*, and
-a flow learns that slowly: on a synthetic task where codes come in fixed pairs (64 codes, sets of 16 pairs), a
-64 x 2 set transformer trained 2,000 steps puts 0.45 of its nodes beside their partner code (independent draws:
-0.38), 0.53 after 8,000 steps, 0.77 at 128 x 4.
+a flow learns that slowly: on a synthetic task where codes come in fixed pairs
+(``benchmarks/bench_prior_cooccurrence.py``: 64 codes, sets of 16 pairs), a 64 x 2 set transformer trained
+2,000 steps puts 0.43 of its nodes beside their partner code, hardly more than independent draws (0.38).
 
 This prior treats a graph's code indices as an exchangeable set of tokens and learns them with masked
 (absorbing-state) diffusion (:class:`gencore.discrete.MaskedDiffusion`; Sahoo et al. 2024, "Simple and
 Effective Masked Diffusion Language Models"; the VQ-token prior of Chang et al. 2022, "MaskGIT"): nodes are
 unmasked a few at a time, each drawn given the codes already fixed, so co-occurrence is learned as a
-conditional. The same task above: 0.85 after 2,000 steps at 64 x 2. It is not the paper's prior
+conditional. The same task, width, depth and steps: 0.75. It is not the paper's prior
 (``gengraph train --prior masked-codes``; the default stays ``flow``); the README's reproduction compares them.
 
 Tokens: ``0..K-1`` the codes, ``K`` the padding of graphs smaller than ``n_max`` (the network is told the mask:
@@ -25,7 +25,7 @@ Distributions of Clean Data").
 Loss: the cross-entropy of the masked real nodes, unweighted (MaskGIT's), at a masking share ``1 - t`` with
 stratified ``t``; its minimiser is the same conditional as the NELBO's, whose ``1 / (1 - t)`` weight learned the
 pairing task more slowly (``benchmarks/bench_prior_cooccurrence.py`` at 2,000 steps, 64 x 2: 0.52 of the nodes
-beside their partner with the NELBO and the time input, 0.73 without both). Sampling is the process's ancestral
+beside their partner with the NELBO and a time input, 0.75 as here). Sampling is the process's ancestral
 unmasking on a uniform grid.
 """
 
