@@ -106,8 +106,7 @@ def main() -> None:
     test_mask = pack([g for g in test if g.n_nodes <= n_max], n_max)[2]
     with torch.no_grad():
         z = ae.encode(edges, nodes, mask)
-        zq = ae.quantise(z, mask)[0]
-    zq_idx = ae.quantise(z, mask)[1]
+        zq, zq_idx, _ = ae.quantise(z, mask)
     draws = {"codes 64x2": _draws(run_prior, ae, test_mask)}  # name: seed -> latent sets [B, N, d]
     params = {"codes 64x2": _params(run_prior)}
     for name in chosen:
