@@ -41,7 +41,7 @@ from gencore.checks import check_int
 from gencore.discrete import MaskedDiffusion, model_device, stratified_times
 from gencore.errors import ConfigError
 from gencore.io import Pretrained
-from gencore.nn import SinusoidalTimeEmbedding
+from gengraph.models.latent_flow import node_count_embedding
 
 __all__ = ["CodePriorConfig", "CodeTokenPrior", "code_prior_loss", "sample_code_sets"]
 
@@ -71,7 +71,7 @@ class CodeTokenPrior(Pretrained, nn.Module):
             raise ConfigError(f"hidden ({config.hidden}) must be a multiple of heads ({config.heads}).")
         self.config = config
         self.process = MaskedDiffusion(config.n_codes + 1)  # codes + padding; the process adds the mask token
-        self.size = SinusoidalTimeEmbedding(config.size_dim, scale=1.0, max_period=1000.0)
+        self.size = node_count_embedding(config.size_dim)
         self.inp = nn.Linear(config.n_codes + 2 + config.size_dim, config.hidden)
         layer = nn.TransformerEncoderLayer(
             config.hidden, config.heads, 2 * config.hidden, dropout=0.0, batch_first=True, norm_first=True

@@ -54,10 +54,16 @@ from gencore.manifolds import geodesic_interpolant, solve_manifold_ode
 from gencore.nn import BiasedAttentionBlock, SinusoidalTimeEmbedding, broadcast_time
 from gengraph.hyperbolic.geometry import Geometry
 
-__all__ = ["COUPLINGS", "SetVelocity", "latent_flow_loss", "sample_latent_sets"]
+__all__ = ["COUPLINGS", "SetVelocity", "latent_flow_loss", "node_count_embedding", "sample_latent_sets"]
 
 HEADS = 4  # the set transformer's attention heads: its width must be a multiple
 COUPLINGS = ("independent", "set-ot")  # how a graph's noise nodes are paired with its latent nodes
+
+
+def node_count_embedding(dim: int) -> SinusoidalTimeEmbedding:
+    """Sinusoidal features of a graph's node count ``n`` (periods 2 pi to 2000 pi nodes), for set networks whose
+    softmax attention cannot count the set."""
+    return SinusoidalTimeEmbedding(dim, scale=1.0, max_period=1000.0)
 
 
 class SetVelocity(nn.Module):
@@ -76,8 +82,7 @@ class SetVelocity(nn.Module):
         self.geometry = geometry
         d = geometry.dim
         self.time = SinusoidalTimeEmbedding(time_dim, scale=30.0, max_period=30.0)
-        # the node count n as sinusoidal features (periods 2 pi to 2000 pi nodes): attention averages cannot count
-        self.size = SinusoidalTimeEmbedding(time_dim, scale=1.0, max_period=1000.0) if size_embedding else None
+        self.size = node_count_embedding(time_dim) if size_embedding else None  # attention averages cannot count
         self.inp = nn.Linear(d + time_dim * (2 if size_embedding else 1), hidden)
         self.distance_scale = None
         if distance_bias:
