@@ -11,7 +11,7 @@ This prior treats a graph's code indices as an exchangeable set of tokens and le
 (absorbing-state) diffusion (:class:`gencore.discrete.MaskedDiffusion`; Sahoo et al. 2024, "Simple and
 Effective Masked Diffusion Language Models"; the VQ-token prior of Chang et al. 2022, "MaskGIT"): nodes are
 unmasked a few at a time, each drawn given the codes already fixed, so co-occurrence is learned as a
-conditional. The same task, width, depth and steps: 0.75. It is not the paper's prior
+conditional. The same task, width, depth and steps: 0.77. It is not the paper's prior
 (``gengraph train --prior masked-codes``; the default stays ``flow``); the README's reproduction compares them.
 
 Tokens: ``0..K-1`` the codes, ``K`` the padding of graphs smaller than ``n_max`` (the network is told the mask:
@@ -34,8 +34,8 @@ learns the data's repeat rate directly (our addition, measured in the gengraph R
 Loss: the cross-entropy of the masked real nodes, unweighted (MaskGIT's), at a masking share ``1 - t`` with
 stratified ``t``; its minimiser is the same conditional as the NELBO's, whose ``1 / (1 - t)`` weight learned the
 pairing task more slowly (``benchmarks/bench_prior_cooccurrence.py`` at 2,000 steps, 64 x 2: 0.52 of the nodes
-beside their partner with the NELBO and a time input, 0.75 as here). Sampling is the process's ancestral
-unmasking on a uniform grid.
+beside their partner with the NELBO and a time input, 0.75 as here, both before the repeat bias above).
+Sampling is the process's ancestral unmasking on a uniform grid.
 """
 
 from __future__ import annotations
