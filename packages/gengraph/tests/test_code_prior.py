@@ -62,7 +62,7 @@ def test_repeat_bias_counts_the_visible_codes_of_real_nodes() -> None:
     torch.testing.assert_close(biased[0, -1], plain[0, -1])  # the padded node stays forced to the padding
 
 
-def test_prior_saved_without_a_repeat_bias_loads_with_a_zero_one(tmp_path) -> None:
+def test_prior_saved_without_a_repeat_bias_loads_with_a_zero_one() -> None:
     model = CodeTokenPrior(CodePriorConfig(n_codes=6, hidden=16, layers=1))
     state = {k: v for k, v in model.state_dict().items() if k != "repeat"}
     with torch.no_grad():
