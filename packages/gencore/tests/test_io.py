@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -33,6 +34,20 @@ def test_atomic_path_leaves_old_file_on_failure(tmp_path) -> None:
         raise RuntimeError("killed")
     assert read_json(target) == {"a": 1}
     assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_write_json_is_strict_json(tmp_path) -> None:
+    """NaN and infinities, at any depth, become null; finite values and the structure are kept."""
+    import numpy as np
+
+    obj = {"a": float("nan"), "b": [1.5, float("inf"), {"c": -float("inf")}], "d": (np.float64("nan"), 2), "e": "nan"}
+    path = write_json(tmp_path / "out.json", obj)
+
+    def reject(token: str) -> None:
+        raise ValueError(f"non-standard JSON constant {token}")
+
+    loaded = json.loads(path.read_text(encoding="utf-8"), parse_constant=reject)
+    assert loaded == {"a": None, "b": [1.5, None, {"c": None}], "d": [None, 2], "e": "nan"}
 
 
 def test_save_load_pretrained_round_trip(tmp_path) -> None:

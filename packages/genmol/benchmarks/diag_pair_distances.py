@@ -10,7 +10,7 @@ coordinates directly:
   non-bonded contacts, 1.65-1.95 angstrom, where QM9's DFT geometries have almost none (no bond is that
   long; 1-3 contacts start at about 2.1);
 * ``h_w1``: Wasserstein-1 distance of each hydrogen's distance to its nearest heavy atom (nan for heavy-atom
-  samples);
+  samples; ``null`` in the JSON);
 * ``fragments``: mean number of connected components of the bonds written in the SDF (1 for the data).
 
 Reference: the seeded QM9 subset the models trained on (``--subset``, needs ``genmol[qm9]``) or an SDF.

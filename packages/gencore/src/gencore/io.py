@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import uuid
@@ -112,9 +113,21 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
+def _strict_json(value: Any) -> Any:
+    """``value`` with every NaN or infinite float as ``None``: JSON has neither, and strict readers (``jq``,
+    JavaScript) reject the ``NaN`` that Python's ``json`` writes by default."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict_json(v) for v in value]
+    return value
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Atomically write ``obj`` as indented JSON."""
-    return write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+    """Atomically write ``obj`` as indented, strict JSON: NaN and infinite floats are written as ``null``."""
+    return write_text(path, json.dumps(_strict_json(obj), indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
 def read_json(path: str | os.PathLike) -> Any:

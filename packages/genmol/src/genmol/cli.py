@@ -11,12 +11,10 @@ genmol demo     --out report/genmol
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gencore.command import (
     add_device_argument,
@@ -230,16 +228,6 @@ def _reference(path: str | None):
     return Reference(smiles=smiles, molecules=mols if molecule_file_kind(p) == "sdf" else [])
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from genmol.chem.io import molecule_file_kind
     from genmol.metrics.suite import evaluate_file
@@ -276,7 +264,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     print(format_table(summary))
     print(f"stability: {result.summary['stability_definition']}")
     if args.json:
-        write_json(args.json, _clean({"file": str(args.file), "summary": result.summary, "records": rows}))
+        write_json(args.json, {"file": str(args.file), "summary": result.summary, "records": rows})
         print(f"wrote {args.json}")
     return 0
 
