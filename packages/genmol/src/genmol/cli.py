@@ -30,7 +30,10 @@ from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
 from genmol import __version__
 
-DESCRIPTION = "Molecule, protein, peptide and DNA generation on gencore's flow-matching math."
+DESCRIPTION = (
+    "Molecular data tooling and metrics, protein structure I/O, and 3-D small-molecule and conformer "
+    "generation on gencore's flow-matching math."
+)
 SUMMARY_KEYS = (
     "n_records",
     "n_parsed",
