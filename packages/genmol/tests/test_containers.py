@@ -412,3 +412,17 @@ def test_a_smiles_rdkit_rejects_is_one_input_error_with_the_reason_and_prints_no
         Molecule.from_smiles("c1cc[s+]c1")
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_smiles_of_a_molecule_with_a_lone_hydrogen_keeps_it_and_prints_nothing(capfd):
+    """Generated molecules often hold a hydrogen with no bond; RDKit's RemoveHs keeps it and warned each time."""
+    m = Molecule(
+        atomic_numbers=np.array([6, 1, 1, 1, 1, 1]),
+        formal_charges=np.zeros(6),
+        bonds=np.array([[0, 1], [0, 2], [0, 3], [0, 4]]),
+        bond_orders=np.ones(4),
+        num_hs=np.zeros(6),
+    )
+    assert m.to_smiles() == "C.[H]"
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""

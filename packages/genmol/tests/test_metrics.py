@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -135,6 +137,17 @@ def test_fcd_is_small_for_a_set_against_itself_and_larger_for_different_sets():
     same = fcd(smiles[:200], smiles[200:400])
     other = fcd(smiles[:200], ["C" * k for k in range(1, 40)] * 5)
     assert 0 <= same < other
+
+
+def test_fcd_prints_nothing_for_smiles_with_a_lone_hydrogen(capfd):
+    """fcd-torch parses the SMILES again; RDKit warned once per hydrogen without neighbours."""
+    pytest.importorskip("fcd_torch")
+    from genmol.metrics.chemistry import fcd
+
+    capfd.readouterr()
+    assert math.isfinite(fcd(["C.[H]", "CC.[H]", "CCO"] * 4, ["CCO", "CCN", "CCC"] * 4))
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
 
 
 def test_etkdg_reference_conformers_cover_themselves():

@@ -20,13 +20,14 @@ N_SAMPLES = 64
 
 def _depictable(m):
     """An RDKit molecule with 2-D coordinates (hydrogens folded in where the molecule allows)."""
-    from rdkit import Chem
+    from rdkit import Chem, rdBase
     from rdkit.Chem import AllChem
 
-    try:
-        mol = Chem.RemoveHs(m.to_rdkit(sanitize=True))
-    except Exception:
-        mol = Chem.RemoveHs(m.to_rdkit(sanitize=False), sanitize=False)
+    with rdBase.BlockLogs():  # generated molecules may hold hydrogens without neighbours: kept, not warned about
+        try:
+            mol = Chem.RemoveHs(m.to_rdkit(sanitize=True))
+        except Exception:
+            mol = Chem.RemoveHs(m.to_rdkit(sanitize=False), sanitize=False)
     mol = Chem.Mol(mol)
     mol.RemoveAllConformers()
     AllChem.Compute2DCoords(mol)

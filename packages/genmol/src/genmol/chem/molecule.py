@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from rdkit import Chem
+from rdkit import Chem, rdBase
 from rdkit.Chem import rdDetermineBonds
 from rdkit.Geometry import Point3D
 
@@ -223,7 +223,8 @@ class Molecule:
         mol = self.to_rdkit(sanitize=True)
         if self.coordinates is not None:
             Chem.AssignStereochemistryFrom3D(mol)
-        mol = Chem.RemoveHs(mol, sanitize=False)
+        with rdBase.BlockLogs():  # a hydrogen without neighbours stays ('[H]'); RDKit would warn about each one
+            mol = Chem.RemoveHs(mol, sanitize=False)
         return Chem.MolToSmiles(mol, canonical=canonical, kekuleSmiles=kekule)
 
     # mol blocks (SDF records) ---------------------------------------------------------------

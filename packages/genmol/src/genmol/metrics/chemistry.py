@@ -51,7 +51,10 @@ def fcd(smiles: Sequence[str], reference: Sequence[str], *, device: str = "cpu",
     """
     from fcd_torch import FCD
 
-    return float(FCD(device=device, n_jobs=n_jobs)(parsable(smiles), parsable(reference)))
+    from genmol.chem.io import rdkit_messages
+
+    with rdkit_messages():  # fcd-torch parses the SMILES again; RDKit warns once per hydrogen without neighbours
+        return float(FCD(device=device, n_jobs=n_jobs)(parsable(smiles), parsable(reference)))
 
 
 def mmff_strain(mol: Molecule, *, max_iters: int = 2000) -> float:
