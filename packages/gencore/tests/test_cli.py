@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from gencore.cli import main
-from gencore.testing import check_console_script, check_out_folder_refused
+from gencore.command import add_commands, make_parser
+from gencore.testing import check_console_script, check_out_folder_refused, undocumented_options
 
 TINY = ["--steps", "30", "--n-data", "256", "--n-eval", "128", "--no-progress"]
 
@@ -21,6 +22,18 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_console_script() -> None:
     check_console_script("gencore")
     assert "toy" in _cli("--help").stdout
+
+
+def test_undocumented_options_are_found_at_any_depth() -> None:
+    parser = make_parser("prog", "0", "a test parser")
+    parser.add_argument("--top")
+    sub = add_commands(parser)
+    a = sub.add_parser("a", aliases=["alias"])
+    a.add_argument("--documented", help="says what it does")
+    a.add_argument("name")
+    nested = add_commands(sub.add_parser("b"))
+    nested.add_parser("c").add_argument("--deep", action="store_true")
+    assert undocumented_options(parser) == ["prog --top", "prog a name", "prog b c --deep"]
 
 
 def test_toy_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:

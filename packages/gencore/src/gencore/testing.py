@@ -6,6 +6,7 @@ Kept in the library (not copied into each package's tests) so that the contract
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import subprocess
 import sys
@@ -14,9 +15,11 @@ from pathlib import Path
 
 
 def check_console_script(package: str) -> None:
-    """Assert that ``package`` reports its installed version and gives one-sentence usage errors.
+    """Assert that ``package`` reports its installed version, gives one-sentence usage errors and documents its
+    options.
 
-    Runs ``python -m <package>.cli`` for ``--version``, ``--help``, ``info`` and an unknown verb.
+    Runs ``python -m <package>.cli`` for ``--version``, ``--help``, ``info`` and an unknown verb, and checks that
+    every option of every sub-command has help text.
     """
     module = importlib.import_module(package)
     assert module.__version__ == version(package), "package __version__ differs from its installed metadata"
@@ -33,6 +36,21 @@ def check_console_script(package: str) -> None:
     out = cli("no-such-verb")
     assert out.returncode == 2, out
     assert "Traceback" not in out.stderr and "invalid choice" in out.stderr, out.stderr
+    missing = undocumented_options(importlib.import_module(f"{package}.cli").build_parser())
+    assert not missing, f"options without help text: {', '.join(missing)}"
+
+
+def undocumented_options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every argument of ``parser`` and of its sub-commands, at any depth, that ``--help`` shows without a
+    description, as ``"<command path> <flag>"``."""
+    missing = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share one parser
+                missing += undocumented_options(sub)
+        elif action.help is None:
+            missing.append(f"{parser.prog} {'/'.join(action.option_strings) or action.dest}")
+    return missing
 
 
 def check_out_folder_refused(package: str, tmp_path: Path, *args: str) -> None:

@@ -160,8 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = commands.add_parser("data", help="list data sets, or write one split as a JSON graph set")
     d.add_argument("--dataset", help="a dataset name or a graph file")
-    d.add_argument("--split", default="train", choices=("train", "val", "test", "all"))
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--split", default="train", choices=("train", "val", "test", "all"), help="default train")
+    d.add_argument("--seed", type=int, default=0, help="seed of the procedural generator and the split (default 0)")
     d.add_argument("--n", type=int, default=None, help="graphs to generate before splitting (default: the set's size)")
     d.add_argument("--out", type=output_file, help="write the graphs here (.json graph set, or .graphml for one graph)")
     d.add_argument("--list", action="store_true", help="list the available data sets")
@@ -234,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--curvature", type=float, help="c of the Poincare ball (curvature -c; default 1)")
     t.add_argument("--seed", type=int, help="training seed, also the data set's split seed (default 0)")
     t.add_argument("--out", required=True, type=output_folder, help="run folder")
-    t.add_argument("--no-progress", action="store_true", dest="no_progress")
+    t.add_argument("--no-progress", action="store_true", dest="no_progress", help="hide progress bars")
     e = t.add_argument_group("training engine (gencore.train)")
     e.add_argument("--nproc", type=int, default=1, help="processes (DDP: gloo on CPU, NCCL on GPUs; default 1)")
     e.add_argument(
@@ -245,29 +245,40 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_train)
 
     s = commands.add_parser("sample", help="sample graphs from a run into a JSON graph set")
-    s.add_argument("--run", required=True)
-    s.add_argument("--n", type=int, default=64)
+    s.add_argument("--run", required=True, help="run folder written by gengraph train")
+    s.add_argument("--n", type=int, default=64, help="graphs to sample (default 64)")
     s.add_argument("--steps", type=int, default=50, help="ODE / diffusion steps")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the sizes and the sampling noise (default 0)")
     s.add_argument("--out", required=True, type=output_file, help="output .json graph set (.graphml for --n 1)")
     s.add_argument("--batch-size", type=int, default=256, dest="batch_size", help="graphs generated at a time (256)")
-    s.add_argument("--no-progress", action="store_true", dest="no_progress")
+    s.add_argument("--no-progress", action="store_true", dest="no_progress", help="hide progress bars")
     s.set_defaults(func=cmd_sample)
 
     e = commands.add_parser("evaluate", help="MMDs (kernel-named), V.U.N. and bootstrap intervals")
     e.add_argument("--reference", required=True, help="dataset name (its --split) or graph file")
     e.add_argument("--generated", required=True, help="graph file, or a dataset name (a fresh seeded sample)")
-    e.add_argument("--split", default="test", choices=("train", "val", "test", "all"))
+    e.add_argument(
+        "--split",
+        default="test",
+        choices=("train", "val", "test", "all"),
+        help="split of a named --reference (default test)",
+    )
     e.add_argument("--metrics", type=name_list, default=DEFAULT_METRICS, help="comma-separated metric keys")
     e.add_argument("--bootstrap", type=int, default=0, help="subsampling draws for intervals (0: none)")
-    e.add_argument("--seed", type=int, default=0)
+    e.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="split seed of named sets (a named --generated set is drawn with seed + 1) and of the bootstrap "
+        "(default 0)",
+    )
     e.add_argument("--json", type=output_file, help="write the record here")
     e.set_defaults(func=cmd_evaluate)
 
     m = commands.add_parser("demo", help="train a tiny GGBall on community-small, sample, evaluate, draw")
-    m.add_argument("--out", type=output_folder, default="gengraph-demo")
+    m.add_argument("--out", type=output_folder, default="gengraph-demo", help="report folder (default gengraph-demo)")
     m.add_argument("--steps", type=int, default=300, help="autoencoder steps (the prior takes 5x)")
-    m.add_argument("--no-progress", action="store_true", dest="no_progress")
+    m.add_argument("--no-progress", action="store_true", dest="no_progress", help="hide progress bars")
     m.set_defaults(func=cmd_demo)
     return parser
 

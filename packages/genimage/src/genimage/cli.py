@@ -73,16 +73,18 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     o = tr.add_argument_group("optimisation")
     o.add_argument("--steps", type=int, help="optimiser steps (default 2000)")
     o.add_argument("--batch-size", dest="batch_size", type=int, help="global batch (default 128)")
-    o.add_argument("--lr", type=float)
-    o.add_argument("--warmup-steps", dest="warmup_steps", type=int)
+    o.add_argument("--lr", type=float, help="AdamW peak learning rate (default 5e-4)")
+    o.add_argument("--warmup-steps", dest="warmup_steps", type=int, help="linear warm-up steps (default 100)")
     o.add_argument(
         "--lr-schedule",
         dest="lr_schedule",
         choices=SCHEDULES,
         help="after warm-up: cosine decay to 0 at --steps (default) or constant",
     )
-    o.add_argument("--ema-decay", dest="ema_decay", type=float)
-    o.add_argument("--seed", type=int)
+    o.add_argument(
+        "--ema-decay", dest="ema_decay", type=float, help="EMA decay of the weights used for sampling (default 0.999)"
+    )
+    o.add_argument("--seed", type=int, help="seed of initialisation, batches and noise (default 0)")
     o.add_argument(
         "--init-from",
         dest="init_from",
@@ -102,19 +104,28 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     r.add_argument(
         "--latent", action="store_true", default=None, help="train a KL-VAE first and diffuse in its latent space"
     )
-    r.add_argument("--vae-steps", dest="vae_steps", type=int)
+    r.add_argument("--vae-steps", dest="vae_steps", type=int, help="KL-VAE training steps with --latent (default 1500)")
     r.add_argument("--vae-scale-weight", dest="vae_scale_weight", type=float, help="LWD scale consistency (0.5)")
     r.add_argument("--sample-nfe", dest="sample_nfe", type=int, help="NFE of the sample grids (default 32)")
     e = tr.add_argument_group("training engine (gencore.train)")
     e.add_argument("--nproc", type=int, default=1, help="processes (DDP; gloo on CPU)")
     e.add_argument("--resume", help="'auto' or a checkpoint folder")
-    e.add_argument("--checkpoint-every", dest="checkpoint_every", type=int)
-    e.add_argument("--keep-last", dest="keep_last", type=int)
-    e.add_argument("--precision", choices=("fp32", "bf16"))
-    e.add_argument("--nan-policy", dest="nan_policy", choices=("skip", "stop"))
-    e.add_argument("--clip-grad-norm", dest="clip_grad_norm", type=float)
+    e.add_argument(
+        "--checkpoint-every", dest="checkpoint_every", type=int, help="steps between checkpoints (default: at the end)"
+    )
+    e.add_argument("--keep-last", dest="keep_last", type=int, help="checkpoints kept (default 3)")
+    e.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 autocast (GPU; ignored on CPU; default fp32)")
+    e.add_argument(
+        "--nan-policy",
+        dest="nan_policy",
+        choices=("skip", "stop"),
+        help="on a NaN/inf loss or gradient: skip the step (default) or stop",
+    )
+    e.add_argument(
+        "--clip-grad-norm", dest="clip_grad_norm", type=float, help="max global gradient norm (default: none)"
+    )
     e.add_argument("--sample-every", dest="sample_every", type=int, help="steps between sample grids in OUT/samples")
-    e.add_argument("--parallel", choices=("ddp", "fsdp"))
+    e.add_argument("--parallel", choices=("ddp", "fsdp"), help="with --nproc > 1: DDP (default) or FSDP2 fully_shard")
     tr.add_argument("--no-progress", action="store_true", help="hide progress bars")
     tr.set_defaults(func=cmd_train)
 
@@ -166,12 +177,14 @@ def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", required=True, type=Path, help="run folder written by genimage train")
     p.add_argument("--nfe", type=int, default=32, help="network evaluations (default 32)")
     p.add_argument("--cfg-scale", dest="cfg_scale", type=float, default=1.0, help="classifier-free guidance (1: none)")
-    p.add_argument("--solver", default="euler", choices=FIXED_STEP_METHODS)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--solver", default="euler", choices=FIXED_STEP_METHODS, help="fixed-step ODE solver (default euler)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the starting noise (default 0)")
     p.add_argument(
         "--batch-size", dest="batch_size", type=int, default=256, help="images generated at a time (default 256)"
     )
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
 
 def _check_sampling_flags(args: argparse.Namespace) -> None:
@@ -335,12 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--out", required=True, type=output_folder, help="new folder for shard-XXXXX.tar and classes.json")
     sh.add_argument("--shard-size", dest="shard_size", type=int, default=1000, help="images per shard (default 1000)")
     sh.add_argument("--skip-bad", action="store_true", help="skip and name unreadable images instead of stopping")
-    sh.add_argument("--no-progress", action="store_true")
+    sh.add_argument("--no-progress", action="store_true", help="hide progress bars")
     sh.set_defaults(func=cmd_shards)
     demo = commands.add_parser("demo", help="train a tiny DiT on digits, sample, evaluate, write a report")
     demo.add_argument("--out", type=output_folder, default="report/genimage", help="report folder")
     demo.add_argument("--steps", type=int, default=400, help="training steps (default 400)")
-    demo.add_argument("--no-progress", action="store_true")
+    demo.add_argument("--no-progress", action="store_true", help="hide progress bars")
     demo.set_defaults(func=cmd_demo)
     register_watermark(commands)
     return parser

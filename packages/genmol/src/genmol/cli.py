@@ -290,11 +290,17 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--subset", type=int, help="number of molecules (QM9: seeded random subset)")
     pr.add_argument("--conformers", type=int, default=0, help="ETKDG+MMFF conformers per molecule (0: none)")
     pr.add_argument("--workers", type=int, default=1, help="worker processes for conformer generation")
-    pr.add_argument("--on-error", choices=("skip", "raise"), default="skip", dest="on_error")
-    pr.add_argument("--seed", type=int, default=0)
+    pr.add_argument(
+        "--on-error",
+        choices=("skip", "raise"),
+        default="skip",
+        dest="on_error",
+        help="an unreadable record: skip it (counted in the summary; default) or stop",
+    )
+    pr.add_argument("--seed", type=int, default=0, help="seed of the QM9 subset and the conformers (default 0)")
     pr.add_argument("--cache", help="cache folder (default $GENMOL_CACHE or ~/.cache/genmol)")
     pr.add_argument("--out", type=output_file, help="write the prepared molecules as SDF (.sdf) or XYZ (.xyz)")
-    pr.add_argument("--no-progress", action="store_true")
+    pr.add_argument("--no-progress", action="store_true", help="hide progress bars")
     pr.set_defaults(func=cmd_prepare)
 
     tr = commands.add_parser("train", help="train a 3-D generative model (joint types+coordinates, or conformers)")
@@ -322,26 +328,30 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--prior-alpha", type=float, dest="prior_alpha", help="the harmonic prior's spring constant, 1/A^2 (default 1)"
     )
-    tr.add_argument("--steps", type=int)
-    tr.add_argument("--batch-size", type=int, dest="batch_size")
-    tr.add_argument("--hidden", type=int)
-    tr.add_argument("--layers", type=int)
-    tr.add_argument("--lr", type=float)
+    tr.add_argument("--steps", type=int, help="optimiser steps (default 300)")
+    tr.add_argument("--batch-size", type=int, dest="batch_size", help="molecules per step (default 32)")
+    tr.add_argument("--hidden", type=int, help="backbone width (default 64)")
+    tr.add_argument("--layers", type=int, help="backbone layers (default 3)")
+    tr.add_argument("--lr", type=float, help="AdamW peak learning rate, cosine decay (default 2e-3)")
     tr.add_argument("--ema-decay", type=float, dest="ema_decay", help="EMA decay of the saved weights (default 0.99)")
-    tr.add_argument("--seed", type=int)
+    tr.add_argument("--seed", type=int, help="seed of the subset, initialisation, batches and noise (default 0)")
     tr.add_argument("--config", type=Path, help="YAML file of GenConfig fields (e.g. token_weight); flags override it")
     tr.add_argument("--nproc", type=int, default=1, help="train in N processes (DDP over gloo on CPU)")
     tr.add_argument("--resume", help="'auto' or a checkpoint folder")
-    tr.add_argument("--checkpoint-every", type=int, dest="checkpoint_every")
-    tr.add_argument("--no-progress", action="store_true")
+    tr.add_argument(
+        "--checkpoint-every", type=int, dest="checkpoint_every", help="steps between checkpoints (default: at the end)"
+    )
+    tr.add_argument("--no-progress", action="store_true", help="hide progress bars")
     tr.set_defaults(func=cmd_train)
 
     sa = commands.add_parser("sample", help="generate molecules (or conformers) from a run; writes SDF or XYZ")
-    sa.add_argument("--run", required=True, type=Path)
+    sa.add_argument("--run", required=True, type=Path, help="run folder written by genmol train")
     sa.add_argument("--n", type=int, default=100, help="molecules (joint) or conformers per graph (conformer)")
     sa.add_argument("--out", required=True, type=output_file, help="output file: .sdf, or .xyz (coordinates only)")
     sa.add_argument("--steps", type=int, default=100, help="integration steps")
-    sa.add_argument("--sampler", choices=("ode", "sde"), default="ode")
+    sa.add_argument(
+        "--sampler", choices=("ode", "sde"), default="ode", help="probability-flow ODE (default) or the SDE"
+    )
     sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
     sa.add_argument("--graphs", help="conformer runs: molecular graphs as SDF or SMILES")
     sa.add_argument(
@@ -351,9 +361,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="on_error",
         help="an unreadable record in --graphs: skip it (reported on stderr) or stop",
     )
-    sa.add_argument("--seed", type=int, default=0)
+    sa.add_argument("--seed", type=int, default=0, help="seed of the molecule sizes and the sampling noise (default 0)")
     add_device_argument(sa)
-    sa.add_argument("--no-progress", action="store_true")
+    sa.add_argument("--no-progress", action="store_true", help="hide progress bars")
     sa.set_defaults(func=cmd_sample)
 
     ev = commands.add_parser("evaluate", help="per-molecule and set metrics of an SDF or SMILES file; prints a table")
@@ -363,14 +373,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--rows", type=int, default=30, help="rows printed (all rows go to the JSON)")
     ev.add_argument("--no-strain", action="store_true", help="skip the MMFF strain energy")
     ev.add_argument("--no-fcd", action="store_true", help="skip FCD")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
     ev.set_defaults(func=cmd_evaluate)
 
     de = commands.add_parser("demo", help="train a tiny model on a QM9 slice, sample, evaluate, write a report")
-    de.add_argument("--out", type=output_folder, default="report/genmol")
-    de.add_argument("--steps", type=int, default=150)
-    de.add_argument("--subset", type=int, default=600)
-    de.add_argument("--no-progress", action="store_true")
+    de.add_argument("--out", type=output_folder, default="report/genmol", help="report folder (default report/genmol)")
+    de.add_argument("--steps", type=int, default=150, help="training steps (default 150)")
+    de.add_argument("--subset", type=int, default=600, help="QM9 molecules to train on (default 600)")
+    de.add_argument("--no-progress", action="store_true", help="hide progress bars")
     de.set_defaults(func=cmd_demo)
     return parser
 

@@ -388,9 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="SAC budget (medium, medium-replay: 20k; expert, medium-expert: 100k, medium snapshot at 1/5)",
     )
     mk.add_argument("--episode-length", type=int, default=None, help="OGBench collection episode length (1000)")
-    mk.add_argument("--seed", type=int, default=0)
+    mk.add_argument(
+        "--seed", type=int, default=0, help="seed of the environment, the policy and its training (default 0)"
+    )
     mk.add_argument("--out", required=True, type=output_folder, help="output folder (data.npz + card.json)")
-    mk.add_argument("--no-progress", action="store_true")
+    mk.add_argument("--no-progress", action="store_true", help="hide progress bars")
     mk.set_defaults(func=_dataset_make)
     ex = ds_cmds.add_parser("export", help="write a dataset as a Minari HDF5 dataset (needs genrl[minari])")
     ex.add_argument("dir", help="genrl dataset folder")
@@ -437,24 +439,24 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--nproc", type=int, default=1, help="offline learner processes (gloo; gradients averaged every step)"
     )
-    tr.add_argument("--no-progress", action="store_true")
+    tr.add_argument("--no-progress", action="store_true", help="hide progress bars")
     tr.set_defaults(func=_train)
 
     ev = commands.add_parser("evaluate", help="roll out a trained agent in vectorised environments")
     ev.add_argument("--run", required=True, help="run folder written by genrl train")
-    ev.add_argument("--episodes", type=int, default=10)
+    ev.add_argument("--episodes", type=int, default=10, help="episodes to roll out (default 10)")
     ev.add_argument("--json", default=None, type=output_file, help="write the result record here")
     ev.add_argument("--env", default=None, help="override the run's environment id")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--seed", type=int, default=0, help="seed of the environments and the policy noise (default 0)")
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the deterministic policy")
     ev.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    ev.add_argument("--no-progress", action="store_true")
+    ev.add_argument("--no-progress", action="store_true", help="hide progress bars")
     add_device_argument(ev)
     ev.set_defaults(func=_evaluate)
 
     dm = commands.add_parser("demo", help="toy-MDP critic comparison and a Pendulum pipeline (under 3 min)")
     dm.add_argument("--out", type=output_folder, default="genrl-demo", help="report folder")
-    dm.add_argument("--no-progress", action="store_true")
+    dm.add_argument("--no-progress", action="store_true", help="hide progress bars")
     dm.set_defaults(func=_demo)
     return parser
 

@@ -303,8 +303,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     sub = add_commands(wm)
 
     kg = sub.add_parser("keygen", help="write a seeded watermark key file (JSON)")
-    kg.add_argument("--scheme", required=True, choices=tuple(NOISE_SCHEMES))
-    kg.add_argument("--out", required=True, type=output_file)
+    kg.add_argument(
+        "--scheme", required=True, choices=tuple(NOISE_SCHEMES), help="the noise-space scheme the key is for"
+    )
+    kg.add_argument("--out", required=True, type=output_file, help="key file to write (JSON)")
     kg.add_argument("--shape", help="noise shape C,H,W (or give --run)")
     kg.add_argument("--run", help="run folder whose image shape sizes the key")
     kg.add_argument("--bits", type=int, default=32, help="message length in bits (default 32)")
@@ -314,41 +316,62 @@ def register(commands: argparse._SubParsersAction) -> None:
     kg.set_defaults(func=cmd_keygen)
 
     em = sub.add_parser("embed", help="generate marked images with a key")
-    em.add_argument("--key", required=True, type=Path)
+    em.add_argument("--key", required=True, type=Path, help="key file from `genimage watermark keygen`")
     _add_generator_options(em)
-    em.add_argument("--n", type=int, default=16)
-    em.add_argument("--seed", type=int, default=0)
+    em.add_argument("--n", type=int, default=16, help="marked images to generate (default 16)")
+    em.add_argument("--seed", type=int, default=0, help="seed of the marked noise (default 0)")
     em.add_argument("--out", required=True, type=output_folder, help="folder for the marked images")
     em.set_defaults(func=cmd_embed)
 
     at = sub.add_parser("attack", help=f"attack PNG images ({', '.join(ATTACK_NAMES)}; combine with +)")
-    at.add_argument("--images", required=True, type=Path, nargs="+")
-    at.add_argument("--attack", required=True)
-    at.add_argument("--seed", type=int, default=0)
+    at.add_argument("--images", required=True, type=Path, nargs="+", help="PNG files to attack")
+    at.add_argument(
+        "--attack", required=True, help="an attack name with an optional strength, e.g. jpeg75, or several joined by +"
+    )
+    at.add_argument("--seed", type=int, default=0, help="seed of the random attacks (default 0)")
     at.add_argument("--out", required=True, type=output_folder, help="folder for the attacked images")
     at.set_defaults(func=cmd_attack)
 
     de = sub.add_parser("detect", help="invert images and test them against a key")
-    de.add_argument("--key", required=True, type=Path)
+    de.add_argument("--key", required=True, type=Path, help="key file from `genimage watermark keygen`")
     _add_generator_options(de)
-    de.add_argument("--images", required=True, type=Path, nargs="+")
+    de.add_argument("--images", required=True, type=Path, nargs="+", help="PNG files to test")
     de.add_argument("--alpha", type=float, default=0.01, help="p-value threshold for 'marked' (default 0.01)")
     de.add_argument("--seed", type=int, default=0, help="seed of the randomised p-values")
-    de.add_argument("--json", type=output_file)
+    de.add_argument("--json", type=output_file, help="also write the per-image results here")
     de.set_defaults(func=cmd_detect)
 
     ev = sub.add_parser("evaluate", help="every scheme under every attack on the same images; table + figure")
     _add_generator_options(ev)
-    ev.add_argument("--schemes", type=name_list, default=("spherical", "tree-ring", "gaussian-shading"))
-    ev.add_argument("--attacks", type=name_list, default=("none", "jpeg75", "blur"))
+    ev.add_argument(
+        "--schemes",
+        type=name_list,
+        default=("spherical", "tree-ring", "gaussian-shading"),
+        help="comma-separated, from spherical, tree-ring, gaussian-shading, guidance, hidden, molm "
+        "(default spherical,tree-ring,gaussian-shading)",
+    )
+    ev.add_argument(
+        "--attacks",
+        type=name_list,
+        default=("none", "jpeg75", "blur"),
+        help="comma-separated attacks as in `watermark attack` (default none,jpeg75,blur)",
+    )
     ev.add_argument("--n", type=int, default=64, help="marked (and unmarked) images per scheme")
     ev.add_argument("--bits", type=int, help="message bits of multi-bit schemes (default: noise dims / 64, at most 32)")
     ev.add_argument("--fd", action="store_true", help="quality cost: FD-EffLite0 between marked and unmarked sets")
-    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument(
+        "--seed", type=int, default=0, help="seed of keys, noise, attacks, p-values and trained markers (default 0)"
+    )
     ev.add_argument(
         "--noise-samples", type=int, default=300, dest="noise_samples", help="marked noises for the Gaussianity tests"
     )
-    ev.add_argument("--guidance-scale", type=float, default=1.0, dest="guidance_scale")
+    ev.add_argument(
+        "--guidance-scale",
+        type=float,
+        default=1.0,
+        dest="guidance_scale",
+        help="strength of the watermark guidance step of the guidance scheme (default 1)",
+    )
     ev.add_argument(
         "--molm-steps",
         type=int,
@@ -387,7 +410,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         help="bit: every key bit picks one of two adapters in every layer (default); segment: the paper's "
         "key segments, each picking one of 2^k adapters of one layer",
     )
-    ev.add_argument("--json", required=True, type=output_file)
+    ev.add_argument("--json", required=True, type=output_file, help="where to write the results")
     ev.add_argument("--markdown", type=output_file, help="Markdown table (default: beside --json)")
     ev.add_argument("--figure", type=output_file, help="PNG figure (default: beside --json)")
     ev.add_argument(
