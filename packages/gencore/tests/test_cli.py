@@ -36,6 +36,20 @@ def test_undocumented_options_are_found_at_any_depth() -> None:
     assert undocumented_options(parser) == ["prog --top", "prog a name", "prog b c --deep"]
 
 
+def test_help_names_every_default_once() -> None:
+    parser = make_parser("prog", "0", "a test parser")
+    parser.add_argument("--steps", type=int, default=0, help="optimiser steps")
+    parser.add_argument("--names", default=("a", "b"), help="names")
+    parser.add_argument("--rate", default="5%", help="a rate")
+    parser.add_argument("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
+    parser.add_argument("--seed", type=int, help="seed")
+    parser.add_argument("--quiet", action="store_true", help="say less")
+    text = " ".join(parser.format_help().split())
+    assert "optimiser steps (default 0)" in text and "names (default a,b)" in text and "a rate (default 5%)" in text
+    assert "learning rate (default 1e-3)" in text and text.count("default") == 4
+    assert "seed --quiet" in text and "say less" in text
+
+
 def test_toy_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
     check_out_folder_refused("gencore", tmp_path, "toy", "train")
 

@@ -17,8 +17,28 @@ from pathlib import Path
 from gencore.errors import GenError, Interrupted
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help text that ends with the option's default when it has one and the text does not already name it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or default is None or default is False or default == argparse.SUPPRESS:
+            return text
+        if "default" in text:
+            return text
+        if isinstance(default, (tuple, list)):
+            default = ",".join(map(str, default))
+        return f"{text} (default {str(default).replace('%', '%%')})"
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse parser whose usage errors also end in one sentence and exit code 2."""
+    """argparse parser whose usage errors also end in one sentence and exit code 2, and whose help names every
+    option's default."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)

@@ -250,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=int, default=50, help="ODE / diffusion steps")
     s.add_argument("--seed", type=int, default=0, help="seed of the sizes and the sampling noise (default 0)")
     s.add_argument("--out", required=True, type=output_file, help="output .json graph set (.graphml for --n 1)")
-    s.add_argument("--batch-size", type=int, default=256, dest="batch_size", help="graphs generated at a time (256)")
+    s.add_argument("--batch-size", type=int, default=256, dest="batch_size", help="graphs generated at a time")
     s.add_argument("--no-progress", action="store_true", dest="no_progress", help="hide progress bars")
     s.set_defaults(func=cmd_sample)
 
@@ -263,7 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("train", "val", "test", "all"),
         help="split of a named --reference (default test)",
     )
-    e.add_argument("--metrics", type=name_list, default=DEFAULT_METRICS, help="comma-separated metric keys")
+    e.add_argument(
+        "--metrics",
+        type=name_list,
+        default=DEFAULT_METRICS,
+        help="comma-separated metric keys (default: all eight, degree, clustering, orbit and spectral MMD with both "
+        "kernels)",
+    )
     e.add_argument("--bootstrap", type=int, default=0, help="subsampling draws for intervals (0: none)")
     e.add_argument(
         "--seed",

@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_sampling_flags(ev)
     ev.add_argument("--n", type=int, default=500, help="generated and reference images or clips (default 500)")
-    ev.add_argument("--input-px", dest="input_px", type=int, default=224, help="EfficientNet-Lite0 input size (224)")
+    ev.add_argument("--input-px", dest="input_px", type=int, default=224, help="EfficientNet-Lite0 input size")
     ev.add_argument("--bpd-images", dest="bpd_images", type=int, default=32, help="images for bits/dim (0: skip)")
     ev.add_argument("--json", type=output_file, help="write the metrics here")
     ev.set_defaults(func=cmd_evaluate)

@@ -377,30 +377,29 @@ def register(commands: argparse._SubParsersAction) -> None:
         type=int,
         default=JOINT_STEPS,
         dest="molm_steps",
-        help=f"joint training steps of MOLM's markers ({JOINT_STEPS})",
+        help="joint training steps of MOLM's markers",
     )
     ev.add_argument(
         "--molm-sampler-steps",
         type=int,
         default=SAMPLER_STEPS,
         dest="molm_sampler_steps",
-        help=f"then steps of MOLM's markers and extractor trained through the sampler's last two steps "
-        f"({SAMPLER_STEPS}; 0: none)",
+        help="then steps of MOLM's markers and extractor trained through the sampler's last two steps (0: none)",
     )
     ev.add_argument(
         "--molm-finetune-steps",
         type=int,
         default=FINETUNE_STEPS,
         dest="molm_finetune_steps",
-        help=f"then steps of MOLM's extractor alone on 1,024 fully sampled marked images ({FINETUNE_STEPS}; 0: none)",
+        help="then steps of MOLM's extractor alone on 1,024 fully sampled marked images (0: none)",
     )
     ev.add_argument(
         "--molm-fidelity",
         type=float,
         default=1.0,
         dest="molm_fidelity",
-        help="scale of MOLM's fidelity weights in its first two phases (1; larger: closer to the unmarked "
-        "samples, fewer bits read)",
+        help="scale of MOLM's fidelity weights in its first two phases (larger: closer to the unmarked samples, "
+        "fewer bits read)",
     )
     ev.add_argument(
         "--molm-routing",
