@@ -282,6 +282,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_on_error(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--on-error", choices=("skip", "raise"), default="skip", dest="on_error", help=help)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser, commands = package_parser("genmol", __version__, DESCRIPTION)
 
@@ -290,13 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--subset", type=int, help="number of molecules (QM9: seeded random subset)")
     pr.add_argument("--conformers", type=int, default=0, help="ETKDG+MMFF conformers per molecule (0: none)")
     pr.add_argument("--workers", type=int, default=1, help="worker processes for conformer generation")
-    pr.add_argument(
-        "--on-error",
-        choices=("skip", "raise"),
-        default="skip",
-        dest="on_error",
-        help="an unreadable record: skip it (counted in the summary; default) or stop",
-    )
+    _add_on_error(pr, "an unreadable record: skip it (counted in the summary) or stop")
     pr.add_argument("--seed", type=int, default=0, help="seed of the QM9 subset and the conformers (default 0)")
     pr.add_argument("--cache", help="cache folder (default $GENMOL_CACHE or ~/.cache/genmol)")
     pr.add_argument("--out", type=output_file, help="write the prepared molecules as SDF (.sdf) or XYZ (.xyz)")
@@ -354,13 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
     sa.add_argument("--graphs", help="conformer runs: molecular graphs as SDF or SMILES")
-    sa.add_argument(
-        "--on-error",
-        choices=("skip", "raise"),
-        default="skip",
-        dest="on_error",
-        help="an unreadable record in --graphs: skip it (reported on stderr) or stop",
-    )
+    _add_on_error(sa, "an unreadable record in --graphs: skip it (reported on stderr) or stop")
     sa.add_argument("--seed", type=int, default=0, help="seed of the molecule sizes and the sampling noise (default 0)")
     add_device_argument(sa)
     sa.add_argument("--no-progress", action="store_true", help="hide progress bars")
