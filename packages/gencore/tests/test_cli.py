@@ -28,12 +28,13 @@ def test_undocumented_options_are_found_at_any_depth() -> None:
     parser = make_parser("prog", "0", "a test parser")
     parser.add_argument("--top")
     sub = add_commands(parser)
-    a = sub.add_parser("a", aliases=["alias"])
+    a = sub.add_parser("a", aliases=["alias"], help="the first command")
     a.add_argument("--documented", help="says what it does")
     a.add_argument("name")
-    nested = add_commands(sub.add_parser("b"))
-    nested.add_parser("c").add_argument("--deep", action="store_true")
-    assert undocumented_options(parser) == ["prog --top", "prog a name", "prog b c --deep"]
+    nested = add_commands(sub.add_parser("b", help="a command group"))
+    nested.add_parser("c", help="a nested command").add_argument("--deep", action="store_true")
+    nested.add_parser("d")
+    assert undocumented_options(parser) == ["prog --top", "prog a name", "prog b d", "prog b c --deep"]
 
 
 def test_help_names_every_default_once() -> None:

@@ -36,20 +36,37 @@ def check_console_script(package: str) -> None:
     out = cli("no-such-verb")
     assert out.returncode == 2, out
     assert "Traceback" not in out.stderr and "invalid choice" in out.stderr, out.stderr
-    missing = undocumented_options(importlib.import_module(f"{package}.cli").build_parser())
+    parser = importlib.import_module(f"{package}.cli").build_parser()
+    for sub in command_parsers(parser):
+        sub.format_help()  # every sub-command's --help renders (a stray '%' in a help text would raise)
+    missing = undocumented_options(parser)
     assert not missing, f"options without help text: {', '.join(missing)}"
 
 
-def undocumented_options(parser: argparse.ArgumentParser) -> list[str]:
-    """Every argument of ``parser`` and of its sub-commands, at any depth, that ``--help`` shows without a
-    description, as ``"<command path> <flag>"``."""
-    missing = []
+def command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and the parsers of its sub-commands at any depth (an alias's parser once)."""
+    found = [parser]
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            for sub in dict.fromkeys(action.choices.values()):  # aliases share one parser
-                missing += undocumented_options(sub)
-        elif action.help is None:
-            missing.append(f"{parser.prog} {'/'.join(action.option_strings) or action.dest}")
+            for sub in dict.fromkeys(action.choices.values()):
+                found += command_parsers(sub)
+    return found
+
+
+def undocumented_options(parser: argparse.ArgumentParser) -> list[str]:
+    """Every argument and sub-command of ``parser`` and of its sub-commands, at any depth, that ``--help`` shows
+    without a description, as ``"<command path> <flag or sub-command>"``."""
+    missing = []
+    for p in command_parsers(parser):
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                described = {id(a.choices[c.dest]) for c in a._choices_actions if c.help}  # aliases share a parser
+                first_names: dict[int, str] = {}
+                for name, sub in a.choices.items():
+                    first_names.setdefault(id(sub), name)
+                missing += [f"{p.prog} {name}" for key, name in first_names.items() if key not in described]
+            elif a.help is None:
+                missing.append(f"{p.prog} {'/'.join(a.option_strings) or a.dest}")
     return missing
 
 
