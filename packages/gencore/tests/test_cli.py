@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gencore.cli import main
-from gencore.command import add_commands, make_parser
+from gencore.command import ENGINE_OPTIONS, add_commands, make_parser
 from gencore.testing import check_console_script, check_out_folder_refused, undocumented_options
 
 TINY = ["--steps", "30", "--n-data", "256", "--n-eval", "128", "--no-progress"]
@@ -49,6 +49,26 @@ def test_help_names_every_default_once() -> None:
     assert "optimiser steps (default 0)" in text and "names (default a,b)" in text and "a rate (default 5%)" in text
     assert "learning rate (default 1e-3)" in text and text.count("default") == 4
     assert "seed --quiet" in text and "say less" in text
+
+
+def test_engine_options_are_train_config_fields_with_its_choices_and_defaults() -> None:
+    from gencore.train.config import NAN_POLICIES, PARALLELISMS, PRECISIONS, TrainConfig
+
+    stated = {  # the default each help text names, as TrainConfig holds it
+        "checkpoint-every": ("default 0", 0),
+        "keep-last": ("default 3", 3),
+        "precision": ("default fp32", "fp32"),
+        "nan-policy": ("skip the step (default)", "skip"),
+        "clip-grad-norm": ("default: none", None),
+        "parallel": ("DDP (default)", "ddp"),
+    }
+    assert set(stated) == set(ENGINE_OPTIONS)
+    choices = {"precision": PRECISIONS, "nan-policy": NAN_POLICIES, "parallel": PARALLELISMS}
+    for name, spec in ENGINE_OPTIONS.items():
+        field = spec.get("dest", name)
+        text, value = stated[name]
+        assert text in spec["help"] and getattr(TrainConfig(), field) == value, name
+        assert tuple(spec.get("choices", ())) == tuple(choices.get(name, ())), name
 
 
 def test_toy_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from gencore import __version__
 from gencore.command import (
     add_commands,
+    add_engine_options,
     int_list,
     name_list,
     output_file,
@@ -184,15 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
         "without it, an OUT that already holds checkpoints is refused",
     )
     eng.add_argument("--ema-decay", type=float, dest="ema_decay", help="EMA decay of the weights used for sampling")
-    eng.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 autocast (GPU; ignored on CPU)")
-    eng.add_argument("--checkpoint-every", type=int, dest="checkpoint_every", help="steps between checkpoints")
-    eng.add_argument("--keep-last", type=int, dest="keep_last", help="checkpoints kept (default 3)")
-    eng.add_argument("--nan-policy", choices=("skip", "stop"), dest="nan_policy", help="on a NaN/inf loss or gradient")
-    eng.add_argument("--clip-grad-norm", type=float, dest="clip_grad_norm", help="max global gradient norm")
     eng.add_argument(
         "--sample-every", type=int, dest="sample_every", help="steps between sample pictures in OUT/samples (EMA model)"
     )
-    eng.add_argument("--parallel", choices=("ddp", "fsdp"), help="with --nproc > 1: DDP (default) or FSDP2 fully_shard")
+    add_engine_options(eng)
     tr.set_defaults(func=cmd_toy_train)
     cp = toy_cmds.add_parser("compare", help="one model per coupling, equal steps; W2/MMD per (coupling, nfe)")
     _add_run_options(cp)

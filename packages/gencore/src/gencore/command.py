@@ -92,6 +92,31 @@ def name_list(text: str) -> tuple[str, ...]:
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
+ENGINE_OPTIONS: dict[str, dict] = {  # gencore.train.TrainConfig fields a training command may expose
+    "checkpoint-every": {
+        "type": int,
+        "dest": "checkpoint_every",
+        "help": "steps between checkpoints (default 0: only at the end and on a signal)",
+    },
+    "keep-last": {"type": int, "dest": "keep_last", "help": "checkpoints kept (default 3)"},
+    "precision": {"choices": ("fp32", "bf16"), "help": "bf16 autocast (GPU; ignored on CPU; default fp32)"},
+    "nan-policy": {
+        "choices": ("skip", "stop"),
+        "dest": "nan_policy",
+        "help": "on a NaN/inf loss or gradient: skip the step (default) or stop",
+    },
+    "clip-grad-norm": {"type": float, "dest": "clip_grad_norm", "help": "max global gradient norm (default: none)"},
+    "parallel": {"choices": ("ddp", "fsdp"), "help": "with --nproc > 1: DDP (default) or FSDP2 fully_shard"},
+}
+
+
+def add_engine_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str) -> None:
+    """Add the training engine's options ``--NAME`` (keys of :data:`ENGINE_OPTIONS`; all when none are named), each
+    defaulting to None so that a config file's value stands unless the flag is given."""
+    for name in names or ENGINE_OPTIONS:
+        parser.add_argument(f"--{name}", **ENGINE_OPTIONS[name])
+
+
 def add_device_argument(parser: argparse.ArgumentParser) -> None:
     """``--device auto|cpu|cuda`` (default ``auto``); read it back with :func:`resolve_device`."""
     parser.add_argument(

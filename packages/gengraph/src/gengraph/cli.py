@@ -17,7 +17,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from gencore.command import name_list, output_file, output_folder, package_parser, report_finished, run
+from gencore.command import (
+    add_engine_options,
+    name_list,
+    output_file,
+    output_folder,
+    package_parser,
+    report_finished,
+    run,
+)
 from gencore.errors import ConfigError
 from gencore.io import write_json
 from gencore.tables import format_table
@@ -240,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--resume", choices=("auto",), help="continue an interrupted run from the newest checkpoint of its stage"
     )
-    e.add_argument("--checkpoint-every", type=int, dest="checkpoint_every", help="steps between checkpoints")
+    add_engine_options(e, "checkpoint-every")
     e.add_argument("--keep-last", type=int, dest="keep_last", help="checkpoints kept per stage (default 3)")
     t.set_defaults(func=cmd_train)
 

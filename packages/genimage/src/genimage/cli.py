@@ -18,6 +18,7 @@ from pathlib import Path
 
 from gencore.command import (
     add_device_argument,
+    add_engine_options,
     name_list,
     output_file,
     output_folder,
@@ -110,22 +111,8 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     e = tr.add_argument_group("training engine (gencore.train)")
     e.add_argument("--nproc", type=int, default=1, help="processes (DDP; gloo on CPU)")
     e.add_argument("--resume", help="'auto' or a checkpoint folder")
-    e.add_argument(
-        "--checkpoint-every", dest="checkpoint_every", type=int, help="steps between checkpoints (default: at the end)"
-    )
-    e.add_argument("--keep-last", dest="keep_last", type=int, help="checkpoints kept (default 3)")
-    e.add_argument("--precision", choices=("fp32", "bf16"), help="bf16 autocast (GPU; ignored on CPU; default fp32)")
-    e.add_argument(
-        "--nan-policy",
-        dest="nan_policy",
-        choices=("skip", "stop"),
-        help="on a NaN/inf loss or gradient: skip the step (default) or stop",
-    )
-    e.add_argument(
-        "--clip-grad-norm", dest="clip_grad_norm", type=float, help="max global gradient norm (default: none)"
-    )
     e.add_argument("--sample-every", dest="sample_every", type=int, help="steps between sample grids in OUT/samples")
-    e.add_argument("--parallel", choices=("ddp", "fsdp"), help="with --nproc > 1: DDP (default) or FSDP2 fully_shard")
+    add_engine_options(e)
     tr.add_argument("--no-progress", action="store_true", help="hide progress bars")
     tr.set_defaults(func=cmd_train)
 

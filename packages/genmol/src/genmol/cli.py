@@ -18,6 +18,7 @@ from pathlib import Path
 
 from gencore.command import (
     add_device_argument,
+    add_engine_options,
     output_file,
     output_folder,
     package_parser,
@@ -336,9 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--config", type=Path, help="YAML file of GenConfig fields (e.g. token_weight); flags override it")
     tr.add_argument("--nproc", type=int, default=1, help="train in N processes (DDP over gloo on CPU)")
     tr.add_argument("--resume", help="'auto' or a checkpoint folder")
-    tr.add_argument(
-        "--checkpoint-every", type=int, dest="checkpoint_every", help="steps between checkpoints (default: at the end)"
-    )
+    add_engine_options(tr, "checkpoint-every")
     tr.add_argument("--no-progress", action="store_true", help="hide progress bars")
     tr.set_defaults(func=cmd_train)
 
