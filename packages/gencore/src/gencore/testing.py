@@ -19,7 +19,7 @@ def check_console_script(package: str) -> None:
     options.
 
     Runs ``python -m <package>.cli`` for ``--version``, ``--help``, ``info`` and an unknown verb, and checks that
-    every option of every sub-command has help text.
+    every sub-command's help renders and that every sub-command and option in it has help text.
     """
     module = importlib.import_module(package)
     assert module.__version__ == version(package), "package __version__ differs from its installed metadata"
