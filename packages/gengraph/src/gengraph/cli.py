@@ -4,7 +4,7 @@
     gengraph train    --data community-small --model ggball --steps 300 --out runs/g
     gengraph sample   --run runs/g --n 64 --out g.json
     gengraph evaluate --reference community-small --generated g.json --json m.json
-    gengraph demo     --out gengraph-demo
+    gengraph demo     --out report/gengraph
 
 ``--data``, ``--reference`` and ``--generated`` take a dataset name (see ``gengraph data --list``), a JSON
 graph set (``gengraph.graph-set``, what ``sample`` writes), a GraphML file or an edge list.
@@ -290,7 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.set_defaults(func=cmd_evaluate)
 
     m = commands.add_parser("demo", help="train a tiny GGBall on community-small, sample, evaluate, draw")
-    m.add_argument("--out", type=output_folder, default="gengraph-demo", help="report folder (default gengraph-demo)")
+    m.add_argument("--out", type=output_folder, default="report/gengraph", help="report folder")
     m.add_argument("--steps", type=int, default=300, help="autoencoder steps (the prior takes 5x)")
     m.add_argument("--no-progress", action="store_true", dest="no_progress", help="hide progress bars")
     m.set_defaults(func=cmd_demo)

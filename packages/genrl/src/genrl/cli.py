@@ -455,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=_evaluate)
 
     dm = commands.add_parser("demo", help="toy-MDP critic comparison and a Pendulum pipeline (under 3 min)")
-    dm.add_argument("--out", type=output_folder, default="genrl-demo", help="report folder")
+    dm.add_argument("--out", type=output_folder, default="report/genrl", help="report folder")
     dm.add_argument("--no-progress", action="store_true", help="hide progress bars")
     dm.set_defaults(func=_demo)
     return parser
