@@ -28,6 +28,17 @@ def test_dataset_make_refuses_an_unusable_out_folder_before_any_episode(tmp_path
     check_out_folder_refused("genrl", tmp_path, "dataset", "make", "--env", "toy-bimodal", "--steps", "30")
 
 
+def test_dataset_make_never_overwrites_a_dataset(tmp_path, capsys) -> None:
+    d = tmp_path / "d"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    before = {name: (d / name).read_bytes() for name in ("data.npz", "card.json")}
+    capsys.readouterr()
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "50", "--out", str(d), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a genrl dataset" in err and "Traceback" not in err
+    assert {name: (d / name).read_bytes() for name in before} == before
+
+
 def test_make_train_evaluate(tmp_path, capsys) -> None:
     d, run, out = tmp_path / "d", tmp_path / "runs" / "r", tmp_path / "e.json"
     assert (

@@ -52,6 +52,10 @@ def test_round_trip_keeps_arrays_and_card(tmp_path, toy_dataset) -> None:
     assert card2["env_id"] == "toy-bimodal" and card2["policy"] == {"name": "random"} and card2["seed"] == 7
     assert card2["source"]["format"] == "minari" and card2["source"]["episodes_cut_at_end"] == 0
     assert card2["returns"] == card["returns"]
+    held = (tmp_path / "d2" / "data.npz").read_bytes()
+    assert main(["dataset", "import", str(tmp_path / "m"), "--out", str(tmp_path / "d")]) == 2  # never overwrites
+    assert main(["dataset", "import", str(tmp_path / "m"), "--out", str(tmp_path / "d2")]) == 2
+    assert (tmp_path / "d2" / "data.npz").read_bytes() == held
 
 
 def test_import_of_a_dataset_written_by_minari(tmp_path) -> None:

@@ -31,10 +31,20 @@ DESCRIPTION = "Offline and online reinforcement learning with generative policie
 
 
 # ---------------------------------------------------------------------------------------------- dataset
+def _refuse_existing_dataset(out: Path) -> None:
+    """A data set is never overwritten by a later ``dataset make|import`` (refused before any work is done)."""
+    from genrl.dataset import CARD_NAME, DATA_NAME
+
+    held = [name for name in (CARD_NAME, DATA_NAME) if (out / name).exists()]
+    if held:
+        raise StorageError(f"{str(out)!r} already holds a genrl dataset ({held[0]}); choose a new --out folder.")
+
+
 def _dataset_make(args: argparse.Namespace) -> int:
     from genrl.dataset import save_dataset
     from genrl.generate import make_dataset
 
+    _refuse_existing_dataset(Path(args.out))
     t = time.perf_counter()
     ds, card = make_dataset(
         args.env,
@@ -66,6 +76,7 @@ def _dataset_export(args: argparse.Namespace) -> int:
 def _dataset_import(args: argparse.Namespace) -> int:
     from genrl.minari_io import import_minari
 
+    _refuse_existing_dataset(Path(args.out))
     ds, card = import_minari(args.src, args.out)
     cut = card["source"]["episodes_cut_at_end"]
     print(
@@ -391,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     mk.add_argument(
         "--seed", type=int, default=0, help="seed of the environment, the policy and its training (default 0)"
     )
-    mk.add_argument("--out", required=True, type=output_folder, help="output folder (data.npz + card.json)")
+    mk.add_argument("--out", required=True, type=output_folder, help="new output folder (data.npz + card.json)")
     mk.add_argument("--no-progress", action="store_true", help="hide progress bars")
     mk.set_defaults(func=_dataset_make)
     ex = ds_cmds.add_parser("export", help="write a dataset as a Minari HDF5 dataset (needs genrl[minari])")
@@ -403,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     im = ds_cmds.add_parser("import", help="read a Minari HDF5 dataset folder into the genrl layout")
     im.add_argument("src", help="Minari dataset folder (holding metadata.json + main_data.hdf5, or data/ with them)")
     im.add_argument("--format", default="minari", choices=["minari"], help="source format")
-    im.add_argument("--out", required=True, type=output_folder, help="output genrl dataset folder")
+    im.add_argument("--out", required=True, type=output_folder, help="new genrl dataset folder")
     im.set_defaults(func=_dataset_import)
     inf = ds_cmds.add_parser("info", help="print a dataset's card")
     inf.add_argument("dir", help="dataset folder")
