@@ -98,10 +98,12 @@ def run_demo(out: Path, progress: bool = False, seed: int = 0) -> Path:
     results["seconds"] = {k: round(v, 1) for k, v in timings.items()}
     write_json(out / "results.json", results)
     write_text(out / "README.md", _report(results))
+    print(_summary(results))
     return out
 
 
-def _report(r: dict[str, Any]) -> str:
+def _tables(r: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The report's tables as records: ``sae`` (MiniLM), ``synthetic`` (slow state + events), ``dae``."""
     m = r["minilm"]
     sae_rows = [
         {"arch": a, "fvu": m[f"{a}_fvu"], "l0 (novel)": m[f"{a}_l0"], "embedding cosine": m[f"{a}_embedding_cosine"],
@@ -120,9 +122,35 @@ def _report(r: dict[str, Any]) -> str:
          "slow-state share (slow part / fast part)": " / ".join(share(s, a, p) for p in parts[a])}
         for s in r["synthetic"] for a in ("topk", "temporal")
     ]  # fmt: skip
+    return {"sae": sae_rows, "synthetic": syn_rows, "dae": r["memorization"]["dae"]["rows"]}
+
+
+def _summary(r: dict[str, Any]) -> str:
+    """What the terminal gets: the three tables, titled and aligned, and the headline numbers."""
+    t, gm, st = _tables(r), r["iem_gmm"], r["memorization"]["steer"]
+    return "\n".join(
+        [
+            "SAEs on MiniLM layer 3 (8,192 tokens, width 256, k 16)",
+            format_table(t["sae"]),
+            "",
+            "Temporal SAE vs TopK on slow-state + sparse-event sequences",
+            format_table(t["synthetic"]),
+            "",
+            "Two-layer ReLU DAE: memorisation to generalisation",
+            format_table(t["dae"]),
+            "",
+            f"IEM: Gaussian check passed: {r['iem_gaussian']['passed']}; within-mode pair "
+            f"{gm['iem_within_mode_pair']:.3f} vs across-gap pair {gm['iem_across_modes_pair']:.3f}",
+            f"Steering: mean fraction of the target digit {st['mean_target_before']:.3f} -> "
+            f"{st['mean_target_after']:.3f}",
+        ]
+    )
+
+
+def _report(r: dict[str, Any]) -> str:
+    m, t = r["minilm"], _tables(r)
     g, gm = r["iem_gaussian"], r["iem_gmm"]
     mem = r["memorization"]
-    dae_rows = mem["dae"]["rows"]
     det = mem["detect"]
     st = mem["steer"]
     lines = [
@@ -132,14 +160,14 @@ def _report(r: dict[str, Any]) -> str:
         "",
         "## SAEs on MiniLM layer 3 (stdlib docstrings, 8,192 tokens, width 256, k 16, 50 steps of 2,048 tokens)",
         "",
-        format_table(sae_rows, markdown=True),
+        format_table(t["sae"], markdown=True),
         "",
         f"Temporal SAE predicted share of energy: {m['temporal_pred_share']:.3f} "
         "(profile over positions: `pred_share_by_position.png`).",
         "",
         "## Temporal SAE vs TopK on slow-state + sparse-event sequences",
         "",
-        format_table(syn_rows, markdown=True),
+        format_table(t["synthetic"], markdown=True),
         "",
         f"Boundary rate {r['synthetic'][0]['boundary_rate']:.3f}. Dictionary slow states are reused directions "
         "(TopK learns them as latents); continuous ones are fresh for every segment (only the Temporal SAE's "
@@ -158,7 +186,7 @@ def _report(r: dict[str, Any]) -> str:
         "",
         "Two-layer ReLU DAE (`dae_transition.png`):",
         "",
-        format_table(dae_rows, markdown=True),
+        format_table(t["dae"], markdown=True),
         "",
         f"Detection on a flow model trained on {det['unique_images']} digits ({det['duplicated_images']} duplicated "
         f"x{det['copies']}): {det['memorised_samples']} of {det['samples']} samples memorised; "
