@@ -16,8 +16,8 @@ Run: ``python benchmarks/bench_assignment.py [out.json]`` (one thread, about a m
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 import time
 
 import numpy as np
@@ -80,4 +80,7 @@ def main(out_json: str | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    args = parser.parse_args()
+    main(args.out_json)

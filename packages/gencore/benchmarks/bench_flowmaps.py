@@ -23,8 +23,8 @@ size is printed as the noise floor.
 
 from __future__ import annotations
 
+import argparse
 import copy
-import sys
 import time
 
 import torch
@@ -181,4 +181,7 @@ def main(out_json: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    args = parser.parse_args()
+    main(args.out_json)

@@ -25,11 +25,11 @@ before and after the measurement.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import os
 import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
 
@@ -160,4 +160,7 @@ def main(out_json: str | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    args = parser.parse_args()
+    main(args.out_json)

@@ -25,9 +25,9 @@ minutes; see bench_sinkhorn.py on thread counts on a loaded machine).
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
-import sys
 import time
 import warnings
 
@@ -126,4 +126,8 @@ def main(out_json: str | None = None, threads: int = 2) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None, int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser.add_argument("threads", nargs="?", type=int, default=2, help="torch CPU threads (default 2)")
+    args = parser.parse_args()
+    main(args.out_json, args.threads)

@@ -12,7 +12,7 @@ steps per coupling, Sinkhorn minibatches of B = 256.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import torch
@@ -49,4 +49,7 @@ def main(out_json: str | None = None, steps: int = 3000) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    args = parser.parse_args()
+    main(args.out_json)

@@ -29,10 +29,10 @@ OpenMP barrier waits (a tiny op can take milliseconds); ``threads=1`` gives stea
 
 from __future__ import annotations
 
+import argparse
 import math
 import platform
 import statistics
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -149,4 +149,8 @@ def main(out_json: str | None = None, threads: int = 2) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None, int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser.add_argument("threads", nargs="?", type=int, default=2, help="torch CPU threads (default 2)")
+    args = parser.parse_args()
+    main(args.out_json, args.threads)

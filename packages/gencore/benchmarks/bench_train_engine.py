@@ -23,12 +23,12 @@ its quartiles; the step times are the best over rounds.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import importlib.util
 import json
 import math
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -147,4 +147,7 @@ def main(out_json: str | None = None, threads: int = 2) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    args = parser.parse_args()
+    main(args.out_json)

@@ -19,8 +19,8 @@ script:
 
 from __future__ import annotations
 
+import argparse
 import math
-import sys
 import time
 
 import torch
@@ -160,4 +160,8 @@ def main(out_json: str | None = None, steps: int = 300) -> dict:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else None, int(sys.argv[2]) if len(sys.argv) > 2 else 300)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser.add_argument("steps", nargs="?", type=int, default=300, help="training steps per model (default 300)")
+    args = parser.parse_args()
+    main(args.out_json, args.steps)

@@ -7,8 +7,8 @@ formula's exact value).
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 
 import geoopt
@@ -78,4 +78,12 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench_ball.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="bench_ball.json",
+        help="where to write the JSON records (default bench_ball.json)",
+    )
+    args = parser.parse_args()
+    main(args.out_json)

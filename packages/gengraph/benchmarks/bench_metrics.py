@@ -11,8 +11,8 @@ The per-pair loop is timed on the first 200 x 200 pairs and extrapolated quadrat
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 
 import networkx as nx
@@ -138,4 +138,12 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench_metrics.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="bench_metrics.json",
+        help="where to write the JSON records (default bench_metrics.json)",
+    )
+    args = parser.parse_args()
+    main(args.out_json)

@@ -17,8 +17,8 @@ numbers on a shared machine are noisy; the two models are timed interleaved so t
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import time
 
 import torch
@@ -141,4 +141,12 @@ def main(out_json: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "results/bench_dit_vs_diffusers.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="results/bench_dit_vs_diffusers.json",
+        help="where to write the JSON records (default results/bench_dit_vs_diffusers.json)",
+    )
+    args = parser.parse_args()
+    main(args.out_json)

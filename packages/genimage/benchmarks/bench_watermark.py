@@ -17,10 +17,9 @@ Wall-clock numbers on a shared 2-core machine are noisy.
 
 from __future__ import annotations
 
-import json
+import argparse
 import math
 import platform
-import sys
 import time
 
 import torch
@@ -195,7 +194,7 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print(json.dumps({"usage": "python bench_watermark.py OUT.json"}))
-        raise SystemExit(2)
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_json", help="where to write the JSON records")
+    args = parser.parse_args()
+    main(args.out_json)

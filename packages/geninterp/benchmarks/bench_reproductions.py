@@ -14,9 +14,9 @@ Usage: ``python bench_reproductions.py OUT.json [--skip-smollm2]``. Runs:
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -72,5 +72,13 @@ def main(out: str, skip_smollm2: bool) -> None:
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(args[0] if args else "bench_reproductions.json", "--skip-smollm2" in sys.argv)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="bench_reproductions.json",
+        help="where to write the JSON records (default bench_reproductions.json)",
+    )
+    parser.add_argument("--skip-smollm2", action="store_true", help="leave out the SmolLM2-135M comparison")
+    args = parser.parse_args()
+    main(args.out_json, args.skip_smollm2)

@@ -13,10 +13,10 @@ noisy, compare rows of one run only.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -108,4 +108,12 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench_sae_training.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="bench_sae_training.json",
+        help="where to write the JSON records (default bench_sae_training.json)",
+    )
+    args = parser.parse_args()
+    main(args.out_json)

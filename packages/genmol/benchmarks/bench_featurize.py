@@ -9,7 +9,7 @@ shared, so wall-clock numbers are noisy.
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import torch
@@ -46,4 +46,12 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench_featurize.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="bench_featurize.json",
+        help="where to write the JSON records (default bench_featurize.json)",
+    )
+    args = parser.parse_args()
+    main(args.out_json)

@@ -8,7 +8,7 @@ of the two implementations are compared on the RDKit subset. Shared 2-core machi
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 import numpy as np
@@ -70,4 +70,12 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench_kabsch.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="bench_kabsch.json",
+        help="where to write the JSON records (default bench_kabsch.json)",
+    )
+    args = parser.parse_args()
+    main(args.out_json)

@@ -9,7 +9,7 @@ first half. MOSES (``molsets``) pins old dependencies and is often not importabl
 
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 
 from gencore.io import write_json
@@ -41,4 +41,12 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "bench_metrics.json")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "out_json",
+        nargs="?",
+        default="bench_metrics.json",
+        help="where to write the JSON records (default bench_metrics.json)",
+    )
+    args = parser.parse_args()
+    main(args.out_json)
