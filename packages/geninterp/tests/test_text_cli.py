@@ -29,7 +29,7 @@ def test_iem_gaussian_check_command(capsys):
 def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["evaluate-sae", "--run", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "does not exist" in err[0]
+    assert len(err) == 1 and "is not a geninterp SAE run folder (no run.json)" in err[0]
     assert main(["train-sae", "--acts", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     capsys.readouterr()
     for flag in ("--tokens", "--batch-size", "--shard-sequences"):  # refused by the flag's name, before any model

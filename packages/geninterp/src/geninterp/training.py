@@ -243,6 +243,10 @@ def _loss_plot(out: Path) -> None:
 def load_run(run_dir: str | os.PathLike) -> tuple[SparseAutoencoder, dict[str, Any]]:
     """The trained SAE and ``run.json`` of a run folder written by :func:`train_sae`."""
     run = Path(run_dir)
+    if not (run / "run.json").is_file():
+        raise StorageError(
+            f"{str(run)!r} is not a geninterp SAE run folder (no run.json); train one with `geninterp train-sae`."
+        )
     record = read_json(run / "run.json")
     where = repr(str(run / "run.json"))
     require_fields(record, ("config", "acts", "eval_sequences"), where, "; it was not written by `geninterp train-sae`")
