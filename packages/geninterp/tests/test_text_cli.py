@@ -26,6 +26,31 @@ def test_iem_gaussian_check_command(capsys):
     assert "check passed" in capsys.readouterr().out
 
 
+def test_memorization_prints_its_results(monkeypatch, tmp_path, capsys):
+    """The terminal gets the DAE table and, over several seeds, one row per seed and the mean (the experiments
+    themselves are tested in test_memorization*.py; here they are replaced by fixed records)."""
+    from geninterp import memorization
+
+    dae = {"width": 32, "rows": [{"n_train": 4, "spikiness": 0.25}, {"n_train": 64, "spikiness": 0.125}]}
+    monkeypatch.setattr(memorization, "run_all", lambda **kw: {"dae": dae, "steer": {"mean_target_after": 0.5}})
+    assert main(["memorization", "--experiments", "dae,steer", "--json", str(tmp_path / "m.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "[dae]" and "n_train" in lines[2] and lines[4].split() == ["4", "0.2500"]
+    assert lines[-2] == "[steer]" and lines[-1].split() == ["mean_target_after:", "0.5"]
+    assert json.loads((tmp_path / "m.json").read_text())["dae"] == dae
+
+    def summary(values):
+        return {"per_seed": values, "mean": sum(values) / 2, "std": 0.5}
+
+    record = {"model": "mlp", "headline_score": "h", "paper_recipe": "p", "memorised_samples": [3, 5],
+              "auroc_headline": summary([0.5, 1.5]), "auroc_paper_recipe": summary([0.25, 0.75])}  # fmt: skip
+    monkeypatch.setattr(memorization, "detection_seeds", lambda **kw: record)
+    assert main(["memorization", "--experiments", "detect", "--seeds", "0,1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [row.split() for row in lines[3:5]] == [["0", "3", "0.5000", "0.2500"], ["1", "5", "1.5000", "0.7500"]]
+    assert lines[5] == "mean +- std: headline 1.0000 +- 0.5000, paper recipe 0.5000 +- 0.5000"
+
+
 def test_bad_input_is_one_line(tmp_path, capsys):
     assert main(["evaluate-sae", "--run", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -12,7 +12,6 @@ geninterp demo --out report/geninterp
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +27,7 @@ from gencore.command import (
     run,
 )
 from gencore.io import write_json
+from gencore.tables import format_table
 from geninterp import __version__
 
 DESCRIPTION = "Interpretability for generative models: sparse autoencoders, memorisation and denoiser-based metrics."
@@ -193,8 +193,16 @@ def cmd_memorization(args: argparse.Namespace) -> int:
             arch=args.model, seeds=seeds, steps=args.steps or (800 if args.quick else 4000),
             n_samples=300 if args.quick else 1000, progress=not args.no_progress,
         )  # fmt: skip
-        summary = {k: v for k, v in record.items() if k != "runs"}
-        print(json.dumps(summary, indent=2))
+        head, paper = record["auroc_headline"], record["auroc_paper_recipe"]
+        rows = [
+            {"seed": seed, "memorised samples": m, "AUROC (headline)": a, "AUROC (paper recipe)": b}
+            for seed, m, a, b in zip(seeds, record["memorised_samples"], head["per_seed"], paper["per_seed"])
+        ]
+        print(f"memorisation detection, {record['model']}: headline {record['headline_score']!r}, "
+              f"paper recipe {record['paper_recipe']!r}")  # fmt: skip
+        print(format_table(rows))
+        print(f"mean +- std: headline {head['mean']:.4f} +- {head['std']:.4f}, "
+              f"paper recipe {paper['mean']:.4f} +- {paper['std']:.4f}")  # fmt: skip
     else:
         record = memorization.run_all(
             out_dir=args.out, progress=not args.no_progress, quick=args.quick, experiments=experiments, seed=seeds[0],
@@ -202,7 +210,9 @@ def cmd_memorization(args: argparse.Namespace) -> int:
         )  # fmt: skip
         for name, rec in record.items():
             print(f"[{name}]")
-            print(json.dumps({k: v for k, v in rec.items() if not isinstance(v, list | dict)}, indent=2))
+            _print_record(rec)
+            if name == "dae":
+                print(format_table(rec["rows"]))
     if args.json:
         write_json(args.json, record)
     return 0
