@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from gencore.cli import main
 from gencore.command import ENGINE_OPTIONS, add_commands, make_parser
-from gencore.testing import check_console_script, check_out_folder_refused, undocumented_options
+from gencore.testing import (
+    check_benchmark_scripts,
+    check_console_script,
+    check_out_folder_refused,
+    undocumented_options,
+)
 
 TINY = ["--steps", "30", "--n-data", "256", "--n-eval", "128", "--no-progress"]
 
@@ -22,6 +28,14 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_console_script() -> None:
     check_console_script("gencore")
     assert "toy" in _cli("--help").stdout
+
+
+def test_benchmark_scripts_answer_help(tmp_path) -> None:
+    check_benchmark_scripts(Path(__file__).parents[1] / "benchmarks")
+    (tmp_path / "by_hand.py").write_text('import sys\n\nif __name__ == "__main__":\n    print(sys.argv[1])\n')
+    (tmp_path / "helper.py").write_text("X = 1\n")  # no main block: not a script, not checked
+    with pytest.raises(AssertionError, match=r"argparse: by_hand\.py$"):
+        check_benchmark_scripts(tmp_path)
 
 
 def test_undocumented_options_are_found_at_any_depth() -> None:

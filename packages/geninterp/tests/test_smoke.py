@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from gencore.testing import check_console_script, check_out_folder_refused
+from pathlib import Path
+
+from gencore.testing import check_benchmark_scripts, check_console_script, check_out_folder_refused
 
 
 def test_console_script() -> None:
     check_console_script("geninterp")
+
+
+def test_benchmark_scripts_answer_help() -> None:
+    check_benchmark_scripts(Path(__file__).parents[1] / "benchmarks")
 
 
 def test_train_sae_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:

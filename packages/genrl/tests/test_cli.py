@@ -8,16 +8,21 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from gencore.testing import check_console_script, check_out_folder_refused
+from gencore.testing import check_benchmark_scripts, check_console_script, check_out_folder_refused
 from genrl.cli import main
 from genrl.dataset import DATA_NAME
 
 
 def test_console_script() -> None:
     check_console_script("genrl")
+
+
+def test_benchmark_scripts_answer_help() -> None:
+    check_benchmark_scripts(Path(__file__).parents[1] / "benchmarks")
 
 
 def test_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:

@@ -1,4 +1,4 @@
-"""Checks that every package's test suite runs against its own console script.
+"""Checks that every package's test suite runs against its own console script and benchmark scripts.
 
 Kept in the library (not copied into each package's tests) so that the contract
 "a package installs alone and its command answers" is written once.
@@ -7,6 +7,7 @@ Kept in the library (not copied into each package's tests) so that the contract
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import subprocess
 import sys
@@ -84,3 +85,26 @@ def check_out_folder_refused(package: str, tmp_path: Path, *args: str) -> None:
         errors = [line for line in lines if ": error: " in line]
         assert errors == lines[-1:] and needle in errors[0] and "Traceback" not in proc.stderr, proc.stderr
     assert occupied.read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["occupied"]
+
+
+def check_benchmark_scripts(folder: Path) -> None:
+    """Assert that every script in ``folder`` that runs as ``__main__`` reads its arguments with argparse, never
+    from ``sys.argv`` by hand, so that ``python <script> --help`` prints usage instead of running the benchmark
+    (and writing its records to a file named ``--help``). A static check: nothing is imported or run."""
+    scripts = sorted(Path(folder).glob("*.py"))
+    assert scripts, f"no scripts in {folder}"
+    bad = []
+    for script in scripts:
+        tree = ast.parse(script.read_text(), filename=str(script))
+        runs = any(
+            isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body
+        )  # a helper module without a main block is not a script
+        nodes = list(ast.walk(tree))
+        argv = sum(isinstance(n, ast.Attribute) and n.attr == "argv" for n in nodes)
+        handed_on = sum(  # sys.argv[1:], handed on whole to a parser, is the one use allowed
+            isinstance(n, ast.Subscript) and ast.unparse(n) == "sys.argv[1:]" for n in nodes
+        )
+        parses = any(isinstance(n, ast.Attribute) and n.attr == "parse_args" for n in nodes)
+        if runs and (argv > handed_on or not parses):
+            bad.append(script.name)
+    assert not bad, f"scripts that do not parse their arguments with argparse: {', '.join(bad)}"
