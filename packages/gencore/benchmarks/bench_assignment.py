@@ -16,13 +16,13 @@ Run: ``python benchmarks/bench_assignment.py [out.json]`` (one thread, about a m
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import numpy as np
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.couplings import optimal_assignment, sq_euclidean_cost
 from gencore.couplings.assignment import NETWORK_SIMPLEX_MIN_SIZE
 from gencore.data import toy_dataset
@@ -80,7 +80,6 @@ def main(out_json: str | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     args = parser.parse_args()
     main(args.out_json)

@@ -23,12 +23,12 @@ size is printed as the noise floor.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import time
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.data import get_dataset
 from gencore.flowmaps.experiment import (
     FlowMapConfig,
@@ -181,7 +181,6 @@ def main(out_json: str | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     args = parser.parse_args()
     main(args.out_json)

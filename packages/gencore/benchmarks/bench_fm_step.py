@@ -25,7 +25,6 @@ before and after the measurement.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import platform
@@ -35,6 +34,7 @@ from collections.abc import Callable
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.data import toy_dataset
 from gencore.io import write_json
 from gencore.nn import MLPVelocity
@@ -160,7 +160,6 @@ def main(out_json: str | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     args = parser.parse_args()
     main(args.out_json)

@@ -25,7 +25,6 @@ minutes; see bench_sinkhorn.py on thread counts on a loaded machine).
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import time
@@ -34,6 +33,7 @@ import warnings
 import numpy as np
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.couplings import ExactOTCoupling, SemidiscreteCoupling, SinkhornCoupling
 from gencore.io import write_json
 
@@ -126,8 +126,7 @@ def main(out_json: str | None = None, threads: int = 2) -> list[dict]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("threads", nargs="?", type=int, default=2, help="torch CPU threads (default 2)")
     args = parser.parse_args()
     main(args.out_json, args.threads)

@@ -12,11 +12,11 @@ steps per coupling, Sinkhorn minibatches of B = 256.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.tables import format_table, pivot
 from gencore.toy_experiment import MMD_KEY, ToyConfig, compare, config_dict
@@ -49,7 +49,6 @@ def main(out_json: str | None = None, steps: int = 3000) -> list[dict]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     args = parser.parse_args()
     main(args.out_json)

@@ -29,7 +29,6 @@ OpenMP barrier waits (a tiny op can take milliseconds); ``threads=1`` gives stea
 
 from __future__ import annotations
 
-import argparse
 import math
 import platform
 import statistics
@@ -40,6 +39,7 @@ from collections.abc import Callable
 import ot
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.couplings import sinkhorn
 from gencore.couplings.base import sq_euclidean_cost
 from gencore.io import write_json
@@ -149,8 +149,7 @@ def main(out_json: str | None = None, threads: int = 2) -> list[dict]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("threads", nargs="?", type=int, default=2, help="torch CPU threads (default 2)")
     args = parser.parse_args()
     main(args.out_json, args.threads)

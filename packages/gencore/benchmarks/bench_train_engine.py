@@ -23,7 +23,6 @@ its quartiles; the step times are the best over rounds.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import importlib.util
 import json
@@ -35,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.tables import format_table
 from gencore.toy_experiment import ToyConfig, ToyFlowTask, engine_config, training_data
@@ -147,7 +147,6 @@ def main(out_json: str | None = None, threads: int = 2) -> list[dict]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     args = parser.parse_args()
     main(args.out_json)

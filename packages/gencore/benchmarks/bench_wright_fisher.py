@@ -19,12 +19,12 @@ script:
 
 from __future__ import annotations
 
-import argparse
 import math
 import time
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.discrete.network import TokenDenoiser
 from gencore.discrete.simplex import JacobiDirichletSDE, WrightFisherSimplex, euler_maruyama_wf, wf_moments
 from gencore.discrete.tasks import make_task
@@ -160,8 +160,7 @@ def main(out_json: str | None = None, steps: int = 300) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("steps", nargs="?", type=int, default=300, help="training steps per model (default 300)")
     args = parser.parse_args()
     main(args.out_json, args.steps)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gencore.cli import main
-from gencore.command import ENGINE_OPTIONS, add_commands, make_parser
+from gencore.command import ENGINE_OPTIONS, add_commands, benchmark_parser, make_parser
 from gencore.testing import (
     check_benchmark_scripts,
     check_console_script,
@@ -28,6 +28,17 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_console_script() -> None:
     check_console_script("gencore")
     assert "toy" in _cli("--help").stdout
+
+
+def test_benchmark_parser(capsys) -> None:
+    parser = benchmark_parser("\nTime the thing.\n\nDetails.\n", "bench_thing.json")
+    assert parser.parse_args([]).out_json == "bench_thing.json"
+    assert parser.parse_args(["r.json"]).out_json == "r.json"
+    assert benchmark_parser("Time it.").parse_args([]).out_json is None  # no file: the records are printed only
+    with pytest.raises(SystemExit) as stop:
+        parser.parse_args(["--help"])
+    help_text = capsys.readouterr().out
+    assert stop.value.code == 0 and "Time the thing." in help_text and "(default bench_thing.json)" in help_text
 
 
 def test_benchmark_scripts_answer_help(tmp_path) -> None:

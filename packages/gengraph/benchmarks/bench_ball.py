@@ -7,13 +7,13 @@ formula's exact value).
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
 import geoopt
 import torch
 
+from gencore.command import benchmark_parser
 from gengraph.hyperbolic import BallGeometry
 
 
@@ -78,12 +78,6 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="bench_ball.json",
-        help="where to write the JSON records (default bench_ball.json)",
-    )
+    parser = benchmark_parser(__doc__, "bench_ball.json")
     args = parser.parse_args()
     main(args.out_json)

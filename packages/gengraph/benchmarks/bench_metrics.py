@@ -11,7 +11,6 @@ The per-pair loop is timed on the first 200 x 200 pairs and extrapolated quadrat
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -20,6 +19,7 @@ import numpy as np
 import orbit_count
 from scipy.stats import wasserstein_distance
 
+from gencore.command import benchmark_parser
 from gengraph.datasets import generate
 from gengraph.metrics import graph_mmd
 
@@ -138,12 +138,6 @@ def main(out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="bench_metrics.json",
-        help="where to write the JSON records (default bench_metrics.json)",
-    )
+    parser = benchmark_parser(__doc__, "bench_metrics.json")
     args = parser.parse_args()
     main(args.out_json)

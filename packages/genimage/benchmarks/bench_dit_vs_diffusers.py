@@ -17,12 +17,12 @@ numbers on a shared machine are noisy; the two models are timed interleaved so t
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.models import DiT
@@ -141,12 +141,6 @@ def main(out_json: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="results/bench_dit_vs_diffusers.json",
-        help="where to write the JSON records (default results/bench_dit_vs_diffusers.json)",
-    )
+    parser = benchmark_parser(__doc__, "results/bench_dit_vs_diffusers.json")
     args = parser.parse_args()
     main(args.out_json)

@@ -17,13 +17,13 @@ Wall-clock numbers on a shared 2-core machine are noisy.
 
 from __future__ import annotations
 
-import argparse
 import math
 import platform
 import time
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.tables import format_table
 from genimage.watermark.keys import new_key
@@ -194,7 +194,6 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", help="where to write the JSON records")
+    parser = benchmark_parser(__doc__, "bench_watermark.json")
     args = parser.parse_args()
     main(args.out_json)

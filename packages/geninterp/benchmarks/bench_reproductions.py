@@ -14,13 +14,13 @@ Usage: ``python bench_reproductions.py OUT.json [--skip-smollm2]``. Runs:
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import tempfile
 import time
 from pathlib import Path
 
+from gencore.command import benchmark_parser
 from geninterp import iem_experiments, memorization
 from geninterp.temporal_experiments import boundary_auroc, compare_on_store
 
@@ -72,13 +72,7 @@ def main(out: str, skip_smollm2: bool) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="bench_reproductions.json",
-        help="where to write the JSON records (default bench_reproductions.json)",
-    )
+    parser = benchmark_parser(__doc__, "bench_reproductions.json")
     parser.add_argument("--skip-smollm2", action="store_true", help="leave out the SmolLM2-135M comparison")
     args = parser.parse_args()
     main(args.out_json, args.skip_smollm2)

@@ -13,7 +13,6 @@ noisy, compare rows of one run only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 
+from gencore.command import benchmark_parser
 from geninterp.saes import make_objective, make_sae
 
 D, WIDTH, K, TOKENS, SEQ = 384, 2048, 32, 4096, 64
@@ -108,12 +108,6 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="bench_sae_training.json",
-        help="where to write the JSON records (default bench_sae_training.json)",
-    )
+    parser = benchmark_parser(__doc__, "bench_sae_training.json")
     args = parser.parse_args()
     main(args.out_json)

@@ -9,13 +9,13 @@ shared, so wall-clock numbers are noisy.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
 from torch_geometric.data import Batch
 from torch_geometric.utils import from_smiles
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.tables import format_table
 from genmol.chem.featurize import featurize_smiles
@@ -46,12 +46,6 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="bench_featurize.json",
-        help="where to write the JSON records (default bench_featurize.json)",
-    )
+    parser = benchmark_parser(__doc__, "bench_featurize.json")
     args = parser.parse_args()
     main(args.out_json)

@@ -8,7 +8,6 @@ of the two implementations are compared on the RDKit subset. Shared 2-core machi
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -17,6 +16,7 @@ from rdkit import Chem
 from rdkit.Chem import rdMolAlign
 from rdkit.Geometry import Point3D
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.tables import format_table
 from genmol.metrics.rmsd import kabsch_rmsd
@@ -70,12 +70,6 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="bench_kabsch.json",
-        help="where to write the JSON records (default bench_kabsch.json)",
-    )
+    parser = benchmark_parser(__doc__, "bench_kabsch.json")
     args = parser.parse_args()
     main(args.out_json)

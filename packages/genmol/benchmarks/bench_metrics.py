@@ -9,9 +9,9 @@ first half. MOSES (``molsets``) pins old dependencies and is often not importabl
 
 from __future__ import annotations
 
-import argparse
 import time
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.tables import format_table
 from genmol.data.smiles_sets import nci_path
@@ -41,12 +41,6 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "out_json",
-        nargs="?",
-        default="bench_metrics.json",
-        help="where to write the JSON records (default bench_metrics.json)",
-    )
+    parser = benchmark_parser(__doc__, "bench_metrics.json")
     args = parser.parse_args()
     main(args.out_json)

@@ -158,6 +158,15 @@ def report_finished(out: str | Path) -> int:
     return 0
 
 
+def benchmark_parser(doc: str, default_out: str | None = None) -> argparse.ArgumentParser:
+    """A benchmark script's parser: the first line of its docstring ``doc`` as description and an optional
+    positional ``out_json`` (where the records go; ``default_out`` when not given)."""
+    parser = _Parser(description=doc.strip().splitlines()[0])
+    where = "where to write the JSON records" + (f" (default {default_out})" if default_out else "")
+    parser.add_argument("out_json", nargs="?", default=default_out, help=where)
+    return parser
+
+
 def make_parser(prog: str, version: str, description: str) -> argparse.ArgumentParser:
     """A top-level parser with ``--version`` and a required sub-command slot."""
     parser = _Parser(prog=prog, description=description)
