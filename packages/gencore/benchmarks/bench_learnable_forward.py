@@ -47,12 +47,12 @@ The bound is the exact T-step bound in nats per position on the test set, each e
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.discrete.learnable_forward import FewStepForward, LearnableForwardProcess
 from gencore.discrete.network import TokenDenoiser
 from gencore.discrete.reference import ReferenceAR, fit_reference
@@ -260,8 +260,7 @@ def summarise(records: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str]) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", help="write records and summary here")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--tasks", default="grid,digits", help="comma-separated: grid, digits")
     parser.add_argument("--arms", default=",".join(ARMS), help=f"comma-separated subset of {', '.join(ARMS)}")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: per task, see CONFIGS)")

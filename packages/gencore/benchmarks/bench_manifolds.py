@@ -21,7 +21,6 @@ Run: ``python benchmarks/bench_manifolds.py [out.json] [--threads N]`` (about a 
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -31,6 +30,7 @@ from collections.abc import Callable
 import geoopt
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.manifolds import PoincareBall, Sphere, Torus, geodesic_interpolant
 from gencore.manifolds.spaces import wrap_angle
@@ -208,8 +208,7 @@ def _print(records: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
     args = parser.parse_args()
     main(args.out_json, threads=args.threads)

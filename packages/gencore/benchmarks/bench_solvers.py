@@ -28,7 +28,6 @@ timings, since OpenMP threads then stop fighting other processes for cores).
 
 from __future__ import annotations
 
-import argparse
 import platform
 import statistics
 import sys
@@ -37,6 +36,7 @@ from collections.abc import Callable
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.io import write_json
 from gencore.nn import MLPVelocity
 from gencore.solvers import dopri5, solve_ode
@@ -202,8 +202,7 @@ def _print(records: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", default=None, help="where to write the JSON records")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
     args = parser.parse_args()
     main(args.out_json, threads=args.threads)

@@ -23,7 +23,6 @@ Run: ``python benchmarks/diag_fldd_phi_gradient.py [out.json] [--processes ...]`
 
 from __future__ import annotations
 
-import argparse
 import copy
 import math
 import sys
@@ -31,6 +30,7 @@ import time
 
 import torch
 
+from gencore.command import benchmark_parser
 from gencore.discrete.learnable_forward import FewStepForward, LearnableForwardProcess
 from gencore.discrete.network import TokenDenoiser
 from gencore.discrete.sequence_forward import SequenceForwardProcess
@@ -218,8 +218,7 @@ def report(record: dict) -> None:
 
 
 def main(argv: list[str]) -> list[dict]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_json", nargs="?", help="write the records here")
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--processes", default="sequence,token", help="comma-separated: sequence, token")
     parser.add_argument("--warm-steps", type=int, default=300, help="reverse-model steps with phi held")
     parser.add_argument("--eval-size", type=int, default=64, help="test digits in the evaluation batch")
