@@ -88,6 +88,9 @@ def test_missing_files_and_bad_card(tmp_path, toy_dataset) -> None:
     with pytest.raises(StorageError, match="does not exist"):
         load_dataset(tmp_path / "nowhere")
     save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
+    (tmp_path / "d" / CARD_NAME).unlink()  # what a write interrupted between the two files leaves
+    with pytest.raises(StorageError, match=r"card\.json' does not exist.*interrupted write"):
+        load_dataset(tmp_path / "d")
     (tmp_path / "d" / CARD_NAME).write_text(json.dumps({"format": "other"}))
     with pytest.raises(InputError, match="not a genrl dataset card"):
         load_dataset(tmp_path / "d")

@@ -248,7 +248,10 @@ def load_dataset(directory: str | os.PathLike, verify: bool = True) -> tuple[Off
         )
     card = read_json(d / CARD_NAME) if (d / CARD_NAME).is_file() else None
     if card is None:
-        raise StorageError(f"{str(d / CARD_NAME)!r} does not exist; every genrl dataset carries a card.")
+        raise StorageError(
+            f"{str(d / CARD_NAME)!r} does not exist; every genrl dataset carries a card ({DATA_NAME} without it is "
+            "what an interrupted write leaves: remove the folder and make or import the data set again)."
+        )
     if not isinstance(card, dict) or card.get("format") != FORMAT:
         raise InputError(f"{str(d / CARD_NAME)!r} is not a genrl dataset card (expected format {FORMAT!r}).")
     if verify and card.get("data_sha256") not in (None, _sha256(data_path)):
