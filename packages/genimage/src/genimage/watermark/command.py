@@ -289,7 +289,11 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
 def _add_generator_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", required=True, help="run folder from `genimage train`, or gaussian:C,H,W")
     p.add_argument("--steps", type=int, default=20, help="ODE steps for generation and inversion (default 20)")
-    p.add_argument("--solver", default="euler", help="euler, midpoint, heun or rk4 (default euler)")
+    p.add_argument(
+        "--solver", default="euler",
+        help="euler, midpoint, heun or rk4 (default euler; heun inverts far more exactly, which the initial-noise "
+        "schemes need on pixel-space runs: see the README)",
+    )  # fmt: skip
     add_device_argument(p)
 
 
