@@ -12,6 +12,8 @@ from genimage.metrics import bits_per_dim
 from genimage.models import DiT, ImageBackbone
 from genimage.runs import LoadedRun
 from genimage.sampling import generate, invert, sample_noise
+from genimage.watermark.generators import RunGenerator
+from genimage.watermark.guidance import guided_generate
 
 SCALE = 0.5  # data ~ N(0, SCALE^2 I), inside [-1, 1] for almost every pixel
 
@@ -201,3 +203,29 @@ def test_periodic_samples_of_a_latent_run_decode_on_the_backbones_device(tmp_pat
     assert next(result.ema.parameters()).device.type == "cuda"
     assert vae.latent_scale.device.type == "cpu"  # the returned VAE stays where it was
     assert len(got) == 2 and all(x.shape == (4, 1, 8, 8) and torch.isfinite(x).all() for x in got)
+
+
+@pytest.mark.parametrize("objective", ["flow", "vp"])
+@pytest.mark.parametrize("solver", ["euler", "heun"])
+def test_guidance_follows_the_generators_solver_grid_and_path(objective, solver):
+    # without guidance (scale 0) the guided sampler is the generator's own: same solver, grid, end time and
+    # (VP) final clean estimate, so a marked image differs from the unmarked one of its noise by the mark alone
+    gen = RunGenerator(_run(objective), steps=6, solver=solver)
+    noise = torch.randn(5, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    decoder = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 3))
+    msg = torch.tensor([1, 0, 1])
+    guided = guided_generate(gen, noise, decoder, msg, scale=0.0, augmentations=("identity",))
+    torch.testing.assert_close(guided, gen.generate(noise), atol=1e-6, rtol=0)
+    assert not torch.allclose(guided_generate(gen, noise, decoder, msg, scale=1.0, augmentations=("identity",)), guided)
+
+
+@pytest.mark.parametrize("objective", ["flow", "vp"])
+def test_predict_clean_is_the_posterior_mean_of_the_runs_path(objective):
+    # the oracle's velocity is exact for data N(0, s^2 I): the clean prediction must be E[x1 | x_t]
+    run = _run(objective)
+    gen = RunGenerator(run, steps=4)
+    x = torch.randn(7, 1, 2, 2, generator=torch.Generator().manual_seed(1))
+    t = torch.tensor(0.4)
+    _, c = run.path.coefficients(t, x)
+    expected = c.alpha * SCALE**2 * x / (c.alpha**2 * SCALE**2 + c.sigma**2)
+    torch.testing.assert_close(gen.predict_clean(x, t, gen.velocity(x, t)), expected, atol=1e-5, rtol=1e-5)

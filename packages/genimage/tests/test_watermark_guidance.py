@@ -64,14 +64,14 @@ def test_hidden_post_hoc_marks_decode_and_save_load(hidden, tmp_path):
 
 
 def test_guidance_writes_the_message_during_sampling(hidden):
-    gen = GaussianFlowGenerator(torch.zeros(1, 16, 16), torch.full((1, 16, 16), 0.3))
+    gen = GaussianFlowGenerator(torch.zeros(1, 16, 16), torch.full((1, 16, 16), 0.3), steps=20)
     g = torch.Generator().manual_seed(0)
     noise = torch.randn(32, 1, 16, 16, generator=g)
     msg = torch.tensor([1, 0, 1, 1, 0, 0, 1, 0])
     for p in hidden.parameters():
         p.requires_grad_(False)
     plain = gen._solve(noise, 0.0, 1.0, 20).clamp(-1, 1)
-    guided = guided_generate(gen.velocity, noise, hidden.decoder, msg, steps=20, scale=2.0)
+    guided = guided_generate(gen, noise, hidden.decoder, msg, scale=2.0)
     null = GaussianNull(decoder_detection(hidden.decoder, plain, msg, GaussianNull(torch.zeros(2))).score)
     det = decoder_detection(hidden.decoder, guided, msg, null)
     assert bit_accuracy(det.bits, msg) > 0.9
@@ -82,17 +82,19 @@ def test_guidance_writes_the_message_during_sampling(hidden):
 def test_guidance_in_a_latent_space_marks_the_decoded_image(hidden):
     # an 8x8 "latent" flow decoded to 16x16 images by a fixed differentiable map: the decoder reads
     # decoded predictions and the guidance gradient flows back through the map to the latent state
-    gen = GaussianFlowGenerator(torch.zeros(1, 8, 8), torch.full((1, 8, 8), 0.3))
+    gen = GaussianFlowGenerator(torch.zeros(1, 8, 8), torch.full((1, 8, 8), 0.3), steps=20)
 
     def to_image(z):
         return F.interpolate(z, scale_factor=2, mode="bilinear", align_corners=False)
+
+    gen.to_image = to_image
 
     noise = torch.randn(32, 1, 8, 8, generator=torch.Generator().manual_seed(0))
     msg = torch.tensor([1, 0, 1, 1, 0, 0, 1, 0])
     for p in hidden.parameters():
         p.requires_grad_(False)
     plain = to_image(gen._solve(noise, 0.0, 1.0, 20)).clamp(-1, 1)
-    guided = guided_generate(gen.velocity, noise, hidden.decoder, msg, steps=20, scale=2.0, to_image=to_image)
+    guided = guided_generate(gen, noise, hidden.decoder, msg, scale=2.0)
     assert guided.shape == (32, 1, 16, 16)
     null = GaussianNull(decoder_detection(hidden.decoder, plain, msg, GaussianNull(torch.zeros(2))).score)
     assert bit_accuracy(decoder_detection(hidden.decoder, guided, msg, null).bits, msg) > 0.9

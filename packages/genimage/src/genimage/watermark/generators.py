@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
 from gencore.errors import ConfigError
 from gencore.rng import randn_like_with
 from gencore.solvers import solve_ode, uniform_grid
+
+if TYPE_CHECKING:
+    from genimage.runs import LoadedRun
 
 __all__ = ["FlowGenerator", "GaussianFlowGenerator", "RunGenerator"]
 
@@ -98,11 +102,16 @@ class FlowGenerator:
             with torch.no_grad():
                 x = solve_ode(self.velocity, x, grid[: k + 1], method=self.solver).x
         x = solve_ode(self.velocity, x, grid[k:], method=self.solver).x
-        return self.to_image(self._clean_state(x))
+        return self.to_image(self.clean_state(x))
 
-    def _clean_state(self, x: torch.Tensor) -> torch.Tensor:
+    def clean_state(self, x: torch.Tensor) -> torch.Tensor:
         """The clean state from the ODE's last state (itself, unless the path stops short of ``t = 1``)."""
         return x
+
+    def predict_clean(self, x: torch.Tensor, t: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The clean state that the velocity ``v`` at ``(x, t)`` points to, differentiably: ``x + (1 - t) v`` on
+        the linear path."""
+        return x + (1 - t) * v
 
     @torch.no_grad()
     def regenerate(self, images: torch.Tensor, strength: float, generator: torch.Generator | None = None):
@@ -140,18 +149,20 @@ class GaussianFlowGenerator(FlowGenerator):
 
 
 class RunGenerator(FlowGenerator):
-    """A ``genimage train`` run folder: generation and inversion with ``steps`` solver steps on ``device``."""
+    """A ``genimage train`` run (its folder, or a :class:`~genimage.runs.LoadedRun`): generation and inversion
+    with ``steps`` solver steps on ``device``."""
 
     def __init__(
-        self, run_dir: str | os.PathLike, *, steps: int = 50, solver: str = "euler", device: str = "cpu"
+        self, run: str | os.PathLike | LoadedRun, *, steps: int = 50, solver: str = "euler", device: str = "cpu"
     ) -> None:
-        from genimage.runs import load_run
+        from genimage.runs import LoadedRun, load_run
         from genimage.sampling import EVALS_PER_STEP
 
-        run = load_run(run_dir, device=device)
+        where = "the given run" if isinstance(run, LoadedRun) else f"the run in {str(run)!r}"
+        run = run if isinstance(run, LoadedRun) else load_run(run, device=device)
         if len(run.image_shape) != 3:
             raise ConfigError(
-                f"the run in {str(run_dir)!r} generates videos {list(run.image_shape)}; the watermark schemes mark "
+                f"{where} generates videos {list(run.image_shape)}; the watermark schemes mark "
                 "images [C, H, W]: give an image run."
             )
         super().__init__(run.velocity, tuple(run.image_shape), steps=steps, solver=solver, device=device)
@@ -170,11 +181,15 @@ class RunGenerator(FlowGenerator):
         """Images -> ODE states at ``t = 1`` on :attr:`device` (the VAE encoder's mean for latent runs)."""
         return self.run.encode(images.to(device=self.device, dtype=torch.float32))
 
-    def _clean_state(self, x: torch.Tensor) -> torch.Tensor:
+    def clean_state(self, x: torch.Tensor) -> torch.Tensor:
         """A VP run's last state is still slightly noisy: its clean estimate, as :func:`genimage.sampling.generate`."""
         if self.t_end >= 1.0:
             return x
-        return self.run.path.convert(self.run.velocity(x, self.t_end), x, self.t_end, "velocity", "data")
+        return self.predict_clean(x, self.t_end, self.run.velocity(x, self.t_end))
+
+    def predict_clean(self, x: torch.Tensor, t: torch.Tensor | float, v: torch.Tensor) -> torch.Tensor:
+        """The clean state that ``v`` at ``(x, t)`` points to on the run's path (linear or VP)."""
+        return self.run.path.convert(v, x, t, "velocity", "data")
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor) -> torch.Tensor:

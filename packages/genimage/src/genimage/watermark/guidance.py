@@ -2,16 +2,17 @@
 
 After "Watermark guidance" (ICLR 2026): any differentiable decoder ``D`` (here the in-suite
 HiDDeN decoder, :mod:`genimage.watermark.hidden`) marks images *during* generation. At each
-Euler step from ``t`` to ``t + h`` the clean image is predicted, ``x1 = x + (1 - t) v(x, t)``, the
-watermark loss ``BCE(D(a(x1)), m)`` is differentiated with respect to ``x1`` for every
-augmentation ``a`` of an ensemble (identity, noise, blur, crop-and-resize, JPEG with a
-straight-through gradient), conflicting gradients are reconciled by projecting each onto the
+velocity evaluation ``v(x, t)`` the clean image is predicted (``x1 = x + (1 - t) v`` on the linear path;
+the run's own path conversion on a VP run), the watermark loss ``BCE(D(a(x1)), m)`` is differentiated with
+respect to ``x1`` for every augmentation ``a`` of an ensemble (identity, noise, blur, crop-and-resize, JPEG
+with a straight-through gradient), conflicting gradients are reconciled by projecting each onto the
 normal plane of those it conflicts with (PCGrad, Yu et al. 2020), and the mean reconciled
-gradient, normalised to unit RMS per image, moves the state: ``x <- x + h v - h * scale * g``.
+gradient, normalised to unit RMS per image, is subtracted: the sampler integrates ``v - scale * g`` with
+the generator's own solver and grid (an Euler step is ``x <- x + h v - h * scale * g``).
 Because the decoder is asked to succeed on augmented predictions, the mark survives attacks
 it was not trained on. Simplification, stated: the gradient is taken with respect to the
 predicted clean image; the velocity network's Jacobian is not back-propagated (one network
-evaluation per step, as in plain sampling). In a latent run the state is a latent: the decoder reads
+evaluation per velocity evaluation, as in plain sampling). In a latent run the state is a latent: the decoder reads
 the VAE decoding of the predicted clean latent and the gradient flows back through the VAE decoder.
 
 Detection: the decoder's logits give the bits; the score ``mean_i s_i logit_i`` (``s_i = +-1``
@@ -21,15 +22,16 @@ the same generator (calibrated, not exact: reported by the harness as ``pvalue_k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from scipy import stats
 
 from gencore.rng import randn_like_with
-from gencore.solvers import uniform_grid
+from gencore.solvers import solve_ode, uniform_grid
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
+from genimage.watermark.generators import FlowGenerator
 from genimage.watermark.spherical import Detection
 
 __all__ = ["DEFAULT_AUGMENTATIONS", "GaussianNull", "guided_generate", "reconcile_gradients"]
@@ -70,46 +72,48 @@ def reconcile_gradients(grads: torch.Tensor, generator: torch.Generator | None =
 
 
 def guided_generate(
-    velocity: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    gen: FlowGenerator,
     noise: torch.Tensor,
     decoder: torch.nn.Module,
     message: torch.Tensor,
     *,
-    steps: int = 50,
     scale: float = 1.0,
     augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
     reconcile: bool = True,
     seed: int = 0,
-    to_image: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
-    """Euler sampling from ``noise`` with watermark guidance toward ``message: [L]`` (see module docstring).
+    """Sampling from ``noise`` with watermark guidance toward ``message: [L]`` (see module docstring).
 
-    ``to_image`` maps ODE states to images differentiably (a latent run's VAE decoder; default the
-    identity): the decoder reads ``to_image(x1)`` and the gradient flows back to the state. Runs on ``noise``'s
-    device (where ``velocity`` and ``decoder`` must live; the random draws are the same on every device) and
-    returns the images there.
+    The guided velocity ``v - scale * g / rms(g)`` is integrated on ``gen``'s own grid and solver (``gen.steps``
+    steps of ``gen.solver`` up to ``gen.t_end``), so a guided image and :meth:`gen.generate` of the same noise
+    differ by the guidance alone; the clean prediction is ``gen.predict_clean`` (the run's path, VP included)
+    and the decoder reads ``gen.to_image`` of it (a latent run's VAE decoder), through which the gradient flows
+    back to the state. Runs on ``noise``'s device (where ``gen``'s network and ``decoder`` must live; the random
+    draws are the same on every device) and returns the images there.
     """
-    to_image = to_image or (lambda x: x)
     g = torch.Generator().manual_seed(seed)
-    grid = uniform_grid(steps, dtype=torch.float64)
     x = noise.to(torch.float32)
     target = message.to(device=x.device, dtype=torch.float32).expand(x.shape[0], -1)
-    for i in range(steps):
-        t, h = grid[i].to(device=x.device, dtype=torch.float32), float(grid[i + 1] - grid[i])
+
+    def guided_velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
-            v = velocity(x, t)
-        x1 = (x + (1 - t) * v).detach().requires_grad_(True)
-        image = to_image(x1)
-        grads = []
-        for name in augmentations:
-            loss = F.binary_cross_entropy_with_logits(decoder(_augment(image, name, g)), target, reduction="sum")
-            grads.append(torch.autograd.grad(loss, x1, retain_graph=True)[0])
+            v = gen.velocity(x, t)
+        with torch.enable_grad():
+            x1 = gen.predict_clean(x, t, v).detach().requires_grad_(True)
+            image = gen.to_image(x1)
+            grads = []
+            for name in augmentations:
+                loss = F.binary_cross_entropy_with_logits(decoder(_augment(image, name, g)), target, reduction="sum")
+                grads.append(torch.autograd.grad(loss, x1, retain_graph=True)[0])
         stacked = torch.stack(grads)
         grad = reconcile_gradients(stacked, g) if reconcile else stacked.mean(0)
         rms = grad.flatten(1).pow(2).mean(1).sqrt().clamp_min(1e-12)[:, None, None, None]
-        x = (x + h * v - h * scale * grad / rms).detach()
+        return (v - scale * grad / rms).detach()
+
+    grid = gen.t_end * uniform_grid(gen.steps, dtype=torch.float64)
+    x = solve_ode(guided_velocity, x, grid, method=gen.solver).x
     with torch.no_grad():
-        return to_image(x).clamp(-1, 1)
+        return gen.to_image(gen.clean_state(x)).clamp(-1, 1)
 
 
 class GaussianNull:

@@ -72,14 +72,12 @@ class GuidanceScheme(_DecoderScheme):
         return torch.cat(
             [
                 guided_generate(
-                    gen.velocity,
+                    gen,
                     noise[i : i + 64].to(gen.device),
                     self.model.decoder,
                     self.message,
-                    steps=gen.steps,
                     scale=self.scale,
                     seed=self.seed + i,
-                    to_image=gen.to_image,
                 )
                 for i in range(0, noise.shape[0], 64)
             ]
