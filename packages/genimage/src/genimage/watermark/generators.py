@@ -95,7 +95,7 @@ class FlowGenerator:
         earlier steps run without it (truncated back-propagation through the sampler)."""
         if not 1 <= last_steps <= self.steps:
             raise ConfigError(f"last_steps must be in [1, {self.steps}] (the sampler's steps), got {last_steps}.")
-        grid = self.t_end * uniform_grid(self.steps, dtype=torch.float64)
+        grid = self.sampling_grid()
         k = self.steps - last_steps
         x = noise.to(device=self.device, dtype=torch.float32)
         if k:
@@ -103,6 +103,10 @@ class FlowGenerator:
                 x = solve_ode(self.velocity, x, grid[: k + 1], method=self.solver).x
         x = solve_ode(self.velocity, x, grid[k:], method=self.solver).x
         return self.to_image(self.clean_state(x))
+
+    def sampling_grid(self) -> torch.Tensor:
+        """The sampler's times ``[steps + 1]`` (float64), uniform from 0 to :attr:`t_end`."""
+        return self.t_end * uniform_grid(self.steps, dtype=torch.float64)
 
     def clean_state(self, x: torch.Tensor) -> torch.Tensor:
         """The clean state from the ODE's last state (itself, unless the path stops short of ``t = 1``)."""

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from scipy import stats
 
 from gencore.rng import randn_like_with
-from gencore.solvers import solve_ode, uniform_grid
+from gencore.solvers import solve_ode
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
 from genimage.watermark.generators import FlowGenerator
 from genimage.watermark.spherical import Detection
@@ -110,8 +110,7 @@ def guided_generate(
         rms = grad.flatten(1).pow(2).mean(1).sqrt().clamp_min(1e-12)[:, None, None, None]
         return (v - scale * grad / rms).detach()
 
-    grid = gen.t_end * uniform_grid(gen.steps, dtype=torch.float64)
-    x = solve_ode(guided_velocity, x, grid, method=gen.solver).x
+    x = solve_ode(guided_velocity, x, gen.sampling_grid(), method=gen.solver).x
     with torch.no_grad():
         return gen.to_image(gen.clean_state(x)).clamp(-1, 1)
 
