@@ -168,11 +168,16 @@ def test_genimage_shards_packs_a_folder_that_streams_back_as_the_folder_loads(tm
     Image.open(root / "cat" / "0.png").save(root / "dog" / "extra.jpg", quality=80)  # a JPEG among PNGs
     (root / "dog" / "broken.png").write_bytes(b"not a png")
     out = tmp_path / "shards"
-    # an unreadable image stops the packing with its name and leaves no shard behind
+    # an unreadable image stops the packing with its name and leaves no shard behind, nor the folder it made
     assert main(["shards", str(root), "--out", str(out), "--shard-size", "2", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "broken.png: not a readable image" in err[0]
-    assert not list(out.glob("*.tar"))
+    assert not out.exists()
+    out.mkdir()  # a folder the user made stays, with what it held
+    (out / "notes.txt").write_text("mine")
+    assert main(["shards", str(root), "--out", str(out), "--shard-size", "2", "--no-progress"]) == 2
+    capsys.readouterr()
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
     assert main(["shards", str(root), "--out", str(out), "--shard-size", "2", "--skip-bad", "--no-progress"]) == 0
     said = capsys.readouterr().out
     assert "wrote 7 images into 4 shards" in said and "skipped 1 unreadable" in said and "broken.png" in said

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from gencore.errors import ConfigError
 from gencore.paths import AffineGaussianPath, LinearSchedule, VPSchedule
 from genimage.metrics import bits_per_dim
 from genimage.models import DiT, ImageBackbone
@@ -217,6 +218,13 @@ def test_guidance_follows_the_generators_solver_grid_and_path(objective, solver)
     guided = guided_generate(gen, noise, decoder, msg, scale=0.0, augmentations=("identity",))
     torch.testing.assert_close(guided, gen.generate(noise), atol=1e-6, rtol=0)
     assert not torch.allclose(guided_generate(gen, noise, decoder, msg, scale=1.0, augmentations=("identity",)), guided)
+
+
+def test_run_generator_of_a_loaded_run_runs_where_the_run_is():
+    run = _run("flow")
+    assert RunGenerator(run, steps=2).device == torch.device("cpu")
+    with pytest.raises(ConfigError, match="the given run is on cpu but device='cuda' was asked for"):
+        RunGenerator(run, steps=2, device="cuda")
 
 
 @pytest.mark.parametrize("objective", ["flow", "vp"])

@@ -117,13 +117,17 @@ def add_engine_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         parser.add_argument(f"--{name}", **ENGINE_OPTIONS[name])
 
 
-def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    """``--device auto|cpu|cuda`` (default ``auto``); read it back with :func:`resolve_device`."""
+def add_device_argument(parser: argparse.ArgumentParser, *, nproc: bool = False) -> None:
+    """``--device auto|cpu|cuda`` (default ``auto``); read it back with :func:`resolve_device`.
+
+    ``nproc=True`` for a command that also has ``--nproc``: its help then says that each process takes a GPU.
+    """
+    per_process = "; with --nproc N, one GPU per process" if nproc else ""
     parser.add_argument(
         "--device",
         default="auto",
         choices=DEVICE_CHOICES,
-        help="where the model runs (auto: CUDA when available; with --nproc N, one GPU per process)",
+        help=f"where the model runs (auto: CUDA when available{per_process})",
     )
 
 

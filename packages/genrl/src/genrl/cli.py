@@ -446,7 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
         "'--resume auto', as in the other gen* commands, are the same)",
     )
     tr.add_argument("--threads", type=int, default=1, help="torch CPU threads (1 is fastest on a busy machine)")
-    add_device_argument(tr)
+    add_device_argument(tr, nproc=True)
     tr.add_argument(
         "--nproc", type=int, default=1, help="offline learner processes (gloo; gradients averaged every step)"
     )

@@ -118,8 +118,8 @@ def shard_image_folder(
 
     Images keep their size (lossless PNG; :class:`ShardedImages` resizes when it reads) and their mode:
     grayscale stays grayscale, anything else becomes RGB; ``classes.json`` says 1 channel when every image is
-    grayscale. An unreadable file stops the packing with its name and leaves no shard behind; with
-    ``skip_bad`` it is skipped and named. A folder that already holds shards is refused.
+    grayscale. An unreadable file stops the packing with its name and leaves no shard (nor a folder it made)
+    behind; with ``skip_bad`` it is skipped and named. A folder that already holds shards is refused.
     """
     from tqdm.auto import tqdm
 
@@ -129,6 +129,7 @@ def shard_image_folder(
     out = Path(out_dir)
     if out.is_dir() and any(out.glob("shard-*.tar")):
         raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
+    created = not out.exists()
     writer = _ShardWriter(ensure_dir(out), shard_size)
     skipped: list[str] = []
     gray = True
@@ -148,6 +149,8 @@ def shard_image_folder(
             raise InputError(f"no readable images in {str(root)!r} ({len(skipped)} unreadable skipped).")
     except BaseException as exc:  # also Ctrl-C: no partial set of shards is left to be mistaken for a whole one
         writer.abort(exc)
+        if created and not any(out.iterdir()):
+            out.rmdir()  # a folder this call made and left empty would only look like a finished job
         raise
     return writer.finish(classes, 1 if gray else 3), writer.count, skipped
 

@@ -154,16 +154,27 @@ class GaussianFlowGenerator(FlowGenerator):
 
 class RunGenerator(FlowGenerator):
     """A ``genimage train`` run (its folder, or a :class:`~genimage.runs.LoadedRun`): generation and inversion
-    with ``steps`` solver steps on ``device``."""
+    with ``steps`` solver steps on ``device`` (default: where a given ``LoadedRun`` is, else the CPU)."""
 
     def __init__(
-        self, run: str | os.PathLike | LoadedRun, *, steps: int = 50, solver: str = "euler", device: str = "cpu"
+        self,
+        run: str | os.PathLike | LoadedRun,
+        *,
+        steps: int = 50,
+        solver: str = "euler",
+        device: str | torch.device | None = None,
     ) -> None:
         from genimage.runs import LoadedRun, load_run
         from genimage.sampling import EVALS_PER_STEP
 
-        where = "the given run" if isinstance(run, LoadedRun) else f"the run in {str(run)!r}"
-        run = run if isinstance(run, LoadedRun) else load_run(run, device=device)
+        if isinstance(run, LoadedRun):
+            where, on = "the given run", next(run.model.parameters()).device
+            if device is not None and torch.device(device).type != on.type:
+                raise ConfigError(f"the given run is on {on.type} but device={str(device)!r} was asked for; move it.")
+            device = on
+        else:
+            where, device = f"the run in {str(run)!r}", device or "cpu"
+            run = load_run(run, device=device)
         if len(run.image_shape) != 3:
             raise ConfigError(
                 f"{where} generates videos {list(run.image_shape)}; the watermark schemes mark "
