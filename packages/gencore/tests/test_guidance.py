@@ -178,6 +178,24 @@ def test_reward_guidance_other_schedule_and_errors() -> None:
         RewardGuidance(lambda x, t: -x, reward, 1.0, max_factor=0.0)
 
 
+def test_reward_guidance_on_vp_reaches_t1_with_the_factors_limit() -> None:
+    # on VP, c_t = d_alpha / alpha at every t, beta_min / 2 at t = 1 (where d_sigma = -inf); Heun evaluates
+    # the field at t = 1, which made every guided sample NaN before the conversion took its limit there
+    from gencore.paths import VPSchedule
+
+    sched = VPSchedule()
+    rg = RewardGuidance(lambda x, t: -x, reward, 0.1, schedule=sched, max_factor=1e6)
+    t = torch.tensor([0.3, 0.7, 0.999, 1.0], dtype=DT)
+    c = sched(t)
+    f = rg.factor(t, torch.zeros(4, 2, dtype=DT)).squeeze(1)
+    torch.testing.assert_close(f, c.d_alpha / c.alpha)
+    assert float(f[-1]) == pytest.approx(sched.beta_min / 2)
+    x0 = torch.randn(64, 2, generator=torch.Generator().manual_seed(4), dtype=DT)
+    with torch.no_grad():
+        for method in ("heun", "rk4"):
+            assert torch.isfinite(solve_ode(rg, x0, steps=10, method=method).x).all()
+
+
 def test_guidance_without_an_interval_never_reads_the_time_back() -> None:
     """With no interval there is nothing to compare, so a device scalar ``t`` is never synchronised to the
     host; a ``meta`` tensor, which has no value to read, stands in for a CUDA scalar."""

@@ -101,6 +101,23 @@ def test_conversions_exact_for_all_pairs(k: int, t: float, seed: int) -> None:
         torch.testing.assert_close(back, arbitrary, rtol=1e-7, atol=1e-8)
 
 
+def test_velocity_to_data_at_the_end_of_vp_is_the_limit_with_finite_gradients() -> None:
+    # VP's d_sigma is -inf at t = 1: the conversion returns its limits x1 = x_t / alpha, eps = 0, not inf/inf
+    path = AffineGaussianPath(VPSchedule())
+    g = _gen(3)
+    x = torch.randn(4, 3, generator=g, dtype=F64).requires_grad_(True)
+    v = torch.randn(4, 3, generator=g, dtype=F64).requires_grad_(True)
+    t = torch.tensor([1.0, 1.0 - 1e-12, 0.5, 1.0], dtype=F64)
+    x1 = path.convert(v, x, t, "velocity", "data")
+    torch.testing.assert_close(x1[[0, 3]], x[[0, 3]].detach(), rtol=0, atol=0)
+    torch.testing.assert_close(x1[1], x[1].detach(), rtol=0, atol=1e-9)  # continuous at t = 1
+    eps = path.convert(v, x, t, "velocity", "noise")
+    assert torch.equal(eps[[0, 3]], torch.zeros(2, 3, dtype=F64))
+    gx, gv = torch.autograd.grad((x1.sum() + eps.sum()), (x, v))
+    assert torch.isfinite(gx).all() and torch.isfinite(gv).all()
+    torch.testing.assert_close(gx[0], torch.ones(3, dtype=F64))  # d(x_t / alpha) / dx_t with alpha = 1
+
+
 @pytest.mark.parametrize("sched", SCHEDULES, ids=IDS)
 def test_bayes_optimal_denoiser_converts_to_marginal_score(sched) -> None:
     """Data x1 ~ N(m, c^2 I): p_t = N(alpha m, (alpha^2 c^2 + sigma^2) I) and E[x1 | x_t] is linear in x_t.

@@ -29,7 +29,8 @@ so the guided velocity is
 
     v_g(x, t) = v(x, t) + scale * min(c_t, max_factor) * grad_x r(x1_hat(x)).
 
-``c_t`` diverges at pure noise (``alpha_t -> 0``) and vanishes at data (``sigma_t = 0``);
+``c_t`` diverges at pure noise (``alpha_t -> 0``) and at data it vanishes on the linear and cosine paths
+and tends to ``beta_min / 2`` on VP (where ``c_t = d_alpha_t / alpha_t`` at every ``t``);
 ``max_factor`` caps it. ``through_model=True`` differentiates through the model
 (``grad_x`` of the composition, as in DPS); ``through_model=False`` uses the cheaper
 ``(grad r)(x1_hat)`` (the model's Jacobian replaced by the identity).
@@ -193,7 +194,9 @@ class RewardGuidance:
         tb = broadcast_time(t, x)
         s = self.schedule(tb)
         alpha, sigma, da, ds = (expand_like(c.to(x.dtype), x) for c in (s.alpha, s.sigma, s.d_alpha, s.d_sigma))
-        c = sigma * (da * sigma - alpha * ds) / alpha  # inf (or nan) at alpha = 0, capped below
+        # sigma d_sigma = -alpha d_alpha where d_sigma is infinite (sigma = 0 on a variance-preserving schedule)
+        sigma_ds = torch.where(torch.isinf(ds), -alpha * da, sigma * ds)
+        c = (da * sigma * sigma - alpha * sigma_ds) / alpha  # inf (or nan) at alpha = 0, capped below
         return torch.nan_to_num(c, nan=self.max_factor, posinf=self.max_factor).clamp(max=self.max_factor)
 
     def reward_gradient(self, x: torch.Tensor, t: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -12,7 +12,8 @@ and ``x_t`` by solving the 2x2 linear system ``[alpha sigma; d_alpha d_sigma] [x
 (Lipman et al. 2024, "Flow Matching Guide and Code", sec. 4.8; Kingma et al. 2021). The system is
 singular where the answer is undefined: from noise/score to data divides by ``alpha`` (``t = 0`` of the
 linear path), from data to noise/score divides by ``sigma`` (``t = 1``), and from velocity divides by
-``alpha d_sigma - sigma d_alpha`` (nonzero for every schedule in :mod:`gencore.paths.schedules`).
+``alpha d_sigma - sigma d_alpha`` (nonzero for every schedule in :mod:`gencore.paths.schedules`; where
+``d_sigma`` is infinite, VP at ``t = 1``, the limits ``x1 = x_t / alpha`` and ``eps = 0`` are returned).
 Because each conversion is affine in the prediction, it commutes with conditional expectations: the
 Bayes-optimal prediction in one space converts to the Bayes-optimal prediction in another.
 """
@@ -42,8 +43,15 @@ def to_data_and_noise(
     if src == "score":
         eps = -s * pred
         return (x_t - s * eps) / a, eps
-    det = a * ds - s * da  # src == "velocity"
-    return (ds * x_t - s * pred) / det, (a * pred - da * x_t) / det
+    # src == "velocity". d_sigma is infinite where sigma = 0 on a variance-preserving schedule (VP at t = 1):
+    # there x_t = alpha x1, and v = d_alpha x1 + d_sigma eps is finite only with eps = 0, the formula's limits.
+    # Those rows take the limits; finite stand-ins (for d_sigma there, for alpha elsewhere) keep inf and NaN out
+    # of the branch not taken, whose gradient torch.where would otherwise multiply by zero into NaN.
+    inf = torch.isinf(ds)
+    ds = torch.where(inf, -torch.ones_like(ds), ds)
+    det = a * ds - s * da
+    x1 = torch.where(inf, x_t / torch.where(inf, a, torch.ones_like(a)), (ds * x_t - s * pred) / det)
+    return x1, torch.where(inf, torch.zeros_like(pred), (a * pred - da * x_t) / det)
 
 
 def from_data_and_noise(x1: torch.Tensor, eps: torch.Tensor, coeffs: ScheduleOutput, dst: str) -> torch.Tensor:
