@@ -65,6 +65,19 @@ def test_forward_marginals_match_closed_form():
         torch.testing.assert_close(q.sum(-1), torch.ones(2, 50))
 
 
+def test_cosine_schedule_is_accurate_in_float32_near_the_noise_end():
+    # 1 - cos(pi t / 2) is exactly 0 in float32 for t < 1.7e-4, where alpha' / alpha then made the ELBO NaN
+    process = UniformDiffusion(K, "cosine")
+    t = torch.tensor([1e-5, 1e-4, 1.6e-4, 1e-3, 0.5], dtype=torch.float32)
+    torch.testing.assert_close(
+        process.schedule.alpha(t).double(), 1 - torch.cos(math.pi * t.double() / 2), rtol=1e-6, atol=0
+    )
+    model = ExactDenoiser(joint(), K, L, process.clean_log_likelihood)
+    x0 = all_sequences(K, L).repeat(50, 1)
+    terms = process.elbo_terms(model, x0, torch.full((x0.shape[0],), 1e-4), generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(terms).all()
+
+
 @pytest.mark.parametrize("schedule", ["linear", "cosine"])
 def test_closed_form_integrand_matches_generic_ctmc_elbo_by_brute_force(schedule):
     """UDLM-style closed form == the Girsanov CTMC ELBO on the 9-state product space, for an arbitrary denoiser."""

@@ -367,6 +367,9 @@ def test_sample_returns_tokens_with_nfe_equal_to_steps_and_checks_arguments():
     model = TokenDenoiser(proc.input_dim, 4, 6, hidden=16, depth=1, heads=2)
     out = proc.sample(model, 7, 6, steps=5, generator=torch.Generator().manual_seed(0))
     assert out.nfe == 5 and out.tokens.shape == (7, 6)
+    model.nfe_per_call = 2  # what a classifier-free-guided model costs per call
+    assert proc.sample(model, 2, 6, steps=5).nfe == 10
+    del model.nfe_per_call
     assert out.tokens.dtype == torch.long and int(out.tokens.min()) >= 0 and int(out.tokens.max()) < 4
     with pytest.raises(ConfigError):
         proc.sample(model, 2, 6, steps=3)

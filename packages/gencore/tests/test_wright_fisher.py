@@ -271,6 +271,9 @@ def test_sampler_recovers_target_categorical(cls):
     n = 6000
     out = proc.sample(PriorDenoiser(target), n, 1, steps=100, generator=g)
     assert out.nfe == 100 and out.tokens.shape == (n, 1)
+    guided_like = PriorDenoiser(target)
+    guided_like.nfe_per_call = 2  # what a classifier-free-guided model costs per call
+    assert proc.sample(guided_like, 2, 1, steps=5).nfe == 10
     freq = torch.bincount(out.tokens[:, 0], minlength=3).double() / n
     assert 0.5 * float((freq - target).abs().sum()) < 0.03
 

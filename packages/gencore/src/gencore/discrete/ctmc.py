@@ -87,12 +87,16 @@ class LinearDiscreteSchedule(DiscreteSchedule):
 
 @dataclass(frozen=True)
 class CosineDiscreteSchedule(DiscreteSchedule):
-    """``alpha_t = 1 - cos(pi t / 2)``: slow corruption near the data end."""
+    """``alpha_t = 1 - cos(pi t / 2)``: slow corruption near the data end.
+
+    Computed as ``2 sin(pi t / 4)^2``, the same number without the cancellation: in float32
+    ``1 - cos`` is exactly 0 for ``t < 1.7e-4``, which made ``alpha' / alpha`` infinite there.
+    """
 
     name: str = "cosine"
 
     def alpha(self, t: torch.Tensor | float) -> torch.Tensor:
-        return 1.0 - torch.cos(0.5 * math.pi * _time(t))
+        return 2.0 * torch.sin(0.25 * math.pi * _time(t)) ** 2
 
     def alpha_prime(self, t: torch.Tensor | float) -> torch.Tensor:
         return 0.5 * math.pi * torch.sin(0.5 * math.pi * _time(t))

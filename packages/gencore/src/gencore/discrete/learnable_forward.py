@@ -76,6 +76,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
+from gencore.discrete.ctmc import evaluations_per_call
 from gencore.errors import ConfigError, InputError
 
 LOG_FLOOR = -1.0e4  # stands in for log(0) in tables contracted with one-hot states
@@ -316,7 +317,7 @@ class FewStepForward(nn.Module, DiscreteProcess):
         generator: torch.Generator | None = None,
         **cond: Any,
     ) -> DiscreteSample:
-        """Ancestral sampling ``z_T = mask -> ... -> z_0`` with the factorised reverse model (NFE = T)."""
+        """Ancestral sampling ``z_T = mask -> ... -> z_0`` with the factorised reverse model (T network calls)."""
         self._check_sample(steps, length)
         tensors = itertools.chain(model.parameters(), model.buffers(), self.parameters(), self.buffers())
         device = next(tensors, torch.empty(0)).device  # the model's, else the process's (a model may hold none)
@@ -325,7 +326,8 @@ class FewStepForward(nn.Module, DiscreteProcess):
         for s in range(self.steps, 0, -1):
             p = reverse(z, s).reshape(-1, self.input_dim).clamp_min(0)
             z = torch.multinomial(p, 1, generator=generator).view(n, length)
-        return DiscreteSample(tokens=z, nfe=self.steps, extras={"process": self.name, **self._sample_extras()})
+        nfe = self.steps * evaluations_per_call(model)
+        return DiscreteSample(tokens=z, nfe=nfe, extras={"process": self.name, **self._sample_extras()})
 
     def _sample_extras(self) -> dict[str, Any]:
         """What a subclass adds to :attr:`DiscreteSample.extras` (e.g. calls of a forward network)."""

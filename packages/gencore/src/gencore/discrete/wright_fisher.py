@@ -57,7 +57,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
-from gencore.discrete.ctmc import sample_categorical, stratified_times
+from gencore.discrete.ctmc import evaluations_per_call, sample_categorical, stratified_times
 from gencore.errors import ConfigError
 
 __all__ = ["WrightFisherDiscrete", "WrightFisherGaussian", "WrightFisherProcess"]
@@ -232,7 +232,7 @@ class WrightFisherProcess(DiscreteProcess):
         tau_end = self.tau(torch.ones(n, dtype=torch.float64))
         decoder = torch.softmax(self.log_likelihood(state, tau_end), dim=-1)
         tokens = sample_categorical(decoder, generator=generator)
-        return DiscreteSample(tokens=tokens, nfe=steps)
+        return DiscreteSample(tokens=tokens, nfe=steps * evaluations_per_call(model))
 
 
 class WrightFisherDiscrete(WrightFisherProcess):
