@@ -232,6 +232,16 @@ def test_sinkhorn_coupling_relative_epsilon_is_scale_free():
         SinkhornCoupling(-1.0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sinkhorn_coupling_of_identical_points_pairs_them(dtype):
+    # no cost to scale a relative epsilon by: it used to become 0.05 x tiny, whose 1 / epsilon overflowed
+    x = torch.ones(4, 2, dtype=dtype)
+    c = SinkhornCoupling()
+    a, b = c(x, x.clone(), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(a, x) and torch.equal(b, x)
+    assert c.last_result.converged and torch.isfinite(c.last_result.f).all()
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_align_sets_equals_brute_force_within_each_set(seed):
     g = torch.Generator().manual_seed(seed)

@@ -361,6 +361,7 @@ def _absorb_loop(prob, stages, tol, max_iters, check_every, stage_iters, thresho
     it, history, n_abs = 0, [], 0
     err = torch.full((n_problems,), float("inf"), dtype=dtype, device=device)
     f_good = g_good = None
+    stale = False
     for k, eps in enumerate(stages):
         final = k == len(stages) - 1
         budget = max_iters - it if final else min(stage_iters, max_iters - it)
@@ -391,7 +392,8 @@ def _absorb_loop(prob, stages, tol, max_iters, check_every, stage_iters, thresho
                 if final:
                     err = e
                     history.append(e_max)
-                    if e_max < tol or s == budget:
+                    stale = drift > threshold  # floored kernel entries times large scalings carry false mass
+                    if (e_max < tol and not stale) or s == budget:
                         break  # keep (u, v) consistent with err: rows exact, columns off by err
                 v = b / col
                 f_good, g_good = f + eps * u.log(), g + eps * v.log()
@@ -406,6 +408,10 @@ def _absorb_loop(prob, stages, tol, max_iters, check_every, stage_iters, thresho
         f, g = f + eps * u.log(), g + eps * v.log()
         if it >= max_iters:
             break
+    if stale:  # the budget ran out on a drifted kernel: one exact log-domain row update, exact column error
+        f = prob.row_lse(g, eps)
+        err = (torch.exp(prob.col_lse(f, eps) + g / eps + prob.log_b) - b).abs().sum(-1)
+        history[-1] = float(err.max())
     return f, g, err, it, history, n_abs
 
 
@@ -450,7 +456,9 @@ class SinkhornCoupling:
         if not self.relative:
             return self.epsilon
         mean_cost = sq_norms(x0).mean() + sq_norms(x1).mean() - 2.0 * (x0.mean(0) * x1.mean(0)).sum()
-        return self.epsilon * max(float(mean_cost), torch.finfo(x0.dtype).tiny)
+        # a batch of identical points has no cost to scale by (every plan is optimal): a floor at the dtype's
+        # resolution keeps 1 / epsilon finite (``tiny`` overflowed it)
+        return self.epsilon * max(float(mean_cost), torch.finfo(x0.dtype).eps)
 
     def __call__(
         self, x0: torch.Tensor, x1: torch.Tensor, *, generator: torch.Generator | None = None
