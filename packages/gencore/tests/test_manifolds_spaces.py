@@ -9,7 +9,8 @@ import geoopt
 import pytest
 import torch
 
-from gencore.manifolds import SO3, Euclidean, Lorentz, PoincareBall, Sphere, Torus
+from gencore.errors import ConfigError
+from gencore.manifolds import SO3, Euclidean, Lorentz, PoincareBall, Sphere, Torus, WrappedNormalMixture
 from gencore.manifolds.spaces import rodrigues, so3_log
 
 MANIFOLDS = {
@@ -192,17 +193,23 @@ def test_ball_near_the_boundary(dtype):
         assert err.max() <= 1.5 * err_geoopt.max() and err.median() <= 1.5 * err_geoopt.median()
 
 
-def test_ball_learnable_curvature_gets_the_right_gradient():
+@pytest.mark.parametrize("quantity", ["dist", "base_log_prob"])
+def test_ball_learnable_curvature_gets_the_right_gradient(quantity):
+    # the base density's volume term depended on the curvature as a detached float before
     ball = PoincareBall(2, c=0.7, learnable=True).double()
     x, y = (p.detach() for p in _pair(ball, torch.float64, n=4, seed=10))
+
+    def value():
+        return ball.dist(x, y).sum() if quantity == "dist" else ball.base_log_prob(x).sum()
+
     param = ball.geo.isp_c  # geoopt's learnable parameter (inverse softplus of c)
-    (grad,) = torch.autograd.grad(ball.dist(x, y).sum(), [param])
+    (grad,) = torch.autograd.grad(value(), [param])
     h = 1e-6
     with torch.no_grad():
         param += h
-        up = ball.dist(x, y).sum()
+        up = value()
         param -= 2 * h
-        down = ball.dist(x, y).sum()
+        down = value()
         param += h
     assert torch.allclose(grad, (up - down) / (2 * h), rtol=1e-5)
 
@@ -281,3 +288,20 @@ def test_random_base_draws_on_a_cuda_generators_device(manifold) -> None:
     assert x.device.type == "cuda" and x.shape[:2] == (5, 3) and torch.isfinite(x).all()
     y = m.random_base(5, generator=torch.Generator().manual_seed(0))
     torch.testing.assert_close(y.cpu(), manifold.cpu().random_base(5, generator=torch.Generator().manual_seed(0)))
+
+
+def test_wrapped_normal_mixture_density_is_normalised_on_the_ball_and_refused_where_it_is_not_exact():
+    ball = PoincareBall(2, c=1.0)
+    means = torch.tensor([[0.3, -0.2], [-0.5, 0.4]], dtype=torch.float64)
+    mix = WrappedNormalMixture(ball, means, stds=[0.4, 0.6], weights=[0.3, 0.7])
+    n = 800
+    r = (torch.arange(n, dtype=torch.float64) + 0.5) / n * (1 - 1e-9)
+    th = (torch.arange(n, dtype=torch.float64) + 0.5) / n * 2 * math.pi
+    rr, tt = torch.meshgrid(r, th, indexing="ij")
+    pts = torch.stack([rr * torch.cos(tt), rr * torch.sin(tt)], -1).reshape(-1, 2)
+    dens = torch.exp(mix.log_prob(pts)) * ball.lambda_x(pts, keepdim=False).square()
+    assert abs(float((dens * rr.reshape(-1)).sum() * (1 / n) * (2 * math.pi / n)) - 1) < 2e-3
+    # nearest-image density on the torus (it would need every 2 pi shift) and a truncated one on the sphere
+    for m, mu in ((Torus(2), torch.zeros(1, 2)), (Sphere(2), torch.tensor([[0.0, 0.0, 1.0]]))):
+        with pytest.raises(ConfigError, match="simply connected flat or hyperbolic"):
+            WrappedNormalMixture(m, mu, stds=[0.5]).log_prob(mu)

@@ -39,14 +39,19 @@ def safe_sqrt(x: torch.Tensor) -> torch.Tensor:
     return x.clamp_min(TINY.get(x.dtype, 1e-30)).sqrt()
 
 
-def sinc_ratio(r: torch.Tensor, curvature: float) -> torch.Tensor:
-    """``sin(sqrt(K) r) / (sqrt(K) r)`` (``sinh`` for ``K < 0``, 1 for ``K = 0``), with its small-``r`` series."""
-    if curvature == 0:
+def sinc_ratio(r: torch.Tensor, curvature: float | torch.Tensor) -> torch.Tensor:
+    """``sin(sqrt(K) r) / (sqrt(K) r)`` (``sinh`` for ``K < 0``, 1 for ``K = 0``), with its small-``r`` series.
+
+    A tensor ``K`` (a learnable curvature) keeps its gradient; its sign picks the branch.
+    """
+    k = float(curvature.detach()) if torch.is_tensor(curvature) else float(curvature)
+    if k == 0:
         return torch.ones_like(r)
-    a = math.sqrt(abs(curvature)) * r
+    root = curvature.to(r.dtype).abs().sqrt() if torch.is_tensor(curvature) else math.sqrt(abs(k))
+    a = root * r
     small = a < 1e-3
     a_safe = torch.where(small, torch.ones_like(a), a)
-    if curvature > 0:
+    if k > 0:
         exact = torch.sin(a_safe) / a_safe
         series = 1 - a.square() / 6
     else:
@@ -175,7 +180,7 @@ class Manifold(nn.Module, abc.ABC):
         return f"dim={self.dim}"
 
 
-def wrapped_normal_log_prob(r: torch.Tensor, n: int, std: float, curvature: float) -> torch.Tensor:
+def wrapped_normal_log_prob(r: torch.Tensor, n: int, std: float, curvature: float | torch.Tensor) -> torch.Tensor:
     """Log-density w.r.t. the Riemannian volume of ``exp_mu(xi)``, ``xi ~ N(0, std^2 I_n)`` in an orthonormal
     basis of ``T_mu``, at a point at geodesic distance ``r`` from ``mu`` on a space of constant curvature.
 

@@ -16,7 +16,7 @@ import torch
 
 from gencore.errors import ConfigError
 from gencore.manifolds.base import Manifold, wrapped_normal_log_prob
-from gencore.manifolds.spaces import Sphere
+from gencore.manifolds.spaces import Sphere, Torus
 
 
 def _weights(weights: Sequence[float] | None, k: int) -> torch.Tensor:
@@ -95,8 +95,11 @@ class WrappedNormalMixture:
 
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
         m = self.manifold
-        if m.curvature is None or m.curvature > 0:
-            raise ConfigError("the wrapped-normal log-density is exact only on flat or hyperbolic manifolds.")
+        if m.curvature is None or m.curvature > 0 or isinstance(m, Torus):
+            raise ConfigError(
+                "the wrapped-normal log-density is exact only on simply connected flat or hyperbolic manifolds "
+                "(on a torus the density sums over every 2 pi shift of the mean)."
+            )
         mu = self.means.to(x.dtype)
         r = m.dist(x[:, None, :], mu[None])
         comp = [

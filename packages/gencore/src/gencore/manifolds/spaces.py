@@ -333,7 +333,7 @@ class PoincareBall(Manifold):
 
     def base_log_prob(self, x):
         r = self.dist(self.origin(x.dtype).to(x.device).expand_as(x), x)
-        return wrapped_normal_log_prob(r, self.dim, self.base_std, self.curvature)
+        return wrapped_normal_log_prob(r, self.dim, self.base_std, -self._c(x))  # a learnable c gets its gradient
 
     def origin(self, dtype=torch.float32):
         return torch.zeros(self.dim, dtype=dtype, device=self.geo.c.device)  # where the module was moved
