@@ -305,3 +305,20 @@ def test_wrapped_normal_mixture_density_is_normalised_on_the_ball_and_refused_wh
     for m, mu in ((Torus(2), torch.zeros(1, 2)), (Sphere(2), torch.tensor([[0.0, 0.0, 1.0]]))):
         with pytest.raises(ConfigError, match="simply connected flat or hyperbolic"):
             WrappedNormalMixture(m, mu, stds=[0.5]).log_prob(mu)
+
+
+@pytest.mark.parametrize("name", list(MANIFOLDS))
+def test_network_outputs_are_read_in_an_orthonormal_frame(name):
+    # a network output's size must mean the same anywhere: on the Lorentz model its Minkowski coordinates used
+    # to be taken as is, a unit output had a tangent norm up to cosh(r), and untrained flows blew up to NaN
+    m = MANIFOLDS[name]().double()
+    g = torch.Generator().manual_seed(12)
+    x = m.random_base(256, generator=g, dtype=torch.float64)
+    if name.startswith("lorentz"):  # out to distance 6 from the origin
+        xi = torch.randn(256, m.dim, generator=g, dtype=torch.float64)
+        xi = xi / xi.norm(dim=-1, keepdim=True) * torch.linspace(0, 6, 256, dtype=torch.float64)[:, None]
+        x = m.expmap(m.origin(torch.float64).expand(256, -1), m.origin_tangent(xi))
+    u = torch.randn(256, m.ambient_dim, generator=g, dtype=torch.float64)
+    w = m.proju(x, m.from_frame(x, u))
+    assert torch.allclose(m.proju(x, w), w, atol=1e-9)
+    assert bool((m.norm2(x, w) <= u.square().sum(-1) * (1 + 1e-9)).all())

@@ -414,6 +414,21 @@ class Lorentz(Manifold):
     def origin_tangent(self, coords):
         return torch.cat([torch.zeros_like(coords[..., :1]), coords], dim=-1)
 
+    def from_frame(self, x, u):
+        # Minkowski coordinates are no orthonormal frame away from the origin (a unit output had a tangent norm of
+        # up to cosh(r)): read u's spatial components at the origin and transport them to x, an isometry
+        o = self.origin(x.dtype).to(x.device).expand_as(x)
+        return self.transp(o, x, self.origin_tangent(u[..., 1:]))
+
+    def features(self, x):
+        # the point's coordinates grow like exp(r); its log at the origin (in the origin's orthonormal frame) grows
+        # like r, so a network sees inputs of the size of the distances it has to model
+        return self.logmap(self.origin(x.dtype).to(x.device).expand_as(x), x)[..., 1:]
+
+    @property
+    def feature_dim(self) -> int:
+        return self.dim
+
 
 # ---------------------------------------------------------------------------------------------- SO(3)
 def hat(w: torch.Tensor) -> torch.Tensor:
