@@ -188,7 +188,7 @@ def test_evaluate_writes_finite_fd(digits_run, tmp_path, capsys) -> None:
         "hf_spectral_error",
     ):
         assert isinstance(m[key], float) and math.isfinite(m[key]), key
-    assert 0.0 <= m["precision_knn"] <= 1.0 and m["bits_per_dim"] > 0
+    assert 0.0 <= m["precision_knn"] <= 1.0 and m["bits_per_dim"] > 0 and m["bpd_ode"] == "midpoint 64"
 
 
 def test_existing_run_is_not_overwritten(digits_run, capsys) -> None:

@@ -117,7 +117,7 @@ def test_metrics_refuse_inputs_that_give_nan_or_broadcast() -> None:
     with pytest.raises(InputError, match="one shape"):
         psnr(torch.zeros(2, 1, 4, 4), torch.zeros(1, 4, 4))
     with pytest.raises(ConfigError, match="alpha"):
-        tpr_at_fpr(torch.rand(5), torch.rand(5), 2.0, torch.rand(5), torch.rand(5))
+        tpr_at_fpr(torch.rand(5), torch.rand(5), 2.0)
     with pytest.raises(InputError, match="non-empty"):
         tpr_at_fpr(torch.rand(0), torch.rand(5), 0.01)
     with pytest.raises(InputError, match="p-value"):

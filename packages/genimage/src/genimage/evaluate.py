@@ -11,7 +11,8 @@ every class in turn, so guidance is never silently off), integrated with ``solve
 - ``precision_knn``, ``recall_knn``: k-NN manifolds (k = 3) on the same features.
 - ``fd_classifier`` (+ ``classifier_accuracy``): Frechet distance on the in-suite classifier's
   features, for labelled data.
-- ``bits_per_dim``: of ``bpd_images`` real images (pixel-space flow runs; else null).
+- ``bits_per_dim``: of ``bpd_images`` real images (pixel-space flow runs; else null), with the ODE solver and steps
+  as ``bpd_ode``.
 - ``spectral_error``, ``hf_spectral_error``: radially averaged power spectra (log10), all rings and
   the upper half of the band.
 
@@ -59,6 +60,7 @@ from genimage.metrics import (
     spectral_errors,
 )
 from genimage.metrics.efflite import check_input_px
+from genimage.metrics.likelihood import BPD_METHOD, BPD_STEPS
 from genimage.runs import LoadedRun
 from genimage.sampling import sample_images
 
@@ -180,6 +182,7 @@ def evaluate_run(
     bpd_set = (ref.videos if video else ref.images)[: min(bpd_images, len(ref))]
     record["bits_per_dim"] = bits_per_dim(run, bpd_set, seed=seed) if bpd_images > 0 else None
     record["bpd_images"] = int(bpd_set.shape[0]) if record["bits_per_dim"] is not None else 0
+    record["bpd_ode"] = f"{BPD_METHOD} {BPD_STEPS}" if record["bits_per_dim"] is not None else None
     record |= spectral_errors(fake_x, real_x)
     record["seconds"] = round(time.perf_counter() - start, 2)
     return record

@@ -25,13 +25,15 @@ from gencore.likelihood import log_likelihood
 from genimage.imageio import to_uint8
 from genimage.runs import LoadedRun
 
+BPD_METHOD, BPD_STEPS = "midpoint", 64  # 16 steps read a digits run 0.06 bits/dim low (32: 0.003; 64 = RK4 128)
+
 
 def bits_per_dim(
     run: LoadedRun,
     images: torch.Tensor,
     *,
-    steps: int = 16,
-    method: str = "midpoint",
+    steps: int = BPD_STEPS,
+    method: str = BPD_METHOD,
     divergence: str = "hutchinson",
     seed: int = 0,
 ) -> float | None:
