@@ -30,6 +30,7 @@ import torch
 
 from gencore.checks import check_choice, check_finite
 from gencore.errors import ConfigError, InputError
+from gencore.rng import draw_device, randn_like_with
 from gencore.solvers import FIXED_STEP_METHODS, dopri5, solve_ode, uniform_grid
 
 __all__ = [
@@ -76,9 +77,10 @@ def sample_probe(
     """A probe with ``E[eps eps^T] = I`` shaped like ``like``: Rademacher (+-1) or standard normal."""
     check_choice(kind, PROBES, "probe")
     if kind == "gaussian":
-        return torch.randn(like.shape, generator=generator, dtype=like.dtype, device=like.device)
-    bits = torch.randint(0, 2, like.shape, generator=generator, device=like.device)
-    return (2 * bits - 1).to(like.dtype)
+        return randn_like_with(like, generator)
+    # drawn where the generator lives (a CPU generator gives the same probes for CUDA data)
+    bits = torch.randint(0, 2, like.shape, generator=generator, device=draw_device(generator, like.device))
+    return (2 * bits - 1).to(device=like.device, dtype=like.dtype)
 
 
 def _prepare_input(x: torch.Tensor, create_graph: bool) -> torch.Tensor:

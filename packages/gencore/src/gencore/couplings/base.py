@@ -26,6 +26,7 @@ import torch
 
 from gencore.checks import check_finite, check_same_dim
 from gencore.errors import ConfigError, InputError
+from gencore.rng import rand_with
 
 
 @runtime_checkable
@@ -81,7 +82,7 @@ def sq_euclidean_cost(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 def gumbel_like(shape: tuple[int, ...], like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """Standard Gumbel noise ``-log(-log U)``, ``U ~ Uniform(0, 1)``, drawn with ``generator``."""
-    u = torch.rand(shape, generator=generator, device=like.device, dtype=like.dtype)
+    u = rand_with(shape, generator, device=like.device, dtype=like.dtype)  # drawn where the generator lives
     tiny = torch.finfo(like.dtype).tiny
     return u.clamp_(min=tiny).log_().neg_().clamp_(min=tiny).log_().neg_()
 
