@@ -171,3 +171,8 @@ def test_a_training_views_statistics_leave_out_the_held_out_sequences(tmp_path):
     assert sq == pytest.approx(float(flat.pow(2).sum(1).mean()), rel=1e-5)
     whole_mean, _ = position_stats(store, skip_positions=0)  # the whole store: its running statistics
     assert torch.allclose(whole_mean, store.mean)
+    # and training takes them from its view with nothing skipped too (it used the whole store's then)
+    cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=1, batch_tokens=8, progress=False, eval_fraction=0.25)
+    sae, record = train_sae(cfg, tmp_path / "s", tmp_path / "run")
+    assert record["train_sequences"] == [0, 6]
+    assert sae.config.act_scale == pytest.approx(math.sqrt(8 / sq), rel=1e-5)

@@ -97,3 +97,38 @@ def test_training_with_skip_positions_records_it(tmp_path, store_dir):
         train_sae(SAETrainConfig(width=16, k=2, batch_tokens=64, skip_positions=16), store_dir, tmp_path / "r")
     with pytest.raises(ConfigError, match="skip_positions"):
         SAETrainConfig(skip_positions=-1).validate()
+
+
+class _SinkLM(torch.nn.Module):
+    """A causal toy LM whose every position reads position 0 through the hooked ``layer`` (an attention sink)."""
+
+    def __init__(self, vocab: int = 7, d: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.layer, self.head = torch.nn.Embedding(vocab, d), torch.nn.Identity(), torch.nn.Linear(d, vocab)
+
+    def forward(self, input_ids, attention_mask=None):
+        from types import SimpleNamespace
+
+        h = self.layer(self.emb(input_ids))
+        return SimpleNamespace(logits=self.head(h + 3.0 * h[:, :1]))
+
+
+@pytest.mark.parametrize("skip", [0, 1])
+def test_loss_recovered_zero_ablates_only_the_positions_the_splice_replaces(tmp_path, skip):
+    # an SAE that reconstructs nothing recovers nothing; zeroing the kept sink too made it look like 0.69
+    from types import SimpleNamespace
+
+    from geninterp.metrics import downstream_effect
+
+    lm = SimpleNamespace(model=_SinkLM().eval(), kind="causal", max_len=64)
+    tokens = (torch.arange(4)[:, None] + torch.arange(6)) % 7
+    with ActivationWriter(tmp_path / "s", d_model=4, seq_len=6) as w:
+        w.write(torch.randn(4, 6, 4), tokens)
+    sae = make_sae("relu", d_in=4, width=8)
+    with torch.no_grad():
+        sae.b_enc.fill_(-1e6)  # no latent fires
+        sae.b_dec.zero_()
+    rec = downstream_effect(lm, "layer", sae, ActivationStore(tmp_path / "s"), max_sequences=4, skip_positions=skip)
+    assert rec["lm_loss_zero_ablated"] != rec["lm_loss_clean"]
+    assert rec["lm_loss_spliced"] == rec["lm_loss_zero_ablated"] and rec["loss_recovered"] == 0.0

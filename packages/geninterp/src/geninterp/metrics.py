@@ -123,6 +123,13 @@ def _splice_fn(sae: SparseAutoencoder, skip_positions: int = 0) -> Any:
     return fn
 
 
+def _zero_fn(skip_positions: int = 0) -> Any:
+    def fn(h: torch.Tensor) -> torch.Tensor:
+        return torch.cat([h[:, :skip_positions], torch.zeros_like(h[:, skip_positions:])], dim=1)
+
+    return fn
+
+
 @torch.no_grad()
 def downstream_effect(
     lm: Any,
@@ -134,7 +141,8 @@ def downstream_effect(
 ) -> dict[str, Any]:
     """Splice ``sae``'s reconstruction into ``lm`` at ``module_name`` on the store's token sequences.
 
-    The first ``skip_positions`` positions keep the model's own activations.
+    The first ``skip_positions`` positions keep the model's own activations, in the splice and in the
+    zero-ablation baseline of ``loss_recovered`` alike.
     """
     from geninterp.models import next_token_loss, run_model
 
@@ -146,7 +154,9 @@ def downstream_effect(
     with OutputReplacement(lm.model, module_name, _splice_fn(sae, skip_positions)):
         spliced = run_model(lm, tokens)
     if lm.kind == "causal":
-        with OutputReplacement(lm.model, module_name, torch.zeros_like):
+        # the baseline zeroes what the splice replaces, not the kept positions (attention sinks, for SmolLM2,
+        # whose zeroing alone ruins the model and made the loss recovered look far better than it is)
+        with OutputReplacement(lm.model, module_name, _zero_fn(skip_positions)):
             ablated = run_model(lm, tokens)
         base, spl, abl = (float(next_token_loss(o.logits, tokens)) for o in (clean, spliced, ablated))
         return {

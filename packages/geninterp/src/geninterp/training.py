@@ -192,7 +192,7 @@ def _fit_worker(cfg: SAETrainConfig, acts: str, out: str, seqs: int, engine: dic
     """Every rank: build the SAE for the store, fit it through the engine; rank 0 saves it."""
     store = ActivationStore(acts)
     train_view, _ = store.split(cfg.eval_fraction)
-    sae = build_sae_for_store(cfg, train_view if cfg.skip_positions else store)
+    sae = build_sae_for_store(cfg, train_view)  # the held-out sequences never shape act_scale or b_dec
     objective = make_objective(
         cfg.arch,
         l1_coeff=cfg.l1_coeff,
