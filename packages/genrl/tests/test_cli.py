@@ -272,11 +272,13 @@ def test_out_of_range_settings_are_one_line_exit_2(tmp_path, capsys) -> None:
     d = tmp_path / "d"
     assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
     (tmp_path / "c.yaml").write_text("discount: 1.5\n")
+    (tmp_path / "one.yaml").write_text("discount: 1.0\n")  # a bare ZeroDivisionError before
     (tmp_path / "inf.yaml").write_text("lr: .inf\n")  # trained to NaN weights before
     base = ["train", "--agent", "value-flows", "--data", str(d), "--steps", "2", "--no-progress"]
     cases = [
         (["--batch-size", "0"], "agent config field 'batch_size' must be a positive integer, got 0"),
         (["--config", str(tmp_path / "c.yaml")], "agent config field 'discount' must be in [0, 1], got 1.5"),
+        (["--config", str(tmp_path / "one.yaml")], "field 'discount' must be below 1 for the FQL family, got 1.0"),
         (["--config", str(tmp_path / "inf.yaml")], "agent config field 'lr' must be a finite number, got inf"),
         (["--log-every", "0"], "--log-every must be a positive integer"),
         (["--online-steps", "-3"], "--online-steps must be 0 (none) or positive"),

@@ -103,11 +103,20 @@ class OfflineDataset:
         stops = [*self.episode_starts[1:].tolist(), len(self)]
         return list(zip(self.episode_starts.tolist(), stops))
 
-    def episode_returns(self, complete_only: bool = True) -> np.ndarray:
-        """Undiscounted return of each episode; ``complete_only`` drops an episode cut by the end of collection."""
+    def episode_returns(self, complete_only: bool = True, time_limit: int | None = None) -> np.ndarray:
+        """Undiscounted return of each episode.
+
+        ``complete_only`` keeps the episodes that ended on their own: by a terminal, or, given the environment's
+        ``time_limit``, by a truncation after exactly that many steps (a collection's end is flagged as a
+        truncation too, so that learners bootstrap through it, but it cuts its episode short); without a
+        ``time_limit`` any flagged end counts.
+        """
         out = []
         for start, stop in self.episode_bounds():
-            if complete_only and not (self.terminals[stop - 1] or self.truncations[stop - 1]):
+            ended = self.terminals[stop - 1] or (
+                self.truncations[stop - 1] and (time_limit is None or stop - start == time_limit)
+            )
+            if complete_only and not ended:
                 continue
             out.append(float(self.rewards[start:stop].sum()))
         return np.asarray(out, dtype=np.float64)
@@ -204,7 +213,7 @@ def make_card(ds: OfflineDataset, **fields: Any) -> dict[str, Any]:
     """The dataset card: ``fields`` (env_id, env_version, policy, seed, ...) plus sizes and return statistics."""
     from genrl import __version__
 
-    returns = ds.episode_returns()
+    returns = ds.episode_returns(time_limit=fields.get("max_episode_steps"))
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

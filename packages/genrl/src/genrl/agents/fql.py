@@ -48,6 +48,8 @@ class FQLConfig(FlowBCConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        # the critics' return range is +-1 / (1 - discount) (rewards scaled to [-1, 1]): 1 would divide by zero
+        require(self, "discount", self.discount < 1.0, "below 1 for the FQL family")
         require(self, "alpha", self.alpha >= 0, "non-negative")
         require(self, "n_atoms", self.n_atoms >= 2, "at least 2")
         require(self, "huber_kappa", self.huber_kappa > 0, "positive")
