@@ -177,3 +177,76 @@ def test_likelihood_validation() -> None:
         log_likelihood(model, torch.tensor([1.0, float("nan")], dtype=DT).expand(2, 2))
     with pytest.raises(InputError):
         log_likelihood(model, data(), method="euler", steps=2, source_log_prob=lambda z: z)
+
+
+# Affine flow v(x, t) = A x + b0 + t b1 with a full, non-symmetric A (the Jacobian is not diagonal, so the
+# divergence must be its trace, not any other sum of its entries). From x(0) = z ~ N(0, I) the flow gives
+# x(1) = M z + c with M = expm(A) and c the top-right block of expm of the augmented generator below, so
+# p_1 = N(c, M M^T) and log p_1(x1) = log N(M^{-1}(x1 - c); 0, I) - tr(A) (det expm(A) = e^{tr A}).
+_G = torch.Generator().manual_seed(123)
+LIN_A = torch.randn(3, 3, generator=_G, dtype=DT)
+LIN_B0 = torch.randn(3, generator=_G, dtype=DT)
+LIN_B1 = torch.randn(3, generator=_G, dtype=DT)
+
+
+def affine_field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return x @ LIN_A.T + LIN_B0 + t * LIN_B1
+
+
+def affine_flow_map() -> tuple[torch.Tensor, torch.Tensor]:
+    """``(M, c)`` with ``x(1) = M x(0) + c``: expm of the generator of ``z = (x, 1, t)``, ``dz/dt = G z``."""
+    gen = torch.zeros(5, 5, dtype=DT)
+    gen[:3, :3], gen[:3, 3], gen[:3, 4], gen[4, 3] = LIN_A, LIN_B0, LIN_B1, 1.0
+    flow = torch.linalg.matrix_exp(gen)
+    return flow[:3, :3], flow[:3, 3]
+
+
+def affine_data(n: int, seed: int) -> tuple[torch.Tensor, torch.distributions.MultivariateNormal]:
+    m, c = affine_flow_map()
+    p1 = torch.distributions.MultivariateNormal(c, covariance_matrix=m @ m.T)
+    z = torch.randn(n, 3, generator=torch.Generator().manual_seed(seed), dtype=DT)
+    return z @ m.T + c, p1
+
+
+@pytest.mark.parametrize(("method", "kw"), [("dopri5", dict(rtol=1e-9, atol=1e-9)), ("rk4", dict(steps=80))])
+def test_log_likelihood_of_affine_flow_with_full_nonsymmetric_jacobian(method: str, kw: dict) -> None:
+    assert not torch.allclose(LIN_A, LIN_A.T, atol=0.5)  # far from symmetric, far from diagonal
+    m, c = affine_flow_map()
+    torch.testing.assert_close(m, torch.linalg.matrix_exp(LIN_A))
+    x1, p1 = affine_data(8, seed=0)
+    x1 = torch.cat([x1, c + torch.tensor([[3.0, -2.0, 1.0]], dtype=DT)])  # and an atypical point
+    with torch.no_grad():
+        res = log_likelihood(affine_field, x1, method=method, **kw)
+    torch.testing.assert_close(res.log_prob, p1.log_prob(x1), atol=1e-7, rtol=0)
+    torch.testing.assert_close(res.x0, torch.linalg.solve(m, (x1 - c).T).T, atol=1e-7, rtol=0)
+    torch.testing.assert_close(res.source_log_prob, standard_normal_log_prob(res.x0))
+    # the divergence is the constant tr(A) (not, e.g., the sum of all Jacobian entries): delta = -tr(A)
+    torch.testing.assert_close(res.delta_log_prob, torch.full_like(res.delta_log_prob, -float(LIN_A.trace())))
+
+
+@pytest.mark.parametrize("probe", ["rademacher", "gaussian"])
+def test_hutchinson_affine_flow_fixed_probes(probe: str) -> None:
+    """With fixed probes the estimated divergence is eps^T A eps (constant in time): delta is exactly its negative
+    mean over the probes, x0 is unaffected, and over many samples the estimate averages to -tr(A)."""
+    n, n_probes = 400, 2
+    x1, p1 = affine_data(n, seed=1)
+    res = log_likelihood(
+        affine_field,
+        x1,
+        divergence="hutchinson",
+        probe=probe,
+        n_probes=n_probes,
+        generator=torch.Generator().manual_seed(7),
+        rtol=1e-9,
+        atol=1e-9,
+    )
+    eps = sample_probe(x1.new_empty(n_probes, n, 3), probe, generator=torch.Generator().manual_seed(7))
+    quad = torch.einsum("pbi,ij,pbj->b", eps, LIN_A, eps) / n_probes
+    torch.testing.assert_close(res.delta_log_prob, -quad, atol=1e-10, rtol=0)
+    m, c = affine_flow_map()
+    torch.testing.assert_close(res.x0, torch.linalg.solve(m, (x1 - c).T).T, atol=1e-7, rtol=0)
+    # log_prob = exact log p1 + (tr(A) - eps^T A eps), an unbiased error
+    torch.testing.assert_close(res.log_prob, p1.log_prob(x1) + float(LIN_A.trace()) - quad, atol=1e-7, rtol=0)
+    se = float(res.delta_log_prob.std()) / math.sqrt(n)
+    assert abs(float(res.delta_log_prob.mean()) + float(LIN_A.trace())) < 4 * se
+    assert float(res.delta_log_prob.std()) > 0.1  # the off-diagonal terms do enter the estimate

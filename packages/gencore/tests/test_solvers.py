@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import math
+from fractions import Fraction
 
 import pytest
 import torch
@@ -19,6 +21,9 @@ from gencore.solvers import (
     solve_ode,
     uniform_grid,
 )
+
+# the submodule (``gencore.solvers.dopri5`` the attribute is the function): its Butcher tableau constants
+dp_mod = importlib.import_module("gencore.solvers.dopri5")
 
 DT = torch.float64
 A = torch.tensor([[-0.5, 2.0], [-2.0, -0.5]], dtype=DT)  # damped rotation
@@ -266,3 +271,113 @@ def test_euler_maruyama_noise_last_step_and_tensor_diffusion() -> None:
     )
     assert bool((sol.x[:, 1] == 0).all())
     assert abs(float(sol.x[:, 0].var()) - 0.5) < 4 * 0.5 * math.sqrt(2 / 5000)
+
+
+# Dormand & Prince 1980, Table 2 (also Hairer, Norsett & Wanner, "Solving ODEs I", Table II.5.2), as exact fractions.
+_F = Fraction
+DP_C = [_F(0), _F(1, 5), _F(3, 10), _F(4, 5), _F(8, 9), _F(1), _F(1)]
+DP_A = [
+    [],
+    [_F(1, 5)],
+    [_F(3, 40), _F(9, 40)],
+    [_F(44, 45), _F(-56, 15), _F(32, 9)],
+    [_F(19372, 6561), _F(-25360, 2187), _F(64448, 6561), _F(-212, 729)],
+    [_F(9017, 3168), _F(-355, 33), _F(46732, 5247), _F(49, 176), _F(-5103, 18656)],
+    [_F(35, 384), _F(0), _F(500, 1113), _F(125, 192), _F(-2187, 6784), _F(11, 84)],
+]
+DP_B = [_F(35, 384), _F(0), _F(500, 1113), _F(125, 192), _F(-2187, 6784), _F(11, 84), _F(0)]
+DP_B_STAR = [_F(5179, 57600), _F(0), _F(7571, 16695), _F(393, 640), _F(-92097, 339200), _F(187, 2100), _F(1, 40)]
+
+
+def _order_conditions(b: list[Fraction], a: list[list[Fraction]], c: list[Fraction]) -> dict[int, list[Fraction]]:
+    """``b . Phi(tree) - 1 / gamma(tree)`` for every rooted tree up to order 5 (1, 1, 2, 4, 9 trees)."""
+    s = len(b)
+
+    def dot(u, v):
+        return sum((ui * vi for ui, vi in zip(u, v)), _F(0))
+
+    def mat(v):  # (A v)_i = sum_j a_ij v_j
+        return [sum((a[i][j] * v[j] for j in range(len(a[i]))), _F(0)) for i in range(s)]
+
+    def mul(*vs):
+        return [math.prod((v[i] for v in vs), start=_F(1)) for i in range(s)]
+
+    one, ac = [_F(1)] * s, mat(c)
+    c2, c3 = mul(c, c), mul(c, c, c)
+    return {
+        1: [dot(b, one) - 1],
+        2: [dot(b, c) - _F(1, 2)],
+        3: [dot(b, c2) - _F(1, 3), dot(b, ac) - _F(1, 6)],
+        4: [
+            dot(b, c3) - _F(1, 4),
+            dot(b, mul(c, ac)) - _F(1, 8),
+            dot(b, mat(c2)) - _F(1, 12),
+            dot(b, mat(ac)) - _F(1, 24),
+        ],
+        5: [
+            dot(b, mul(c2, c2)) - _F(1, 5),
+            dot(b, mul(c2, ac)) - _F(1, 10),
+            dot(b, mul(c, mat(c2))) - _F(1, 15),
+            dot(b, mul(c, mat(ac))) - _F(1, 30),
+            dot(b, mul(ac, ac)) - _F(1, 20),
+            dot(b, mat(c3)) - _F(1, 20),
+            dot(b, mat(mul(c, ac))) - _F(1, 40),
+            dot(b, mat(mat(c2))) - _F(1, 60),
+            dot(b, mat(mat(ac))) - _F(1, 120),
+        ],
+    }
+
+
+def test_dopri5_tableau_is_the_published_one() -> None:
+    # the reference fractions are self-consistent: row sums give c, b is fifth order, b* exactly fourth order
+    for i in range(1, 7):
+        assert sum(DP_A[i]) == DP_C[i]
+    conds = _order_conditions(DP_B, DP_A, DP_C)
+    assert all(v == 0 for order in range(1, 6) for v in conds[order])
+    conds_star = _order_conditions(DP_B_STAR, DP_A, DP_C)
+    assert all(v == 0 for order in range(1, 5) for v in conds_star[order])
+    assert any(v != 0 for v in conds_star[5])
+    assert DP_B[:6] == DP_A[6]  # FSAL: the last stage is f at the propagated solution
+
+    # the module's floats are these fractions, correctly rounded
+    assert len(dp_mod._C) == 7 and [float(v) for v in DP_C] == list(dp_mod._C)
+    assert len(dp_mod._A) == 7
+    for row, ref in zip(dp_mod._A, DP_A):
+        assert list(row) == [float(v) for v in ref]
+    assert [float(v) for v in DP_B] == list(dp_mod._B) + [0.0] * (7 - len(dp_mod._B))
+    assert [float(v) for v in DP_B_STAR] == list(dp_mod._B_STAR)
+    assert len(dp_mod._E) == 7
+    for e, b, bs in zip(dp_mod._E, DP_B, DP_B_STAR):
+        assert math.isclose(e, float(b - bs), rel_tol=1e-14, abs_tol=1e-17)
+
+
+def _dopri5_fixed(x0: torch.Tensor, t0: float, t1: float, n: int):
+    """dopri5 with n equal steps: first_step = |t1 - t0| / n, no growth (max_factor 1), every step accepted."""
+    return dopri5(nonautonomous_field, x0, t0, t1, first_step=abs(t1 - t0) / n, rtol=0.0, atol=1e6, max_factor=1.0)
+
+
+@pytest.mark.parametrize("backwards", [False, True])
+def test_dopri5_fifth_order_solution_has_observed_order_five(backwards: bool) -> None:
+    x1 = nonautonomous_exact(X0, 1.0)
+    start, end, t0, t1 = (x1, X0, 1.0, 0.0) if backwards else (X0, x1, 0.0, 1.0)
+    sols = [_dopri5_fixed(start, t0, t1, n) for n in (16, 32)]
+    for n, sol in zip((16, 32), sols):
+        assert sol.n_accepted == n and sol.n_rejected == 0
+        torch.testing.assert_close(sol.times, torch.linspace(t0, t1, n + 1, dtype=DT), atol=1e-14, rtol=0)
+    e1, e2 = ((sol.x - end).abs().max() for sol in sols)
+    assert 1e-12 < float(e2) < 1e-8  # well above round-off, well below the order-4 level
+    order = math.log2(float(e1 / e2))
+    assert abs(order - 5.0) < 0.3, order
+
+
+@pytest.mark.parametrize("method", FIXED_STEP_METHODS)
+def test_backward_order_nonautonomous(method: str) -> None:
+    """Integrating from t = 1 back to t = 0 the stage times run backwards too: the order is kept."""
+    x1 = nonautonomous_exact(X0, 1.0)
+    n = 16 if method == "rk4" else 32
+    errs = [
+        (solve_ode(nonautonomous_field, x1, uniform_grid(k, dtype=DT).flip(0), method=method).x - X0).abs().max()
+        for k in (n, 2 * n)
+    ]
+    order = math.log2(float(errs[0] / errs[1]))
+    assert abs(order - ORDERS[method]) < 0.3, order
