@@ -70,6 +70,10 @@ def test_coverage_and_amr():
     far = ref[0].with_coordinates(ref[0].coordinates * 1.8)
     res = coverage_recall([far], ref, threshold=0.1)
     assert res["cov_r"] == 0.0 and res["amr_r"] > 0.1
+    # recall: over the reference conformers (one of two is covered); the precision side would read 1 and 0
+    d = symmetry_rmsd(ref[0], far)
+    one = coverage_recall([ref[0]], [ref[0], far], threshold=0.1)
+    assert one["cov_r"] == 0.5 and one["amr_r"] == pytest.approx(d / 2, abs=1e-6) and d > 0.1
 
 
 def test_bond_geometry_and_distribution_distance():
@@ -95,13 +99,14 @@ def test_bonds_from_distances_follow_the_edm_rule():
     assert perceived.to_smiles() == "CC#N"
 
 
-@pytest.mark.parametrize("smiles", ["ClCC(Br)CI", "CSSC", "CP(C)(C)=O", "C[SiH2]Cl", "OP(O)(O)=S"])
+@pytest.mark.parametrize("smiles", ["ClCC(Br)CI", "CSSC", "CP(C)(C)=O", "C[SiH2]Cl", "OP(O)(O)=S", "S=C1NC=CN1"])
 def test_bonds_from_distances_cover_edms_elements_beyond_qm9(smiles):
     """EDM's bond table also holds Si, P, S, Cl, Br, I; with QM9's elements only these bonds were all missing."""
     m = embedded(smiles, 0)
     perceived = molecule_from_geometry(m.atomic_numbers, m.formal_charges, m.coordinates)
     np.testing.assert_array_equal(perceived.adjacency_orders(), m.adjacency_orders())
     assert bond_order(6, 17, 1.80) == 1 and bond_order(8, 15, 1.50) == 2 and bond_order(6, 16, 1.95) == 0
+    assert bond_order(6, 16, 1.64) == 2 and bond_order(6, 16, 1.81) == 1  # C=S was missing from the table
 
 
 def test_strain_is_zero_at_a_minimum_and_positive_when_stretched():
@@ -113,6 +118,9 @@ def test_strain_is_zero_at_a_minimum_and_positive_when_stretched():
 def test_set_metrics():
     assert uniqueness(["C", "C", "CC"]) == pytest.approx(2 / 3)
     assert novelty(["C", "CC", "CC"], {"C"}) == 0.5
+    # mirror images and E/Z isomers are one molecule here (EDM's convention): stereo came from the coordinates
+    assert uniqueness(["C[C@H](O)C#N", "C[C@@H](O)C#N", "F/C=C/F", "F/C=C\\F"]) == 0.5
+    assert novelty(["C[C@@H](O)C#N", "CCO"], {"C[C@H](O)C#N"}) == 0.5
     mols = [embedded(s, 0) for s in ("CCO", "CCO", "c1cc[nH+]cc1")]
     broken = Molecule([6, 6], [0, 0], np.zeros((0, 2)), [], [0, 0], np.array([[0, 0, 0], [5.0, 0, 0]]))
     ev = evaluate_molecules([*mols, broken], strain=False, with_fcd=False)

@@ -40,7 +40,7 @@ BOND_LENGTHS: dict[tuple[int, int], tuple[float | None, float | None, float | No
     (6, 9): (1.35, None, None),  # C-F
     (6, 14): (1.85, None, None),  # C-Si
     (6, 15): (1.84, None, None),  # C-P
-    (6, 16): (1.82, None, None),  # C-S
+    (6, 16): (1.82, 1.60, None),  # C-S, C=S (thioureas, thioamides, thiones)
     (6, 17): (1.77, None, None),  # C-Cl
     (6, 35): (1.94, None, None),  # C-Br
     (6, 53): (2.14, None, None),  # C-I

@@ -3,7 +3,10 @@
 Validity is RDKit sanitisation of the molecule exactly as given (no hydrogens added or removed);
 connectivity is a single bond-graph fragment; uniqueness is the fraction of distinct canonical SMILES
 among valid molecules; novelty the fraction of unique valid SMILES absent from a reference set (the
-GuacaMol / MOSES definitions). FCD is the Frechet ChemNet Distance (Preuer et al. 2018) computed by
+GuacaMol / MOSES definitions). Both compare SMILES without stereochemistry, as EDM, GeoLDM and MiDi do: a
+3-D molecule's SMILES carries the chirality and E/Z of its coordinates, which a model that treats mirror
+images alike picks at random, so with stereo a training molecule's mirror image would count as novel.
+FCD is the Frechet ChemNet Distance (Preuer et al. 2018) computed by
 ``fcd-torch`` with the ChemNet weights it ships. MMFF strain (kcal/mol) is the MMFF94 energy of the
 given conformer minus that of the nearest local minimum (hydrogen atoms as given; hydrogens held as counts
 are placed and relaxed with the heavy atoms fixed first; the conformer is optimised in place of a copy).
@@ -27,13 +30,22 @@ def canonical_smiles(mol: Molecule) -> str | None:
         return None
 
 
+def without_stereo(smiles: str) -> str:
+    """Canonical SMILES without stereochemistry (unchanged when it has none or does not parse)."""
+    if not any(c in smiles for c in "@/\\"):
+        return smiles
+    mol = Chem.MolFromSmiles(smiles)
+    return smiles if mol is None else Chem.MolToSmiles(mol, isomericSmiles=False)
+
+
 def uniqueness(smiles: Sequence[str]) -> float:
-    return len(set(smiles)) / len(smiles) if smiles else float("nan")
+    return len({without_stereo(s) for s in smiles}) / len(smiles) if smiles else float("nan")
 
 
 def novelty(smiles: Sequence[str], reference: set[str]) -> float:
-    unique = set(smiles)
-    return len(unique - reference) / len(unique) if unique else float("nan")
+    unique = {without_stereo(s) for s in smiles}
+    known = {without_stereo(s) for s in reference}
+    return len(unique - known) / len(unique) if unique else float("nan")
 
 
 def parsable(smiles: Sequence[str]) -> list[str]:
