@@ -150,6 +150,20 @@ def test_vun() -> None:
     assert out == {"valid": 0.75, "unique": 0.75, "novel": 0.75, "vun": 0.25}
 
 
+def test_grid_validity_is_isomorphism_to_a_grid() -> None:
+    # "connected with degrees 2-4" let cycles and 4-regular graphs pass as grids
+    from gengraph.metrics.vun import is_grid, is_valid
+
+    grid = nx.convert_node_labels_to_integers(nx.grid_2d_graph(4, 6))
+    shuffled = nx.relabel_nodes(grid, dict(zip(grid, np.random.default_rng(0).permutation(24).tolist())))
+    assert is_grid(grid) and is_grid(shuffled) and is_grid(nx.grid_2d_graph(5, 5))
+    broken = grid.copy()
+    broken.remove_edge(0, 1)
+    broken.add_edge(0, 7)  # same node and edge counts, degrees still 2-4, no longer a grid
+    for g in (nx.cycle_graph(24), nx.random_regular_graph(4, 24, seed=0), broken, nx.path_graph(6)):
+        assert not is_grid(g) and not is_valid(g, "grid")
+
+
 # ------------------------------------------------------------------ oracle: polygraph-benchmark
 @pytest.mark.parametrize(
     ("key", "descriptor", "bw"),
@@ -202,7 +216,8 @@ def test_kernel_and_bootstrap_arguments_are_checked(sets) -> None:
 
 def test_sbm_validity_tests_against_the_generating_p_out_not_spectres_default() -> None:
     """``p_out = 0.05`` is the inter-block probability the SBM data is generated with; SPECTRE's ``is_sbm_graph``
-    defaults to 0.005, against which graphs of the generating recipe fail. The choice is stated in the docstring."""
+    defaults to 0.005, against which most graphs of the generating recipe fail (SPECTRE's Wald statistic has no
+    sample size, so two-block graphs can still pass). The choice is stated in the docstring."""
     import inspect
 
     from gengraph.metrics.vun import is_sbm_graph
@@ -210,5 +225,7 @@ def test_sbm_validity_tests_against_the_generating_p_out_not_spectres_default() 
     assert inspect.signature(is_sbm_graph).parameters["p_out"].default == 0.05
     assert "0.005" in is_sbm_graph.__doc__ and "0.05" in is_sbm_graph.__doc__
     graphs = [g.to_networkx() for g in generate("sbm", 10, seed=0)]
-    assert sum(is_sbm_graph(g) for g in graphs) >= 5
-    assert not any(is_sbm_graph(g, p_out=0.005) for g in graphs)
+    # the blocks are recovered well enough for almost every true SBM graph to pass (greedy modularity alone
+    # merged or split them in about 4 of 10)
+    assert sum(is_sbm_graph(g) for g in graphs) >= 8
+    assert sum(is_sbm_graph(g, p_out=0.005) for g in graphs) <= 3
