@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -18,7 +19,7 @@ from gencore.discrete import (
     discrete_schedule,
     sample_categorical,
 )
-from gencore.discrete.enumeration import empirical_tv, product_space_elbo_integrand
+from gencore.discrete.enumeration import empirical_tv, product_space_elbo_integrand, sequence_index
 from gencore.discrete.masked import masked_elbo_integrand
 from gencore.errors import ConfigError, InputError
 
@@ -142,8 +143,10 @@ def test_elbo_of_a_wrong_model_bounds_its_own_likelihood():
     assert float((p * nelbo).sum()) > float(-(p * p.log()).sum()) + 0.05
 
 
-def test_monte_carlo_bound_is_unbiased():
-    process = MaskedDiffusion(K)
+@pytest.mark.parametrize("schedule", ["linear", "cosine"])
+def test_monte_carlo_bound_is_unbiased(schedule):
+    """``nll_bound`` (stratified times through ``elbo_terms``) averages to -log p(x) with the Bayes denoiser."""
+    process = MaskedDiffusion(K, schedule)
     p = joint()
     model = ExactDenoiser(p, K, L, process.clean_log_likelihood)
     x0 = all_sequences(K, L).repeat_interleave(400, 0)
@@ -162,6 +165,58 @@ def test_sampler_recovers_the_target_and_counts_nfe():
     out = process.sample(model, 40000, L, steps=100, generator=torch.Generator().manual_seed(5))
     assert out.nfe == 100 and out.tokens.shape == (40000, L) and int(out.tokens.max()) < K
     assert tv(out.tokens, p) < 0.03
+
+
+def test_cosine_sampler_recovers_the_correlated_target():
+    """With the Bayes denoiser and the cosine schedule, 64 unmasking steps reproduce the correlated joint."""
+    process = MaskedDiffusion(K, "cosine")
+    p = joint()
+    model = ExactDenoiser(p, K, L, process.clean_log_likelihood)
+    out = process.sample(model, 16000, L, steps=64, generator=torch.Generator().manual_seed(13))
+    assert out.nfe == 64 and out.tokens.shape == (16000, L) and int(out.tokens.max()) < K
+    marg = p.view(K, K)
+    product = torch.outer(marg.sum(1), marg.sum(0)).reshape(-1)
+    assert tv(out.tokens, p) < 0.03 < 0.3 < tv(out.tokens, product)
+
+
+def few_step_law(p: torch.Tensor, alphas: list[float]) -> torch.Tensor:
+    """Exact output law of the unmasking sampler with the Bayes denoiser for ``L = 2`` on the grid ``alphas``.
+
+    Each position unmasks at step ``k`` independently with probability ``alpha_{k+1} - alpha_k``. Two
+    positions unmasked in the same step are drawn from the all-mask marginals (a product law); otherwise
+    the second is drawn from its exact conditional given the first (the joint). So the law is
+    ``c * product + (1 - c) * p`` with ``c = sum_k (alpha_{k+1} - alpha_k)^2``.
+    """
+    c = sum((b - a) ** 2 for a, b in itertools.pairwise(alphas))
+    marg = p.view(K, K)
+    return c * torch.outer(marg.sum(1), marg.sum(0)).reshape(-1) + (1 - c) * p
+
+
+def test_two_step_cosine_sampler_follows_the_cosine_grid():
+    """With 2 steps the output law depends on the schedule: the cosine grid's mixture weight, not the linear one.
+
+    With the Bayes denoiser the masked sampler is schedule-free in the many-step limit, so only a coarse
+    grid can tell whether the sampler really unmasks with ``(alpha_s - alpha_t) / (1 - alpha_t)`` on the
+    cosine ``alpha`` (``c = (1 - cos(pi/4))^2 + cos(pi/4)^2 = 0.586``) rather than the linear one (``c = 1/2``).
+    """
+    process = MaskedDiffusion(K, "cosine")
+    p = joint()
+    model = ExactDenoiser(p, K, L, process.clean_log_likelihood)
+    n = 40000
+    out = process.sample(model, n, L, steps=2, generator=torch.Generator().manual_seed(14))
+    assert out.nfe == 2 and int(out.tokens.max()) < K
+    cosine = few_step_law(p, [0.0, 1.0 - math.cos(math.pi / 4), 1.0])
+    linear = few_step_law(p, [0.0, 0.5, 1.0])
+    assert tv(out.tokens, cosine) < 0.02
+    # the mixture weight c estimated by projecting the empirical law on the product - joint direction
+    counts = torch.bincount(sequence_index(out.tokens, K), minlength=K**L).double() / n
+    product = few_step_law(p, [0.0, 1.0])  # c = 1
+    direction = (product - p) / (product - p).pow(2).sum()
+    c_hat = float(((counts - p) * direction).sum())
+    se = math.sqrt(float((cosine * direction**2).sum() - (cosine * direction).sum() ** 2) / n)
+    c_cos = (1 - math.cos(math.pi / 4)) ** 2 + math.cos(math.pi / 4) ** 2
+    assert abs(c_hat - c_cos) < 4 * se and abs(c_hat - 0.5) > 8 * se, (c_hat, se)
+    assert float((cosine - linear).abs().sum()) > 0.05
 
 
 def test_one_step_sampler_draws_the_product_of_marginals():
