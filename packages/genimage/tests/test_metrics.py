@@ -191,3 +191,139 @@ def test_training_the_classifier_leaves_the_callers_global_rng_alone():
     b, _ = train_classifier(data, epochs=1, seed=4, batch_size=16)
     for p, q in zip(a.parameters(), b.parameters()):
         assert torch.equal(p, q)
+
+
+def _kid_reference(x: np.ndarray, y: np.ndarray) -> float:
+    """Unbiased MMD^2 with k(x, y) = (x . y / d + 1)^3, written out pair by pair (Binkowski et al. 2018, eq. 3)."""
+    m, d = x.shape
+
+    def k(p: np.ndarray, q: np.ndarray) -> float:
+        return (float(np.dot(p, q)) / d + 1.0) ** 3
+
+    xx = sum(k(x[i], x[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+    yy = sum(k(y[i], y[j]) for i in range(m) for j in range(m) if i != j) / (m * (m - 1))
+    xy = sum(k(x[i], y[j]) for i in range(m) for j in range(m)) / (m * m)
+    return xx + yy - 2 * xy
+
+
+def test_kid_matches_a_pairwise_cubic_kernel_mmd_on_one_subset_of_all_points() -> None:
+    # one subset holding every point: the subset order does not matter, so the reference needs no generator.
+    # Features of norm ~ sqrt(d) and a scaled, shifted second set make x.y/d of order 1, where a quadratic or
+    # linear kernel, or a kernel without the 1/d, gives another number
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(24, 6, generator=g)
+    b = 1.4 * torch.randn(24, 6, generator=g) + 0.3
+    res = kernel_inception_distance(a, b, subset_size=24, n_subsets=1, seed=5)
+    assert res.subset_size == 24 and res.n_subsets == 1 and res.std == 0.0
+    ref = _kid_reference(a.double().numpy(), b.double().numpy())
+    assert abs(ref) > 0.1  # far from 0, so a relative tolerance means something
+    assert res.mean == pytest.approx(ref, rel=1e-10)
+
+
+@pytest.mark.parametrize(("subset_size", "m"), [(12, 12), (100, 20)])
+def test_kid_averages_subsets_drawn_as_documented(subset_size: int, m: int) -> None:
+    # subsets: per subset one randperm of a, then one of b, from torch.Generator().manual_seed(seed); the subset
+    # size is capped at the smaller set; mean and (population) std over the subsets
+    g = torch.Generator().manual_seed(12)
+    a = torch.randn(30, 5, generator=g)
+    b = 0.8 * torch.randn(20, 5, generator=g) - 0.4
+    res = kernel_inception_distance(a, b, subset_size=subset_size, n_subsets=4, seed=7)
+    assert res.subset_size == m and res.n_subsets == 4
+    gen = torch.Generator().manual_seed(7)
+    values = []
+    for _ in range(4):
+        ia = torch.randperm(30, generator=gen)[:m]
+        ib = torch.randperm(20, generator=gen)[:m]
+        values.append(_kid_reference(a[ia].double().numpy(), b[ib].double().numpy()))
+    assert len(set(values)) == 4  # the subsets differ, so the averaging is exercised
+    assert res.mean == pytest.approx(float(np.mean(values)), rel=1e-10)
+    assert res.std == pytest.approx(float(np.std(values)), rel=1e-8)
+
+
+def _knn_reference(real: np.ndarray, fake: np.ndarray, k: int) -> tuple[float, float, float]:
+    """Brute-force k-NN precision and recall (Kynkaanniemi et al. 2019) and the smallest |distance - radius|."""
+
+    def radii(x: np.ndarray) -> np.ndarray:
+        out = []
+        for i in range(len(x)):
+            others = [float(np.linalg.norm(x[i] - x[j])) for j in range(len(x)) if j != i]
+            out.append(sorted(others)[k - 1])  # k-th nearest among the other points
+        return np.array(out)
+
+    def covered(queries: np.ndarray, points: np.ndarray, r: np.ndarray) -> tuple[float, float]:
+        dist = np.array([[float(np.linalg.norm(q - p)) for p in points] for q in queries])
+        return float((dist <= r[None]).any(axis=1).mean()), float(np.abs(dist - r[None]).min())
+
+    precision, gap_p = covered(fake, real, radii(real))
+    recall, gap_r = covered(real, fake, radii(fake))
+    return precision, recall, min(gap_p, gap_r)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+@pytest.mark.parametrize("block", [7, 1024])
+def test_knn_precision_recall_match_a_brute_force_reference(k: int, block: int) -> None:
+    # overlapping but different laws, so neither metric is 0 or 1 and a radius one neighbour short (the point
+    # counted as its own nearest neighbour) or one too far changes the answer
+    g = torch.Generator().manual_seed(20 + k)
+    real = torch.randn(45, 4, generator=g, dtype=torch.float64)
+    fake = 0.8 * torch.randn(38, 4, generator=g, dtype=torch.float64) + 1.0
+    precision, recall, gap = _knn_reference(real.numpy(), fake.numpy(), k)
+    assert gap > 1e-9  # no ties: the float rounding of the distances cannot decide a point
+    assert 0.1 < precision < 0.95 and 0.1 < recall < 0.95
+    got = knn_precision_recall(real, fake, k=k, block=block)
+    assert got == {"precision_knn": pytest.approx(precision, abs=1e-12), "recall_knn": pytest.approx(recall, abs=1e-12)}
+
+
+def test_knn_counts_a_point_on_the_boundary_of_a_ball() -> None:
+    # on a line, integer coordinates (exact distances): real points 0, 1, 3, 7 with k = 1 have radii 1, 1, 2, 4;
+    # fake 11 lies exactly on the ball of 7 (counted, <=), fake 11.5 and -1.5 outside every ball,
+    real = torch.tensor([[0.0], [1.0], [3.0], [7.0]])
+    fake = torch.tensor([[11.0], [11.5], [-1.5], [2.0]])
+    # and fake 2 on the ball of 1; fake radii 0.5, 0.5, 3.5, 3.5 cover real 0, 1 and 3, not 7 (4 from 11)
+    assert knn_precision_recall(real, fake, k=1) == {"precision_knn": 0.5, "recall_knn": 0.75}
+
+
+def _fd_parts(a: torch.Tensor, b: torch.Tensor) -> tuple[float, np.ndarray, np.ndarray]:
+    """``|mu_a - mu_b|^2``, and the unbiased (ddof = 1) covariances of two feature sets, in float64."""
+    x, y = a.double().numpy(), b.double().numpy()
+    xc, yc = x - x.mean(0), y - y.mean(0)
+    mean_term = float(((x.mean(0) - y.mean(0)) ** 2).sum())
+    return mean_term, xc.T @ xc / (len(x) - 1), yc.T @ yc / (len(y) - 1)
+
+
+def test_frechet_with_fewer_samples_than_features_matches_scipy_sqrtm() -> None:
+    # 40 samples of 64 features: both covariances have rank 39, S_a S_b is singular, with round-off eigenvalues
+    # of either sign; the reference is the classic pytorch-fid formula with scipy's sqrtm of S_a S_b
+    g = torch.Generator().manual_seed(30)
+    a = torch.randn(40, 64, generator=g)
+    b = 1.3 * torch.randn(40, 64, generator=g) @ (torch.eye(64) + 0.2 * torch.randn(64, 64, generator=g)) + 0.2
+    mean_term, ca, cb = _fd_parts(a, b)
+    assert np.linalg.matrix_rank(ca) == 39 and np.linalg.matrix_rank(cb) == 39
+    ref = mean_term + np.trace(ca) + np.trace(cb) - 2 * np.trace(linalg.sqrtm(ca @ cb)).real
+    fd = frechet_distance(a, b)
+    assert fd == pytest.approx(ref, rel=1e-7)
+    # symmetric, and FD(a, a) = 0, up to the square roots of the 25 round-off eigenvalues of S_a^{1/2} S_a S_a^{1/2},
+    # each about sqrt(eps) * |S_a|; a margin of 4 on top
+    tol = 4 * 64 * math.sqrt(np.finfo(np.float64).eps) * max(np.linalg.eigvalsh(ca)[-1], np.linalg.eigvalsh(cb)[-1])
+    assert frechet_distance(b, a) == pytest.approx(fd, abs=tol)
+    assert abs(frechet_distance(a, a)) < tol and abs(frechet_distance(b, b)) < tol
+
+
+def test_frechet_with_many_more_features_than_samples() -> None:
+    # 40 samples of 256 features, the samples-to-features ratio of an FD-EffLite0 on 200 images (200 x 1280 takes
+    # seconds on two busy cores: 0.6 s per FD, 3 s for scipy's sqrtm of the 1280 x 1280 S_a S_b). The reference
+    # takes scipy's sqrtm of the same spectrum in 40 dimensions: with A the centred a over sqrt(n - 1),
+    # S_a = A^T A, and the nonzero eigenvalues of S_a S_b = A^T (A S_b) are those of A S_b A^T
+    g = torch.Generator().manual_seed(31)
+    a = torch.rand(40, 256, generator=g) * torch.linspace(0.2, 2.0, 256)  # non-negative, like pooled ReLU6
+    b = torch.rand(40, 256, generator=g) * torch.linspace(2.0, 0.2, 256) + 0.05
+    mean_term, ca, cb = _fd_parts(a, b)
+    x = a.double().numpy()
+    big_a = (x - x.mean(0)) / math.sqrt(39)
+    np.testing.assert_allclose(big_a.T @ big_a, ca, rtol=1e-9, atol=1e-15)
+    ref = mean_term + np.trace(ca) + np.trace(cb) - 2 * np.trace(linalg.sqrtm(big_a @ cb @ big_a.T)).real
+    fd = frechet_distance(a, b)
+    assert fd == pytest.approx(ref, rel=1e-7)
+    tol = 4 * 256 * math.sqrt(np.finfo(np.float64).eps) * max(np.linalg.eigvalsh(ca)[-1], np.linalg.eigvalsh(cb)[-1])
+    assert frechet_distance(b, a) == pytest.approx(fd, abs=tol)
+    assert abs(frechet_distance(a, a)) < tol
