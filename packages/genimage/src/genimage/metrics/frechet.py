@@ -40,12 +40,19 @@ def gaussian_stats(features: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return f.mean(axis=0), np.cov(f, rowvar=False)
 
 
+def _rank_cut(w: np.ndarray) -> np.ndarray:
+    """Eigenvalues with those below rounding (``len(w) eps max|w|``) set to 0: with fewer samples than
+    features a covariance is singular, and the square roots of its null space's round-off eigenvalues summed to
+    a negative FD of a set with itself (-9e-5 at 200 x 1280)."""
+    return np.where(w > len(w) * np.finfo(w.dtype).eps * np.abs(w).max(initial=0.0), w, 0.0)
+
+
 def frechet_distance_from_stats(mu_a: np.ndarray, cov_a: np.ndarray, mu_b: np.ndarray, cov_b: np.ndarray) -> float:
     """FD between ``N(mu_a, cov_a)`` and ``N(mu_b, cov_b)`` (see the module docstring)."""
     w, v = np.linalg.eigh((cov_a + cov_a.T) / 2)
-    root_a = (v * np.sqrt(np.clip(w, 0, None))) @ v.T
+    root_a = (v * np.sqrt(_rank_cut(w))) @ v.T
     m = root_a @ cov_b @ root_a
-    tr_sqrt = np.sqrt(np.clip(np.linalg.eigvalsh((m + m.T) / 2), 0, None)).sum()
+    tr_sqrt = np.sqrt(_rank_cut(np.linalg.eigvalsh((m + m.T) / 2))).sum()
     diff = mu_a - mu_b
     return float(diff @ diff + np.trace(cov_a) + np.trace(cov_b) - 2 * tr_sqrt)
 
