@@ -331,12 +331,12 @@ def train_online(
     taken mid-episode cuts that episode (its transitions stay in the buffer) and the resumed run starts a new
     one, since a simulator's state cannot be saved in general.
     """
-    import gymnasium as gym
+    from genrl.evaluation import make_env
 
     if checkpoint_every and not out_dir:
         raise ConfigError("online checkpoints need an out_dir.")
     out = Path(out_dir or ".")
-    env = gym.make(env_id)
+    env = make_env(env_id)  # registers OGBench ids first and says so clearly for an unknown one
     env.action_space.seed(seed)
     data_gen = torch.Generator().manual_seed(agent.config.seed + 2)
     obs, _ = env.reset(seed=seed)
