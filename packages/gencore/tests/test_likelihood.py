@@ -250,3 +250,16 @@ def test_hutchinson_affine_flow_fixed_probes(probe: str) -> None:
     se = float(res.delta_log_prob.std()) / math.sqrt(n)
     assert abs(float(res.delta_log_prob.mean()) + float(LIN_A.trace())) < 4 * se
     assert float(res.delta_log_prob.std()) > 0.1  # the off-diagonal terms do enter the estimate
+
+
+def test_a_field_that_ignores_x_has_zero_divergence() -> None:
+    # autograd raised "does not require grad" for a constant field, and "not used in the graph" for one built
+    # from parameters alone
+    x = torch.randn(5, 3, dtype=torch.float64)
+    mu = torch.nn.Parameter(torch.randn(3, dtype=torch.float64))
+    probe = torch.ones_like(x)
+    for field in (lambda z: torch.ones_like(z), lambda z: mu.expand_as(z)):
+        for _, div in (exact_divergence(field, x), hutchinson_divergence(field, x, probe)):
+            assert torch.equal(div, torch.zeros(5, dtype=torch.float64))
+    res = log_likelihood(lambda z, t: torch.ones_like(z), x, divergence="exact", method="euler", steps=4)
+    torch.testing.assert_close(res.x0, x - 1.0)

@@ -102,10 +102,17 @@ def exact_divergence(
         xg = _prepare_input(x, create_graph)
         v = fn(xg)
         vf = v.flatten(1)
-        d = vf.shape[1]
+        d = vf.shape[1] if v.requires_grad else 0  # a field that ignores x (a constant) has divergence 0
         div = torch.zeros(vf.shape[0], dtype=v.dtype, device=v.device)
         for i in range(d):
-            (g,) = torch.autograd.grad(vf[:, i].sum(), xg, create_graph=create_graph, retain_graph=True)
+            (g,) = torch.autograd.grad(
+                vf[:, i].sum(),
+                xg,
+                create_graph=create_graph,
+                retain_graph=True,
+                allow_unused=True,
+                materialize_grads=True,
+            )
             div = div + g.flatten(1)[:, i]
     if not create_graph:
         v, div = v.detach(), div.detach()
@@ -134,10 +141,17 @@ def hutchinson_divergence(
         xg = _prepare_input(x, create_graph)
         v = fn(xg)
         div = torch.zeros(x.shape[0], dtype=v.dtype, device=v.device)
-        for p in range(probes.shape[0]):
+        for p in range(probes.shape[0] if v.requires_grad else 0):  # a field that ignores x has divergence 0
             eps = probes[p]
             retain = create_graph or p + 1 < probes.shape[0]
-            (g,) = torch.autograd.grad((v * eps).sum(), xg, create_graph=create_graph, retain_graph=retain)
+            (g,) = torch.autograd.grad(
+                (v * eps).sum(),
+                xg,
+                create_graph=create_graph,
+                retain_graph=retain,
+                allow_unused=True,
+                materialize_grads=True,
+            )
             div = div + (g * eps).flatten(1).sum(1)
         div = div / probes.shape[0]
     if not create_graph:
