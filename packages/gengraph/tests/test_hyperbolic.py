@@ -144,6 +144,22 @@ def test_midpoint_is_rotation_equivariant_and_the_geodesic_midpoint() -> None:
     torch.testing.assert_close(half, g.geodesic(x[0], x[1], 0.5))
 
 
+@pytest.mark.parametrize("c", [1.0, 0.5])
+def test_midpoint_reaches_the_outer_ball_in_float32(c) -> None:
+    # the bracket of the gyromidpoint was clipped as a ball point, capping every midpoint (and so every graph
+    # convolution, attention and codebook mean) at distance ~3.1 / sqrt(c) from the origin
+    g = BallGeometry(3, c)
+    u = torch.nn.functional.normalize(torch.randn(4, 3, generator=torch.Generator().manual_seed(0)), dim=-1)
+    x = g.expmap0(u * torch.tensor([[2.0], [3.5], [4.5], [5.0]]) / c**0.5)  # float32 resolves ~5e-3 out there
+    one = g.midpoint(torch.eye(4), x)  # each point alone is its own midpoint
+    assert float(g.manifold.dist(one, x).max()) < 1e-2
+    assign = torch.arange(4)
+    assert float(g.manifold.dist(g.cluster_means(x, assign, 4, x, iters=0), x).max()) < 1e-2
+    x64 = x.double()
+    pair = g.midpoint(torch.ones(1, 2), x[2:4])[0].double()
+    torch.testing.assert_close(pair, BallGeometry(3, c).double().geodesic(x64[2], x64[3], 0.5), atol=1e-4, rtol=0)
+
+
 def test_riemannian_adam_keeps_ball_bias_on_the_ball() -> None:
     g = BallGeometry(4)
     layer = PoincareLinear(g, 4, 4, bias_on_ball=True)

@@ -24,7 +24,10 @@ Weighted midpoint on the ball: Ungar's gyromidpoint (used by HNN++ and hyperboli
     m = (1/2) (x) ( sum_i w_i lambda_i x_i / sum_i w_i (lambda_i - 1) ),   lambda_i = 2 / (1 - c |x_i|^2),
 
 with ``(x)`` Mobius scalar multiplication. It is equivariant under rotations and permutations and equals the
-Frechet mean for two points of equal weight.
+Frechet mean for two points of equal weight. The bracket is not a ball point (its norm reaches ``1 / sqrt(c)``
+only at infinity, like a Klein point's), so the halving is taken in closed form,
+``(1/2) (x) y = y / (1 + sqrt(1 - c |y|^2))``: clipping ``y`` to the ball first, as until 2026-12-07, capped every
+midpoint at distance ``atanh(0.996) / sqrt(c) ~ 3.1 / sqrt(c)`` from the origin in float32.
 """
 
 from __future__ import annotations
@@ -77,9 +80,6 @@ class EuclideanGeometry(nn.Module):
 
     def from_space(self, s: torch.Tensor) -> torch.Tensor:
         return s
-
-    def scalar_mul(self, r: torch.Tensor | float, x: torch.Tensor) -> torch.Tensor:
-        return r * x
 
     def pairwise_dist(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``[..., N, M]`` distances between ``x: [..., N, d]`` and ``y: [..., M, d]`` (differentiable)."""
@@ -156,10 +156,6 @@ class BallGeometry(nn.Module):
         c = self.manifold.c.to(s.dtype)
         return self.projx(s / (1 + (1 + c * s.square().sum(-1, keepdim=True)).sqrt()))
 
-    def scalar_mul(self, r: torch.Tensor | float, x: torch.Tensor) -> torch.Tensor:
-        """Mobius scalar multiplication ``r (x) x = exp_0(r log_0(x))``."""
-        return self.expmap0(r * self.logmap0(x))
-
     def lambda_x(self, x: torch.Tensor) -> torch.Tensor:
         return 2 / (1 - self.manifold.c.to(x.dtype) * x.square().sum(-1, keepdim=True)).clamp_min(EPS[x.dtype])
 
@@ -179,9 +175,12 @@ class BallGeometry(nn.Module):
 
     def midpoint(self, weights: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         lam = self.lambda_x(x)  # [..., M, 1]
-        num = weights @ (lam * x)
-        den = (weights @ (lam - 1)).clamp_min(EPS[x.dtype])
-        return self.scalar_mul(0.5, self.projx(num / den))
+        return self._half(weights @ (lam * x) / (weights @ (lam - 1)).clamp_min(EPS[x.dtype]))
+
+    def _half(self, y: torch.Tensor) -> torch.Tensor:
+        """``(1/2) (x) y`` for the gyromidpoint's bracket ``y`` (module docstring), projected onto the ball."""
+        c = self.manifold.c.to(y.dtype)
+        return self.projx(y / (1 + (1 - c * y.square().sum(-1, keepdim=True)).clamp_min(0).sqrt()))
 
     def frechet_mean(self, x: torch.Tensor, weights: torch.Tensor, init: torch.Tensor, iters: int = 3) -> torch.Tensor:
         """Weighted Frechet (Karcher) means ``[K, d]`` of ``x: [M, d]`` with ``weights: [K, M]``; rows without
@@ -215,7 +214,7 @@ class BallGeometry(nn.Module):
 
         lam = self.lambda_x(x)
         counts = per_cluster(torch.ones_like(x[:, :1]))
-        mu = self.scalar_mul(0.5, self.projx(per_cluster(lam * x) / per_cluster(lam - 1).clamp_min(EPS[x.dtype])))
+        mu = self._half(per_cluster(lam * x) / per_cluster(lam - 1).clamp_min(EPS[x.dtype]))
         sc = self._sc(x)
         for _ in range(iters):
             m = mu[assign]
