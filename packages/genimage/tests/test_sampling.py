@@ -269,3 +269,15 @@ def test_bits_per_dim_is_a_tight_upper_bound_on_the_exact_discrete_code_length()
     assert bpd > discrete - 4 * stderr  # the upper bound, up to the noise of the dequantisation draw
     assert bpd == pytest.approx(expected, abs=4 * stderr + 1e-5)  # ODE and float32 error well below 1e-5
     assert bpd - discrete < 1e-3
+
+
+def test_nfe_must_be_a_whole_number_of_solver_steps() -> None:
+    # nfe 9 with heun ran 8 evaluations while evaluate recorded 9
+    from genimage.sampling import time_grid
+
+    run = _run("flow")
+    assert time_grid(run, 8, "heun").shape == (5,) and time_grid(run, 12, "rk4").shape == (4,)
+    with pytest.raises(ConfigError, match="nfe 9 is not a multiple of the heun solver's 2 evaluations per step; use 8"):
+        time_grid(run, 9, "heun")
+    with pytest.raises(ConfigError, match="use 4"):
+        time_grid(run, 2, "rk4")

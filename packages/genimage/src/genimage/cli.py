@@ -162,7 +162,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", required=True, type=Path, help="run folder written by genimage train")
-    p.add_argument("--nfe", type=int, default=32, help="network evaluations (default 32)")
+    p.add_argument(
+        "--nfe", type=int, default=32, help="network evaluations, a multiple of the solver's per step (default 32)"
+    )
     p.add_argument("--cfg-scale", dest="cfg_scale", type=float, default=1.0, help="classifier-free guidance (1: none)")
     p.add_argument(
         "--solver", default="euler", choices=FIXED_STEP_METHODS, help="fixed-step ODE solver (default euler)"

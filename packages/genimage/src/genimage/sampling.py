@@ -25,14 +25,22 @@ EVALS_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}
 
 
 def time_grid(run: LoadedRun, nfe: int, solver: str) -> torch.Tensor:
-    """Uniform grid ``[steps + 1]`` on ``[0, t_end]`` with ``steps = nfe // evals_per_step(solver)``."""
+    """Uniform grid ``[steps + 1]`` on ``[0, t_end]`` with ``steps = nfe / evals_per_step(solver)``.
+
+    ``nfe`` must be a multiple of the solver's evaluations per step, so that it is the number of network calls
+    (one more on a VP run, for the final clean estimate; a guided call evaluates one doubled batch).
+    """
     if solver not in FIXED_STEP_METHODS:
         raise ConfigError(f"unknown solver {solver!r}; expected one of: {', '.join(FIXED_STEP_METHODS)}.")
     nfe = check_int(nfe, "nfe", low=1)
-    steps = nfe // EVALS_PER_STEP[solver]
-    if steps < 1:
-        raise ConfigError(f"nfe {nfe} is too small for the {solver} solver ({EVALS_PER_STEP[solver]} per step).")
-    return torch.linspace(0.0, run.t_end, steps + 1, dtype=torch.float64)
+    per = EVALS_PER_STEP[solver]
+    if nfe % per:
+        lower = f"{nfe - nfe % per} or " if nfe > per else ""
+        raise ConfigError(
+            f"nfe {nfe} is not a multiple of the {solver} solver's {per} evaluations per step; use "
+            f"{lower}{nfe - nfe % per + per}."
+        )
+    return torch.linspace(0.0, run.t_end, nfe // per + 1, dtype=torch.float64)
 
 
 def sample_noise(run: LoadedRun, n: int, seed: int = 0) -> torch.Tensor:
