@@ -136,3 +136,85 @@ def test_klvae_loss_refuses_sizes_its_downsampling_does_not_divide(size: int, sc
     assert vae.latent_shape(x) == tuple(vae.to_latent(x).shape)
     with pytest.raises(InputError, match="divisible"):
         klvae_loss(vae, x, torch.Generator().manual_seed(0), scale_weight=scale_weight)
+
+
+def _reference_adaln_zero_block(blk: torch.nn.Module, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """adaLN-Zero (Peebles & Xie 2023) composed from the block's own submodules, chunk order
+    (shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp)."""
+
+    def mod(h: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        return h * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
+
+    shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp = blk.ada(c).chunk(6, dim=1)
+    h = x + gate_msa.unsqueeze(1) * blk.attention(mod(blk.norm1(x), shift_msa, scale_msa))
+    return h + gate_mlp.unsqueeze(1) * blk.mlp(mod(blk.norm2(h), shift_mlp, scale_mlp))
+
+
+def test_dit_block_is_the_adaln_zero_composition_with_nonzero_weights() -> None:
+    torch.manual_seed(0)
+    net = DiT(image_size=8, channels=1, patch_size=2, size=None, depth=1, hidden=32, heads=2)
+    blk = net.blocks[0]
+    _perturb(blk)
+    with torch.no_grad():  # a modulation large enough that shift, scale and gate differ clearly
+        blk.ada[-1].weight.normal_(0.0, 0.3)
+        blk.ada[-1].bias.normal_(0.0, 0.3)
+    x, c = torch.randn(3, 16, 32), torch.randn(3, 32)
+    with torch.no_grad():
+        out = blk(x, c)
+        ref = _reference_adaln_zero_block(blk, x, c)
+    assert float((out - x).abs().max()) > 0.1  # the block is not the identity here
+    assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5)
+
+
+def test_every_dit_block_is_the_identity_at_initialisation() -> None:
+    torch.manual_seed(0)
+    net = DiT(image_size=8, channels=1, patch_size=2, size=None, depth=2, hidden=32, heads=2, num_classes=3)
+    x, c = torch.randn(2, 16, 32), torch.randn(2, 32)
+    for i, blk in enumerate(net.blocks):
+        assert torch.count_nonzero(blk.ada[-1].weight) == 0 and torch.count_nonzero(blk.ada[-1].bias) == 0, i
+        assert torch.equal(blk(x, c), x), i
+    # and inside the model: the tokens reaching every block tap are the embedded patches
+    seen: list[torch.Tensor] = []
+    hooks = [blk.register_forward_hook(lambda m, args, out: seen.append(out)) for blk in net.blocks]
+    img = torch.randn(2, 1, 8, 8)
+    net(img, torch.rand(2), y=torch.tensor([0, 2]))
+    for h in hooks:
+        h.remove()
+    tokens = net.patch_embed(img).flatten(2).transpose(1, 2) + net.pos
+    assert len(seen) == 2 and all(torch.equal(s, tokens) for s in seen)
+
+
+def test_klvae_kl_term_is_the_analytic_gaussian_kl_per_image_element() -> None:
+    torch.manual_seed(0)
+    vae = KLVAE(channels=1, latent_channels=2, width=8)
+    _perturb(vae)
+    x = torch.rand(3, 1, 8, 8) * 2 - 1
+    beta = 0.25
+    loss, parts = klvae_loss(vae, x, torch.Generator().manual_seed(1), beta=beta, scale_weight=0.0)
+    with torch.no_grad():
+        mean, logvar = vae.encode(x)
+    assert float(logvar.std()) > 0.01 and float(mean.abs().mean()) > 0.01  # a non-trivial posterior
+    q = torch.distributions.Normal(mean, torch.exp(0.5 * logvar))
+    p = torch.distributions.Normal(torch.zeros_like(mean), torch.ones_like(mean))
+    # documented: KL(q(z|x) || N(0, I)) summed over the latent, averaged over the batch, divided by C H W
+    kl = torch.distributions.kl_divergence(q, p).sum(dim=(1, 2, 3)).mean() / x[0].numel()
+    assert torch.allclose(parts["kl"], kl, rtol=1e-5, atol=1e-7)
+    assert torch.allclose(loss, parts["reconstruction"] + beta * kl, rtol=1e-5, atol=1e-7)
+
+
+def test_vae_latent_scale_is_one_over_the_std_of_the_fitted_latents(tmp_path) -> None:
+    from genimage.config import ImageTrainConfig
+    from genimage.training import _train_vae
+
+    cfg = ImageTrainConfig(
+        latent=True, vae_steps=1, vae_width=8, vae_latent_channels=2, batch_size=16, progress=False, warmup_steps=0
+    ).validate()
+    images = torch.rand(32, 1, 8, 8, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    vae, stopped = _train_vae(cfg, images, tmp_path, {})
+    assert stopped is None and vae is not None
+    with torch.no_grad():
+        means = vae.encode(images)[0]
+        latents = vae.to_latent(images)
+    assert float(vae.latent_scale) == pytest.approx(1.0 / float(means.std()), rel=1e-5)
+    assert float(latents.std()) == pytest.approx(1.0, rel=1e-5)
+    assert float(KLVAE.from_pretrained(tmp_path / "vae").latent_scale) == pytest.approx(float(vae.latent_scale))

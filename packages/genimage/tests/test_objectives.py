@@ -1,0 +1,144 @@
+"""The training objectives of :class:`genimage.task.ImageTask` (flow-matching velocity target, VP noise
+target, label dropout for classifier-free guidance) and guidance at sampling, checked against formulas
+written out here, with non-zero models so that a wrong target or a swapped branch changes the numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from genimage.config import ImageTrainConfig
+from genimage.models import DiT
+from genimage.runs import LoadedRun
+from genimage.sampling import generate
+from genimage.task import VP_T_EPS, ImageTask
+
+SEED = 1234
+
+
+class Recorder(torch.nn.Module):
+    """Returns a fixed random tensor plus a linear term in ``x_t`` and records every call's inputs."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.out = torch.randn(shape, generator=torch.Generator().manual_seed(7))
+        self.dummy = torch.nn.Parameter(torch.zeros(()))  # sampling reads the device from the parameters
+        self.calls: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = []
+
+    def forward(self, x, t, y=None):
+        self.calls.append((x.detach().clone(), torch.as_tensor(t).detach().clone(), None if y is None else y.clone()))
+        return self.out[: x.shape[0]] + 0.3 * x
+
+
+def _task(objective: str, label_dropout: float = 0.0, num_classes: int | None = None) -> ImageTask:
+    cfg = ImageTrainConfig(objective=objective, label_dropout=label_dropout).validate()
+    return ImageTask(cfg, torch.nn.Identity(), num_classes)
+
+
+def _draws(task: ImageTask, x1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Generator]:
+    """The task's own draws from ``SEED``: the noise ``x0`` first, then the times (the generator is returned
+    positioned after them)."""
+    g = torch.Generator().manual_seed(SEED)
+    x0 = torch.randn(x1.shape, generator=g)
+    t = task.time_sampler(x1.shape[0], generator=g, dtype=x1.dtype)
+    return x0, t, g
+
+
+def test_flow_loss_regresses_the_velocity_x1_minus_x0_on_the_linear_path() -> None:
+    task = _task("flow")
+    x1 = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    model = Recorder(x1.shape)
+    loss, _ = task.loss(model, (x1,), torch.Generator().manual_seed(SEED))
+    x0, t, _ = _draws(task, x1)
+    tb = t.view(-1, 1, 1, 1)
+    x_t = tb * x1 + (1 - tb) * x0
+    ((seen_x, seen_t, seen_y),) = model.calls
+    assert torch.allclose(seen_t, t) and seen_y is None
+    assert torch.allclose(seen_x, x_t, atol=1e-6)
+    pred = model.out + 0.3 * x_t
+    expected = (pred - (x1 - x0)).square().mean()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    assert float(loss) != pytest.approx(float((pred + (x1 - x0)).square().mean()), rel=1e-2)  # a negated target
+
+
+def test_vp_loss_regresses_the_noise_on_the_vp_path() -> None:
+    task = _task("vp")
+    x1 = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    model = Recorder(x1.shape)
+    loss, _ = task.loss(model, (x1,), torch.Generator().manual_seed(SEED))
+    x0, t, _ = _draws(task, x1)
+    t = t * (1 - VP_T_EPS)
+    # VP schedule (beta_min 0.1, beta_max 20) on diffusion time s = 1 - t, written out
+    s = 1 - t.double()
+    integral = 0.1 * s + 0.5 * (20.0 - 0.1) * s * s
+    alpha = torch.exp(-0.5 * integral).float().view(-1, 1, 1, 1)
+    sigma = torch.sqrt(1 - torch.exp(-integral)).float().view(-1, 1, 1, 1)
+    x_t = alpha * x1 + sigma * x0
+    ((seen_x, seen_t, _),) = model.calls
+    assert torch.allclose(seen_t, t, atol=1e-6)
+    assert torch.allclose(seen_x, x_t, atol=1e-5)
+    pred = model.out + 0.3 * x_t
+    expected = (pred - x0).square().mean()
+    assert float(loss) == pytest.approx(float(expected), rel=1e-4)
+    for wrong in (x1, -x0, (x1 - x0)):  # data or velocity-like targets must not match
+        assert float(loss) != pytest.approx(float((pred - wrong).square().mean()), rel=1e-2)
+
+
+def test_label_dropout_uses_the_null_class_at_rate_p_and_keeps_the_other_labels() -> None:
+    n, classes, p = 4000, 5, 0.3
+    task = _task("flow", label_dropout=p, num_classes=classes)
+    x1 = torch.zeros(n, 1, 1, 1)
+    y = torch.randint(0, classes, (n,), generator=torch.Generator().manual_seed(3))
+    model = Recorder(x1.shape)
+    task.loss(model, (x1, y), torch.Generator().manual_seed(SEED))
+    ((_, _, seen_y),) = model.calls
+    dropped = seen_y == classes  # the null class is index num_classes
+    assert bool(((seen_y >= 0) & (seen_y <= classes)).all())
+    assert torch.equal(seen_y[~dropped], y[~dropped])  # labels not dropped are untouched
+    frac = float(dropped.float().mean())
+    assert abs(frac - p) < 4 * math.sqrt(p * (1 - p) / n), frac
+    # the mask is the task's own third draw: rand(b) < p after the noise and the times
+    _, _, g = _draws(task, x1)
+    assert torch.equal(dropped, torch.rand(n, generator=g) < p)
+
+
+def test_no_label_dropout_when_the_rate_is_zero_nor_at_sampling() -> None:
+    classes = 4
+    y = torch.arange(8) % classes
+    task = _task("flow", label_dropout=0.0, num_classes=classes)
+    model = Recorder((8, 1, 2, 2))
+    task.loss(model, (torch.zeros(8, 1, 2, 2), y), torch.Generator().manual_seed(SEED))
+    assert torch.equal(model.calls[0][2], y)
+    config = {"prediction": "velocity", "objective": "flow", "image_shape": [1, 2, 2], "sample_shape": [1, 2, 2]}
+    run = LoadedRun.from_parts(Recorder((8, 1, 2, 2)), config | {"t_end": 1.0, "num_classes": classes})
+    generate(run, torch.zeros(8, 1, 2, 2), y, nfe=4)
+    assert len(run.model.calls) == 4 and all(torch.equal(c[2], y) for c in run.model.calls)
+
+
+def _perturbed_conditional_dit() -> DiT:
+    torch.manual_seed(0)
+    net = DiT(image_size=8, channels=1, patch_size=2, size=None, depth=1, hidden=32, heads=2, num_classes=3)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return net.eval()
+
+
+@pytest.mark.parametrize("objective", ["flow", "vp"])
+def test_classifier_free_guidance_is_uncond_plus_w_times_cond_minus_uncond(objective: str) -> None:
+    net = _perturbed_conditional_dit()
+    prediction, t_end = ("velocity", 1.0) if objective == "flow" else ("noise", 1 - VP_T_EPS)
+    config = {"prediction": prediction, "objective": objective, "image_shape": [1, 8, 8], "sample_shape": [1, 8, 8]}
+    run = LoadedRun.from_parts(net, config | {"t_end": t_end, "num_classes": 3})
+    x = torch.randn(3, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+    t, y, w = torch.tensor([0.2, 0.5, 0.8]), torch.tensor([0, 1, 2]), 2.5
+    with torch.no_grad():
+        v_cond = run.velocity(x, t, y)
+        v_uncond = run.velocity(x, t, torch.full_like(y, 3))
+        guided = run.velocity(x, t, y, cfg_scale=w)
+    assert float((v_cond - v_uncond).abs().max()) > 1e-3  # the branches differ
+    assert torch.allclose(guided, v_uncond + w * (v_cond - v_uncond), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(guided, v_cond + w * (v_uncond - v_cond), atol=1e-4)  # swapped branches
