@@ -87,3 +87,10 @@ def test_make_and_errors() -> None:
         UniformTime(t_min=0.5, t_max=0.5)
     with pytest.raises(InputError, match="n must"):
         UniformTime()(-1)
+
+
+def test_draws_stay_below_one_in_the_output_dtype() -> None:
+    # Beta(1, 0.1) puts 18 % of its float64 draws within float32's last step below 1, which rounded to 1.0
+    t = make_time_sampler("beta", a=1.0, b=0.1)(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
+    below_one = torch.nextafter(torch.tensor(1.0), torch.tensor(0.0))
+    assert float(t.max()) < 1.0 and float((t == below_one).float().mean()) > 0.1

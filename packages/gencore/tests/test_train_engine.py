@@ -187,6 +187,21 @@ def test_nan_stop_raises_naming_the_step(tmp_path: Path) -> None:
     assert find_checkpoints(tmp_path / "checkpoints") == []
 
 
+def test_resuming_with_more_steps_follows_the_new_schedule_from_its_first_step(tmp_path: Path) -> None:
+    # the optimiser's saved lr was the old schedule's: extending a finished cosine run spent a step at lr 0
+    def lrs(out: Path) -> dict[int, float]:
+        return {r["step"]: r["lr"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines())}
+
+    full = tmp_path / "full"
+    _run(_cfg(full, steps=8, schedule="cosine"))
+    part = tmp_path / "part"
+    _run(_cfg(part, steps=4, schedule="cosine", checkpoint_every=4))
+    _run(_cfg(part, steps=8, schedule="cosine", resume="auto"))
+    want, got = lrs(full), lrs(part)
+    assert [got[k] for k in range(5, 9)] == pytest.approx([want[k] for k in range(5, 9)], rel=1e-12)
+    assert got[5] > 0.5 * want[4]
+
+
 def test_metrics_and_final_checkpoint(tmp_path: Path) -> None:
     res = _run(_cfg(tmp_path, steps=4, log_every=2))
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

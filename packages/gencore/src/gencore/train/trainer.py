@@ -297,6 +297,12 @@ class Trainer:
             else:
                 opt.load_state_dict(loaded.groups["optimizer"])
             sched.load_state_dict(loaded.groups["scheduler"])
+            # the saved learning rates are the old schedule's: a resumed run with other steps, warm-up or lr
+            # follows its own (an unchanged config gives the same numbers, LambdaLR's own expression)
+            sched.base_lrs = [cfg.lr] * len(opt.param_groups)
+            for group in opt.param_groups:
+                group["initial_lr"] = cfg.lr
+                group["lr"] = cfg.lr * cfg.lr_factor(sched.last_epoch)
             rng = loaded.groups.get(f"rng-rank{info.rank}")
             if rng is not None:
                 ckpt.restore_rng_state(rng["global"])
