@@ -48,13 +48,17 @@ def test_two_processes_equal_one_with_the_same_global_batch(tmp_path: Path) -> N
         "checkpoint_every": 3,
     }
     task = {"noise": 0.0, "dropout": 0.0}
-    one = worker(cfg | {"out_dir": str(tmp_path / "one")}, task, 64)
-    two = launch(worker, cfg | {"out_dir": str(tmp_path / "two"), "grad_accum_steps": 2}, task, 64, nproc=2)
+    one = worker(cfg | {"out_dir": str(tmp_path / "a")}, task, 64)
+    two = launch(worker, cfg | {"out_dir": str(tmp_path / "b"), "grad_accum_steps": 2}, task, 64, nproc=2)
     assert sorted(two) == [0, 1]
     for k, v in one.items():
         torch.testing.assert_close(two[0][k], v, rtol=0, atol=1e-6)
         assert torch.equal(two[0][k], two[1][k])  # DDP keeps the ranks identical
-    ck = find_checkpoints(tmp_path / "two" / "checkpoints")
+    # the logged task metrics are global too (they were rank 0's own before)
+    logs = [[json.loads(line) for line in (tmp_path / k / "metrics.jsonl").read_text().splitlines()] for k in "ab"]
+    for a, b in zip(*logs, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-5) and b["mse"] == pytest.approx(a["mse"], rel=1e-5)
+    ck = find_checkpoints(tmp_path / "b" / "checkpoints")
     assert [p.name for p in ck] == ["step-000000006", "step-000000003"]
     assert {"rng-rank0.safetensors", "rng-rank1.safetensors"} <= {p.name for p in ck[0].iterdir()}
 

@@ -412,7 +412,13 @@ class Trainer:
                 result.step, result.last_loss = done, mean_loss
                 steps_since += 1
                 bar.update(1)
-                if done % cfg.log_every == 0 or done == cfg.steps or not finite:
+                if done % cfg.log_every == 0 or done == cfg.steps or not finite:  # the same on every rank
+                    task_metrics = {k: v for k, v in metric_acc.items() if k not in ("step", "loss", "lr")}
+                    if info.distributed and task_metrics:  # averaged over ranks, as the loss is
+                        keys = sorted(task_metrics)
+                        local = torch.stack([torch.as_tensor(task_metrics[k], dtype=torch.float32) for k in keys])
+                        total = all_reduce_sum(local.to(info.device), info) / info.world_size
+                        task_metrics = dict(zip(keys, total.tolist()))
                     now = time.perf_counter()
                     rate = cfg.global_batch_size * steps_since / max(now - t_last, 1e-9)
                     t_last, steps_since = now, 0
@@ -424,7 +430,7 @@ class Trainer:
                         "samples_per_s": rate,
                         "peak_memory_mb": peak_memory_mb(info.device),
                         "skipped": not finite,
-                        **metrics_to_floats({k: v for k, v in metric_acc.items() if k not in ("step", "loss", "lr")}),
+                        **metrics_to_floats(task_metrics),
                     }
                     logger.log(record)
                     bar.set_postfix(loss=f"{mean_loss:.4g}", sps=f"{rate:.0f}")
