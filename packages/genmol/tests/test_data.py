@@ -4,11 +4,12 @@ import importlib.util
 
 import pytest
 import torch
+from rdkit import Chem
 from torch_geometric.data import Batch
 from torch_geometric.utils import from_smiles
 
 from gencore.errors import InputError
-from genmol.chem.featurize import featurize_smiles
+from genmol.chem.featurize import featurize_mols, featurize_smiles
 from genmol.chem.molecule import Molecule
 from genmol.data.conformers import generate_conformers
 from genmol.data.smiles_sets import nci_5k
@@ -40,6 +41,12 @@ def test_featurize_policy():
     assert batch.num_graphs == 2 and report.bad[0].index == 1
     with pytest.raises(InputError, match="record 1"):
         featurize_smiles(["CCO", "C(("], on_error="raise")
+    # a square-planar Pt is SP2D, which from_smiles has no feature for (it raises): skipped, never a -1 column
+    platin = "Cl[Pt@SP1](Cl)([NH3])[NH3]"
+    batch, report = featurize_smiles(["CC", platin])
+    assert batch.num_graphs == 1 and bool((batch.x >= 0).all()) and "SP2D" in report.bad[0].reason
+    with pytest.raises(InputError, match="molecule 0: hybridization SP2D"):
+        featurize_mols([Chem.MolFromSmiles(platin)])
 
 
 def test_nci_sample_reads_with_a_summary():

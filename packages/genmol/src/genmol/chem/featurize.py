@@ -59,13 +59,41 @@ def _tables() -> dict[str, np.ndarray]:
 
 
 def featurize_mols(mols: Sequence[Chem.Mol]):
-    """One ``torch_geometric.data.Batch`` of ``from_smiles`` features for RDKit molecules."""
+    """One ``torch_geometric.data.Batch`` of ``from_smiles`` features for RDKit molecules.
+
+    A molecule with a value ``from_smiles`` has no feature for (it raises there; RDKit's ``SP2D``
+    hybridisation of a square-planar metal, say) is an :class:`~gencore.errors.InputError` naming it.
+    """
+    from gencore.errors import InputError
+
+    batch, bad = _featurize(mols)
+    if bad:
+        raise InputError(f"molecule {bad[0]}: {_unsupported(mols[bad[0]])}.")
+    return batch
+
+
+def _unsupported(mol: Chem.Mol) -> str:
+    t = _tables()
+    for what, table, values in (
+        ("chirality", t["chirality"], [a.GetChiralTag() for a in mol.GetAtoms()]),
+        ("hybridization", t["hybridization"], [a.GetHybridization() for a in mol.GetAtoms()]),
+        ("bond type", t["bond_type"], [b.GetBondType() for b in mol.GetBonds()]),
+        ("bond stereo", t["stereo"], [b.GetStereo() for b in mol.GetBonds()]),
+    ):
+        for v in values:
+            if table[int(v)] < 0:
+                return f"{what} {v} has no torch_geometric from_smiles feature"
+    return "a feature outside torch_geometric's from_smiles lists"
+
+
+def _featurize(mols: Sequence[Chem.Mol]):
+    """``(Batch, indices of the molecules with a value from_smiles has no feature for)``."""
     from torch_geometric.data import Batch
 
     t = _tables()
     z, chi, deg, chg, nh, rad, hyb, aro, ring = ([] for _ in range(9))
     src, dst, btype, bstereo, bconj = ([] for _ in range(5))
-    counts = []
+    counts, bond_counts = [], []
     offset = 0
     for mol in mols:
         atoms = mol.GetAtoms()
@@ -87,6 +115,7 @@ def featurize_mols(mols: Sequence[Chem.Mol]):
             bconj.append(b.GetIsConjugated())
         n = mol.GetNumAtoms()
         counts.append(n)
+        bond_counts.append(mol.GetNumBonds())
         offset += n
     x = np.stack(
         [
@@ -123,7 +152,9 @@ def featurize_mols(mols: Sequence[Chem.Mol]):
         ptr=torch.cat([torch.zeros(1, dtype=torch.long), counts_t.cumsum(0)]),
     )
     batch._num_graphs = len(counts)
-    return batch
+    bad_atom = np.repeat(np.arange(len(counts)), counts)[(x[:, [1, 6]] < 0).any(1)]
+    bad_bond = np.repeat(np.arange(len(counts)), bond_counts)[(attr[:, :2] < 0).any(1)]
+    return batch, sorted({int(k) for k in np.concatenate([bad_atom, bad_bond])})
 
 
 def featurize_smiles(smiles: Sequence[str], *, on_error: str = "skip"):
@@ -131,7 +162,7 @@ def featurize_smiles(smiles: Sequence[str], *, on_error: str = "skip"):
     from gencore.errors import InputError
 
     check_policy(on_error)
-    mols, report = [], ReadReport("<smiles>")
+    mols, index, report = [], [], ReadReport("<smiles>")
     for k, smi in enumerate(smiles):
         with rdkit_messages() as messages:
             mol = Chem.MolFromSmiles(smi)
@@ -142,5 +173,16 @@ def featurize_smiles(smiles: Sequence[str], *, on_error: str = "skip"):
             report.bad.append(bad)
             continue
         mols.append(mol)
+        index.append(k)
         report.n_read += 1
-    return featurize_mols(mols), report
+    batch, bad = _featurize(mols)
+    if bad:  # from_smiles has no feature for a value (rare): per the policy, as an unparsable SMILES
+        for b in bad:
+            record = BadRecord(index[b], index[b] + 1, _unsupported(mols[b]), "<smiles>")
+            if on_error == "raise":
+                raise InputError(f"{record}.")
+            report.bad.append(record)
+        report.bad.sort(key=lambda r: r.index)
+        report.n_read -= len(bad)
+        batch = _featurize([m for k, m in enumerate(mols) if k not in set(bad)])[0]
+    return batch, report
