@@ -7,7 +7,11 @@ indices ``perm[r::W]`` and cuts them into consecutive micro-batches of ``b`` sam
 therefore ``perm[k W b : (k + 1) W b]``: the same samples a single process would take with
 micro-batches of ``W b``, which is what makes a W-process run equal a 1-process run with the
 same global batch. The position is ``(epoch, micro)``: the number of micro-batches this rank
-has consumed in the current epoch; resuming skips exactly those.
+has consumed in the current epoch; resuming skips exactly those. A dataset whose ``__getitem__``
+draws random numbers (augmentation) resumes exactly with ``num_workers=0`` (the draws come from the
+restored global RNG); with workers, each worker's stream restarts from its (seed, rank, epoch) base
+at the resume position, so the augmentations after a resume differ from the uninterrupted run's.
+Derive such randomness from the sample index and epoch where an exact resume matters.
 
 Iterable (streaming) datasets shard themselves: inside ``__iter__`` they call
 :func:`data_shard` to learn their shard ``(index, count)`` over every (rank, DataLoader
