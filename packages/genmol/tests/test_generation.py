@@ -119,3 +119,183 @@ def test_harmonic_training_noise_follows_the_bond_graph():
     far = (x[:, 0] - x[:, 2]).pow(2).mean().item()
     assert abs(near - 0.5) < 0.02 and abs(far - 1.0) < 0.04  # standard errors 0.003 and 0.006
     assert prior_transform("gaussian", bonds, mask, 2.0) is None
+
+
+# --- the training loss on a fixed draw, against a hand computation ------------------------------------------------
+
+
+def _loss_batch(b=6, n=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.ones(b, n)
+    mask[0, 3:] = 0
+    mask[2, 4:] = 0
+    tokens = torch.randint(len(VOCAB), (b, n), generator=g) * mask.long()
+    coords = torch.randn(b, n, 3, generator=g) * 1.5 * mask[..., None]
+    bonds = torch.zeros(b, n, n, dtype=torch.long)
+    v = torch.randn(b, n, 3, generator=g)  # what the fake network answers
+    logits = torch.randn(b, n, len(VOCAB), generator=g)
+    return (tokens, coords, mask, bonds), v, logits
+
+
+def _expected_draws(strategy, tokens, coords, mask, seed):
+    """The task's random draws replayed from a generator with the same seed: rotation, noise, pairing, time,
+    then the token corruption at the same time (keep a token with probability alpha_t = t; t = 1 is data)."""
+    from genmol.generation.strategies import pair
+    from genmol.se3 import centered_noise, random_rotations
+
+    g = torch.Generator().manual_seed(seed)
+    b = tokens.shape[0]
+    x1 = coords @ random_rotations(b, generator=g).transpose(1, 2)
+    x0 = centered_noise(x1.shape, mask, generator=g, dtype=x1.dtype)
+    x0, x1 = pair(strategy, x0, x1, mask)
+    t = torch.rand(b, generator=g)
+    keep = torch.rand(tokens.shape, generator=g) < t[:, None]
+    noisy = torch.where(keep, tokens, torch.full_like(tokens, len(VOCAB))) * mask.long()
+    x_t = (t[:, None, None] * x1 + (1 - t[:, None, None]) * x0) * mask[..., None]
+    return x0, x1, t, x_t, noisy
+
+
+@pytest.mark.parametrize("strategy", ["com", "kabsch", "quotient", "quotient-aligned"])
+def test_task_loss_matches_a_hand_computation_on_a_fixed_draw(strategy):
+    """Coordinates: the strategy's own error (quotient: |P_h(x_t)(v - u)|^2 with the projection at x_t;
+    com/kabsch: the centred error), per atom, averaged over molecules. Tokens: cross-entropy over the masked
+    real positions only, weighted by token_weight; the tokens are corrupted at the coordinates' time."""
+    from genmol.generation.flow import MoleculeFlowTask
+    from genmol.se3 import center, horizontal_projection
+
+    batch, v, logits = _loss_batch()
+    tokens, coords, mask, _ = batch
+    seen = {}
+
+    def fake(x_t, t, *, tokens, mask):
+        seen.update(x_t=x_t, t=t, tokens=tokens)
+        return v, logits
+
+    task = MoleculeFlowTask(GenConfig(hidden=8, layers=1, strategy=strategy, token_weight=0.7), VOCAB)
+    loss, metrics = task.loss(fake, batch, torch.Generator().manual_seed(5))
+    x0, x1, t, x_t, noisy = _expected_draws(strategy, tokens, coords, mask, seed=5)
+    torch.testing.assert_close(seen["t"], t)
+    torch.testing.assert_close(seen["x_t"], x_t, atol=1e-5, rtol=0)
+    assert torch.equal(seen["tokens"].argmax(-1), noisy)  # corrupted at the coordinates' t, padding token 0
+    assert 0 < int(((noisy == len(VOCAB)) & mask.bool()).sum()) < int(mask.sum())  # some masked, some kept
+
+    diff = (v - (x1 - x0)) * mask[..., None]
+    if strategy in ("quotient", "quotient-aligned"):
+        diff = horizontal_projection(x_t, diff, mask)
+    else:
+        diff = center(diff, mask)
+    coord = (diff.pow(2).sum((1, 2)) / mask.sum(1)).mean()
+    masked = (noisy == len(VOCAB)) & mask.bool()
+    logp = torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0]
+    tok = -(logp * masked).sum() / masked.sum()
+    torch.testing.assert_close(metrics["coord"], coord, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(metrics["token_ce"], tok, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(loss, coord + 0.7 * tok, atol=1e-5, rtol=1e-5)
+
+
+def test_task_corrupts_tokens_like_the_time_says():
+    """t near 0 is noise (almost every token masked), t near 1 is data (almost none)."""
+    from genmol.generation.flow import MoleculeFlowTask
+
+    b, n = 400, 6
+    tokens = torch.randint(len(VOCAB), (b, n), generator=torch.Generator().manual_seed(0))
+    batch = (tokens, torch.randn(b, n, 3), torch.ones(b, n), torch.zeros(b, n, n, dtype=torch.long))
+    seen = {}
+
+    def fake(x_t, t, *, tokens, mask):
+        seen.update(t=t, tokens=tokens)
+        return torch.zeros_like(x_t), torch.zeros(*x_t.shape[:2], len(VOCAB))
+
+    task = MoleculeFlowTask(GenConfig(hidden=8, layers=1), VOCAB)
+    task.loss(fake, batch, torch.Generator().manual_seed(1))
+    frac = (seen["tokens"].argmax(-1) == len(VOCAB)).float().mean(1)
+    early, late = seen["t"] < 0.2, seen["t"] > 0.8
+    assert frac[early].mean() > 0.8 and frac[late].mean() < 0.2
+
+
+# --- the joint sampler with an oracle network ---------------------------------------------------------------------
+
+TARGET = torch.tensor([[0.0, 0.0, 0.0], [1.1, 0.0, 0.0], [-0.4, 1.0, 0.1], [-0.3, -0.5, 0.9], [0.2, -0.6, -1.2]])
+TARGET_TOKENS = torch.tensor([1, 0, 0, 0, 2])  # C H H H O
+
+
+class Oracle(torch.nn.Module):
+    """The exact velocity towards the nearest rotation of a fixed molecule, ``(x1 - x) / (1 - t)``, plus motion the
+    sampler must drop (a translation; for the quotient strategies also an infinitesimal rotation), and confident
+    logits of the molecule's tokens. Records what it is called with."""
+
+    def __init__(self, strategy):
+        super().__init__()
+        self.p = torch.nn.Parameter(torch.zeros(1))
+        self.vertical = strategy in ("quotient", "quotient-aligned")
+        self.calls = []
+
+    def forward(self, x, t, *, tokens, mask, edges=None):
+        from genmol.metrics.rmsd import kabsch_align
+        from genmol.se3 import center
+
+        b, n, _ = x.shape
+        x1 = kabsch_align(center(TARGET[None, :n].expand(b, n, 3) * mask[..., None], mask), x, mask)
+        v = (x1 - x) / (1.0 - t[:, None, None])
+        junk = torch.tensor([0.3, -0.2, 0.5])
+        if self.vertical:
+            junk = junk + torch.linalg.cross(torch.tensor([1.0, -2.0, 0.5]).expand_as(x), center(x, mask), dim=-1)
+        v = (v + junk) * mask[..., None]
+        logits = torch.full((b, n, len(VOCAB)), -30.0)
+        logits.scatter_(2, TARGET_TOKENS[None, :n, None].expand(b, n, 1), 30.0)
+        self.calls.append({"x": x.clone(), "t": t.clone(), "v": v, "tokens": tokens.argmax(-1), "mask": mask})
+        return v, logits
+
+
+@pytest.mark.parametrize("strategy", ["com", "kabsch", "quotient", "quotient-aligned"])
+def test_sample_joint_with_an_oracle_reaches_the_molecule(strategy):
+    from genmol.metrics.rmsd import kabsch_rmsd
+    from genmol.se3 import center
+
+    steps = 20
+    oracle = Oracle(strategy)
+    mols = sample_joint(
+        oracle, VOCAB, [5] * 8, strategy=strategy, steps=steps, generator=torch.Generator().manual_seed(0)
+    )
+    xs = torch.tensor(np.stack([m.coordinates for m in mols]))
+    assert kabsch_rmsd(xs, center(TARGET[None].double()).expand(8, 5, 3)).max() < 1e-3
+    assert all(m.atomic_numbers.tolist() == [6, 1, 1, 1, 8] for m in mols)
+    # the model is called at t_k on the step from t_k to t_{k+1}: 0, 1/steps, ..., 1 - 1/steps
+    times = torch.stack([c["t"][0] for c in oracle.calls])
+    torch.testing.assert_close(times, torch.arange(steps, dtype=times.dtype) / steps)
+
+
+@pytest.mark.parametrize("strategy", ["com", "quotient"])
+def test_sample_joint_steps_along_the_projected_velocity(strategy):
+    """Each Euler step moves by dt times the CoM-free velocity (quotient: its horizontal part at x_k)."""
+    from genmol.se3 import center, horizontal_projection
+
+    steps = 10
+    oracle = Oracle(strategy)
+    sample_joint(oracle, VOCAB, [5, 4, 3], strategy=strategy, steps=steps, generator=torch.Generator().manual_seed(1))
+    for a, b in zip(oracle.calls, oracle.calls[1:], strict=False):
+        mask = a["mask"]
+        assert (b["x"] * mask[..., None]).sum(1).abs().max() < 1e-5  # the samples stay centred
+        d = horizontal_projection(a["x"], a["v"], mask) if strategy == "quotient" else center(a["v"], mask)
+        torch.testing.assert_close(b["x"], (a["x"] + d / steps) * mask[..., None], atol=1e-5, rtol=1e-5)
+
+
+def test_sample_joint_unmasks_the_right_fraction_per_step():
+    """With the linear schedule the masked fraction at the model's call at t_k is about 1 - t_k."""
+    steps, count = 10, 200
+    oracle = Oracle("com")
+    sample_joint(oracle, VOCAB, [5] * count, strategy="com", steps=steps, generator=torch.Generator().manual_seed(2))
+    for k in (0, 2, 5, 8):
+        frac = (oracle.calls[k]["tokens"] == len(VOCAB)).float().mean().item()
+        expected = 1.0 - k / steps
+        assert abs(frac - expected) <= 4 * max(expected * (1 - expected) / (5 * count), 1e-12) ** 0.5 + 1e-9, (k, frac)
+
+
+def test_draw_sizes_follows_the_histogram_counts():
+    histogram = {3: 1, 5: 3, 9: 6}
+    n = 20_000
+    sizes = np.asarray(draw_sizes(histogram, n, torch.Generator().manual_seed(0)))
+    total = sum(histogram.values())
+    for size, count in histogram.items():
+        p = count / total
+        assert abs((sizes == size).mean() - p) < 4 * (p * (1 - p) / n) ** 0.5, size

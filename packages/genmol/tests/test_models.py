@@ -101,3 +101,54 @@ def test_e3nn_backbone_output_does_not_depend_on_padding():
     alone_v, alone_logits = model(x[:1, :5], t[:1], tokens=tok[:1, :5], mask=mask[:1, :5], edges=e[:1, :5, :5])
     torch.testing.assert_close(v[:1, :5], alone_v, atol=1e-10, rtol=0)
     torch.testing.assert_close(logits[:1, :5], alone_logits, atol=1e-10, rtol=0)
+
+
+def _egnn_inputs_f64(edges=0):
+    x, t, tok, mask, e = inputs(edges=edges)  # molecule 0 has 5 real atoms of 7
+    return x.double(), t.double(), tok.double(), mask.double(), None if e is None else e.double()
+
+
+@pytest.mark.parametrize("edges", [0, 5])
+def test_egnn_output_does_not_depend_on_padding(edges):
+    """A molecule's velocity and logits are the same alone and padded into a batch with larger molecules
+    (the coordinate update must be normalised by the molecule's own neighbour count, not the padded width)."""
+    torch.manual_seed(0)
+    model = EGNN(6, 5, hidden=16, layers=2, edge_features=edges).double()
+    x, t, tok, mask, e = _egnn_inputs_f64(edges)
+    v, logits = model(x, t, tokens=tok, mask=mask, edges=e)
+    alone_e = None if e is None else e[:1, :5, :5]
+    alone_v, alone_logits = model(x[:1, :5], t[:1], tokens=tok[:1, :5], mask=mask[:1, :5], edges=alone_e)
+    assert alone_v.abs().max() > 1e-6  # the check is not vacuous
+    torch.testing.assert_close(v[:1, :5], alone_v, atol=1e-12, rtol=0)
+    torch.testing.assert_close(logits[:1, :5], alone_logits, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("edges", [0, 5])
+def test_egnn_is_e3_equivariant_including_reflections(edges):
+    """Rotation + reflection + translation: the velocity turns with the frame, the logits do not change."""
+    torch.manual_seed(0)
+    model = EGNN(6, 5, hidden=16, layers=2, edge_features=edges).double()
+    x, t, tok, mask, e = _egnn_inputs_f64(edges)
+    rot = random_rotations(3, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    q = rot @ torch.diag(torch.tensor([-1.0, 1.0, 1.0], dtype=torch.float64))  # improper: det -1
+    assert torch.allclose(torch.linalg.det(q), -torch.ones(3, dtype=torch.float64))
+    shift = torch.randn(3, 1, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    v, logits = model(x, t, tokens=tok, mask=mask, edges=e)
+    v2, logits2 = model((x @ q.transpose(1, 2) + shift) * mask[..., None], t, tokens=tok, mask=mask, edges=e)
+    assert v.abs().max() > 1e-6
+    torch.testing.assert_close(v2, v @ q.transpose(1, 2), atol=1e-10, rtol=0)
+    torch.testing.assert_close(logits2, logits, atol=1e-10, rtol=0)
+
+
+@pytest.mark.parametrize("edges", [0, 5])
+def test_egnn_is_permutation_equivariant(edges):
+    torch.manual_seed(0)
+    model = EGNN(6, 5, hidden=16, layers=2, edge_features=edges).double()
+    x, t, tok, mask, e = _egnn_inputs_f64(edges)
+    perm = torch.tensor([3, 0, 4, 1, 2, 6, 5])  # molecule 0's padding (atoms 5, 6) stays padding
+    v, logits = model(x, t, tokens=tok, mask=mask, edges=e)
+    pe = None if e is None else e[:, perm][:, :, perm]
+    v2, logits2 = model(x[:, perm], t, tokens=tok[:, perm], mask=mask[:, perm], edges=pe)
+    torch.testing.assert_close(v2, v[:, perm], atol=1e-12, rtol=0)
+    real = mask[:, perm, None].bool()
+    torch.testing.assert_close(logits2 * real, logits[:, perm] * real, atol=1e-12, rtol=0)

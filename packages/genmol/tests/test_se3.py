@@ -300,3 +300,36 @@ def test_centered_noise_is_drawn_in_the_requested_dtype():
     mean = (eps * mask[..., None]).sum(1, keepdim=True) / mask.sum(1)[:, None, None]
     torch.testing.assert_close(x, (eps - mean) * mask[..., None], rtol=0, atol=1e-15)
     assert torch.randn(1).dtype == centered_noise((1, 1, 3), torch.ones(1, 1)).dtype  # default: torch's dtype
+
+
+def test_kabsch_never_reflects_a_mirror_image_conformer():
+    """A chiral cloud against its mirror image: the best improper alignment would be exact, the best proper
+    rotation is not. The rotation returned is proper, kabsch_align applies it, and its residual is kabsch_rmsd."""
+    from genmol.metrics.rmsd import kabsch_align, kabsch_rmsd, kabsch_rotation
+
+    x = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 3.0], [0.4, 0.3, 0.2]], dtype=D)
+    g = torch.Generator().manual_seed(0)
+    rot = random_rotations(1, generator=g, dtype=D)[0]
+    mirror = (x * torch.tensor([-1.0, 1.0, 1.0], dtype=D)) @ rot.T + torch.tensor([0.5, -1.0, 2.0], dtype=D)
+    r = kabsch_rotation(x, mirror)
+    torch.testing.assert_close(torch.linalg.det(r), torch.tensor(1.0, dtype=D), atol=1e-12, rtol=0)
+    torch.testing.assert_close(r @ r.T, torch.eye(3, dtype=D), atol=1e-12, rtol=0)
+    rmsd = kabsch_rmsd(x, mirror)
+    assert rmsd > 0.1
+    aligned = kabsch_align(x, mirror)
+    residual = ((aligned - mirror).pow(2).sum(-1).mean()).sqrt()
+    torch.testing.assert_close(residual, rmsd, atol=1e-10, rtol=0)
+    # no proper rotation does better (brute force over many rotations)
+    rs = random_rotations(20_000, generator=g, dtype=D)
+    xc, mc = x - x.mean(0), mirror - mirror.mean(0)
+    best = ((xc @ rs.transpose(1, 2) - mc).pow(2).sum(-1).mean(-1)).sqrt().min()
+    assert rmsd <= best + 1e-12
+    # batched and padded: the same for each molecule
+    xb = torch.zeros(2, 6, 3, dtype=D)
+    yb = torch.zeros(2, 6, 3, dtype=D)
+    xb[:, :5], yb[:, :5] = x, mirror
+    mask = torch.ones(2, 6, dtype=D)
+    mask[:, 5] = 0
+    rb = kabsch_rotation(xb, yb, mask)
+    torch.testing.assert_close(torch.linalg.det(rb), torch.ones(2, dtype=D), atol=1e-12, rtol=0)
+    torch.testing.assert_close(kabsch_rmsd(xb, yb, mask), rmsd.expand(2), atol=1e-10, rtol=0)
