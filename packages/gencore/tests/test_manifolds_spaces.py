@@ -229,17 +229,19 @@ def test_so3_log_exp_small_and_large_angles(angle):
     assert torch.allclose(r, torch.linalg.matrix_exp(hat(w)), atol=1e-12)
 
 
-def test_ball_wrapped_normal_base_density_is_normalised():
-    """Quadrature of exp(base_log_prob) against the Riemannian volume lambda_x^2 dx over the disk."""
-    ball = PoincareBall(2, c=1.0, base_std=0.7)
-    n = 800
+def _ball_mass(ball: PoincareBall, log_prob, n: int = 800) -> float:
+    """Quadrature of ``exp(log_prob)`` against the Riemannian volume ``lambda_x^2 dx`` over the unit disk."""
     r = (torch.arange(n, dtype=torch.float64) + 0.5) / n * (1 - 1e-9)
     th = (torch.arange(n, dtype=torch.float64) + 0.5) / n * 2 * math.pi
     rr, tt = torch.meshgrid(r, th, indexing="ij")
     pts = torch.stack([rr * torch.cos(tt), rr * torch.sin(tt)], -1).reshape(-1, 2)
-    dens = torch.exp(ball.base_log_prob(pts)) * ball.lambda_x(pts, keepdim=False).square()
-    total = (dens * rr.reshape(-1)).sum() * (1 / n) * (2 * math.pi / n)
-    assert abs(float(total) - 1) < 1e-3
+    dens = torch.exp(log_prob(pts)) * ball.lambda_x(pts, keepdim=False).square()
+    return float((dens * rr.reshape(-1)).sum() * (1 / n) * (2 * math.pi / n))
+
+
+def test_ball_wrapped_normal_base_density_is_normalised():
+    ball = PoincareBall(2, c=1.0, base_std=0.7)
+    assert abs(_ball_mass(ball, ball.base_log_prob) - 1) < 1e-3
 
 
 def test_lorentz_float32_log_matches_float64_far_from_the_origin():
@@ -294,13 +296,7 @@ def test_wrapped_normal_mixture_density_is_normalised_on_the_ball_and_refused_wh
     ball = PoincareBall(2, c=1.0)
     means = torch.tensor([[0.3, -0.2], [-0.5, 0.4]], dtype=torch.float64)
     mix = WrappedNormalMixture(ball, means, stds=[0.4, 0.6], weights=[0.3, 0.7])
-    n = 800
-    r = (torch.arange(n, dtype=torch.float64) + 0.5) / n * (1 - 1e-9)
-    th = (torch.arange(n, dtype=torch.float64) + 0.5) / n * 2 * math.pi
-    rr, tt = torch.meshgrid(r, th, indexing="ij")
-    pts = torch.stack([rr * torch.cos(tt), rr * torch.sin(tt)], -1).reshape(-1, 2)
-    dens = torch.exp(mix.log_prob(pts)) * ball.lambda_x(pts, keepdim=False).square()
-    assert abs(float((dens * rr.reshape(-1)).sum() * (1 / n) * (2 * math.pi / n)) - 1) < 2e-3
+    assert abs(_ball_mass(ball, mix.log_prob) - 1) < 2e-3
     # nearest-image density on the torus (it would need every 2 pi shift) and a truncated one on the sphere
     for m, mu in ((Torus(2), torch.zeros(1, 2)), (Sphere(2), torch.tensor([[0.0, 0.0, 1.0]]))):
         with pytest.raises(ConfigError, match="simply connected flat or hyperbolic"):

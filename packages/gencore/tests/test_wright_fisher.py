@@ -231,42 +231,34 @@ class PriorDenoiser(nn.Module):
 JOINT = torch.tensor([[0.30, 0.05, 0.05], [0.02, 0.25, 0.03], [0.10, 0.05, 0.15]], dtype=torch.float64)
 
 
+def _exact_denoiser_bound(proc, seed: int, reps: int = 150):
+    """Per-sequence mean and standard error of the Monte Carlo bound with the exact pair denoiser, the exact
+    NLL (nats per position), and the JOINT-weighted gap with its standard error."""
+    seqs = torch.cartesian_prod(torch.arange(3), torch.arange(3))
+    x0 = seqs.repeat_interleave(reps, 0)
+    g = torch.Generator().manual_seed(seed)
+    bound = proc.nll_bound(ExactPairDenoiser(JOINT), x0, n_time=32, generator=g).double().reshape(9, reps)
+    exact = -JOINT.flatten().log() / 2
+    mean, se = bound.mean(1), bound.std(1) / math.sqrt(reps)
+    weights = JOINT.flatten()
+    gap, gap_se = float((weights * (mean - exact)).sum()), float((weights**2 * se**2).sum().sqrt())
+    return mean, se, exact, gap, gap_se
+
+
 @pytest.mark.parametrize("cls", PROCESSES)
 def test_bound_with_exact_denoiser_is_above_and_close_to_exact_nll(cls):
-    proc = cls(3)
-    model = ExactPairDenoiser(JOINT)
-    g = torch.Generator().manual_seed(8)
-    seqs = torch.cartesian_prod(torch.arange(3), torch.arange(3))
-    reps = 150
-    x0 = seqs.repeat_interleave(reps, 0)
-    bound = proc.nll_bound(model, x0, n_time=32, generator=g).double().reshape(9, reps)
-    exact = -JOINT.flatten().log() / 2  # nats per position
-    mean, se = bound.mean(1), bound.std(1) / math.sqrt(reps)
+    mean, se, exact, gap, gap_se = _exact_denoiser_bound(cls(3), seed=8)
     assert bool((mean > exact - 4 * se).all()), (mean, exact)
     # with the exact posterior the model's reverse process is the true one, so the expected bound
     # equals the exact NLL up to the (tiny) prior and decoder slack
-    weights = JOINT.flatten()
-    gap = float((weights * (mean - exact)).sum())
-    gap_se = float((weights**2 * se**2).sum().sqrt())
     assert -4 * gap_se < gap < 0.005 + 4 * gap_se, (gap, gap_se)
 
 
 @pytest.mark.parametrize("cls", PROCESSES)
 def test_bound_with_exact_denoiser_is_tight_for_a_non_uniform_stationary_law(cls):
     """As above with ``pi = PI3``: the bound stays tight per sequence, so no uniform-``pi`` shortcut hides."""
-    proc = cls(3, stationary=PI3)
-    model = ExactPairDenoiser(JOINT)
-    g = torch.Generator().manual_seed(13)
-    seqs = torch.cartesian_prod(torch.arange(3), torch.arange(3))
-    reps = 150
-    x0 = seqs.repeat_interleave(reps, 0)
-    bound = proc.nll_bound(model, x0, n_time=32, generator=g).double().reshape(9, reps)
-    exact = -JOINT.flatten().log() / 2  # nats per position
-    mean, se = bound.mean(1), bound.std(1) / math.sqrt(reps)
+    mean, se, exact, gap, gap_se = _exact_denoiser_bound(cls(3, stationary=PI3), seed=13)
     assert bool(((mean - exact).abs() < 0.005 + 4 * se).all()), (mean - exact, se)
-    weights = JOINT.flatten()
-    gap = float((weights * (mean - exact)).sum())
-    gap_se = float((weights**2 * se**2).sum().sqrt())
     assert -4 * gap_se < gap < 0.005 + 4 * gap_se, (gap, gap_se)
 
 

@@ -46,12 +46,18 @@ def _draws(task: ImageTask, x1: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return x0, t, g
 
 
-def test_flow_loss_regresses_the_velocity_x1_minus_x0_on_the_linear_path() -> None:
-    task = _task("flow")
+def _one_loss(objective: str):
+    """``(x1, recording model, loss, x0, t)`` of one loss of the task on a fixed batch, its draws replayed."""
+    task = _task(objective)
     x1 = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(0)) * 2 - 1
     model = Recorder(x1.shape)
     loss, _ = task.loss(model, (x1,), torch.Generator().manual_seed(SEED))
     x0, t, _ = _draws(task, x1)
+    return x1, model, loss, x0, t
+
+
+def test_flow_loss_regresses_the_velocity_x1_minus_x0_on_the_linear_path() -> None:
+    x1, model, loss, x0, t = _one_loss("flow")
     tb = t.view(-1, 1, 1, 1)
     x_t = tb * x1 + (1 - tb) * x0
     ((seen_x, seen_t, seen_y),) = model.calls
@@ -64,11 +70,7 @@ def test_flow_loss_regresses_the_velocity_x1_minus_x0_on_the_linear_path() -> No
 
 
 def test_vp_loss_regresses_the_noise_on_the_vp_path() -> None:
-    task = _task("vp")
-    x1 = torch.rand(6, 1, 4, 4, generator=torch.Generator().manual_seed(0)) * 2 - 1
-    model = Recorder(x1.shape)
-    loss, _ = task.loss(model, (x1,), torch.Generator().manual_seed(SEED))
-    x0, t, _ = _draws(task, x1)
+    x1, model, loss, x0, t = _one_loss("vp")
     t = t * (1 - VP_T_EPS)
     # VP schedule (beta_min 0.1, beta_max 20) on diffusion time s = 1 - t, written out
     s = 1 - t.double()
