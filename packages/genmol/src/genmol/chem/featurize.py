@@ -184,5 +184,6 @@ def featurize_smiles(smiles: Sequence[str], *, on_error: str = "skip"):
             report.bad.append(record)
         report.bad.sort(key=lambda r: r.index)
         report.n_read -= len(bad)
-        batch = _featurize([m for k, m in enumerate(mols) if k not in set(bad)])[0]
+        skipped = set(bad)
+        batch = _featurize([m for k, m in enumerate(mols) if k not in skipped])[0]
     return batch, report
