@@ -416,8 +416,9 @@ class Trainer:
                     task_metrics = {k: v for k, v in metric_acc.items() if k not in ("step", "loss", "lr")}
                     if info.distributed and task_metrics:  # averaged over ranks, as the loss is
                         keys = sorted(task_metrics)
-                        local = torch.stack([torch.as_tensor(task_metrics[k], dtype=torch.float32) for k in keys])
-                        total = all_reduce_sum(local.to(info.device), info) / info.world_size
+                        on = info.device  # metrics may be floats or tensors on the model's device
+                        local = [torch.as_tensor(task_metrics[k], dtype=torch.float32, device=on) for k in keys]
+                        total = all_reduce_sum(torch.stack(local), info) / info.world_size
                         task_metrics = dict(zip(keys, total.tolist()))
                     now = time.perf_counter()
                     rate = cfg.global_batch_size * steps_since / max(now - t_last, 1e-9)
