@@ -141,3 +141,10 @@ def test_checkerboard_coverage_counts_cells() -> None:
     assert checkerboard_coverage(one_cell) == (1, 1.0)
     outside = torch.tensor([[-3.0, -1.0], [5.0, 0.0]])  # a white cell and off the board
     assert checkerboard_coverage(outside) == (0, 0.0)
+
+
+def test_bad_flow_map_config_is_refused_before_any_training() -> None:
+    for kwargs in ({"fd_eps": 0.0}, {"fd_eps": float("nan")}, {"nfe": (1.5,)}, {"nfe": (True,)}, {"nfe": ()}):
+        with pytest.raises(ConfigError):
+            FlowMapConfig(**kwargs).validate()
+    FlowMapConfig(nfe=(1, 4)).validate()

@@ -158,3 +158,64 @@ def test_meanflow_training_learns_the_one_step_map_that_flow_matching_alone_does
     assert fm_only > 0.8
     for derivative in ("jvp", "fd"):
         assert _train_one_step_error(0.5, derivative) < 0.4 * fm_only
+
+
+def test_one_or_more_jumps_of_the_exact_average_velocity_give_the_exact_transport() -> None:
+    z = _x(256, seed=7)
+    exact = gaussian_flow_map(z, 0.0, 1.0, MEAN, STD)
+    for nfe in (1, 2, 3, 5):
+        torch.testing.assert_close(sample_flow_map(exact_u, z, nfe), exact, rtol=0, atol=1e-12)
+    assert float((exact - z).abs().max()) > 1.0  # the transport is far from the identity
+
+
+def test_adaptive_loss_value_and_its_stop_gradient_weight() -> None:
+    delta = torch.tensor([[0.3, -0.4], [0.0, 0.1], [2.0, 1.0]], dtype=torch.float64, requires_grad=True)
+    sq = delta.detach().square().sum(dim=1)
+    for p, c in ((1.0, 1e-3), (0.5, 0.1), (0.0, 1e-3)):
+        loss = MeanFlow(weight_power=p, weight_eps=c).adaptive_loss(delta)
+        w = (sq + c) ** -p
+        torch.testing.assert_close(loss, (w * sq).mean(), rtol=1e-12, atol=0)
+        # the weight is a constant: d loss / d delta = 2 w delta / B, not the gradient of sq / (sq + c)^p
+        (grad,) = torch.autograd.grad(loss, delta)
+        torch.testing.assert_close(grad, 2.0 * w[:, None] * delta.detach() / 3, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("derivative", ["jvp", "fd"])
+def test_the_exact_average_velocity_is_a_stationary_point_of_the_meanflow_loss(derivative: str) -> None:
+    """The conditional target's mean given ``x_s`` is the marginal one (the correction is linear in ``v``), so the
+    exact ``u`` plus a zero perturbation ``x A + b + c (t - s)`` has zero expected gradient in ``(A, b, c)``.
+
+    Off zero, with ``delta = u - u_tgt`` and ``sg`` on the target: a shift ``b`` gives ``d/db = 2 b``;
+    ``c (t - s)`` adds ``c (t - s)`` to ``u`` and ``-(t - s) d/ds[c (t - s)] = c (t - s)`` to ``delta``, so
+    ``d/dc = 8 c E[(t - s)^2]`` with ``E[(t - s)^2] = ratio / 6`` for sorted uniform times.
+    A wrong time, tangent or velocity breaks this.
+    """
+    a = torch.zeros(2, 2, dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    c = torch.zeros((), dtype=torch.float64, requires_grad=True)
+
+    def model(x, s, t):
+        return exact_u(x, s, t) + x @ a + b + c * (t - s)[:, None]
+
+    mf = MeanFlow(ratio=0.75, derivative=derivative, weight_power=0.0)
+    g = torch.Generator().manual_seed(0)
+    x1 = MEAN + STD * torch.randn(50_000, 2, generator=g, dtype=torch.float64)
+
+    def grads():
+        return torch.autograd.grad(mf.loss(model, x1, generator=torch.Generator().manual_seed(1)), [a, b, c])
+
+    assert max(float(gr.abs().max()) for gr in grads()) < 0.02  # Monte Carlo noise ~ 0.005
+    with torch.no_grad():
+        b.fill_(0.05)
+    torch.testing.assert_close(grads()[1], torch.full((2,), 0.1, dtype=torch.float64), rtol=0, atol=0.02)
+    with torch.no_grad():
+        b.fill_(0.0)
+        c.fill_(0.05)
+    torch.testing.assert_close(grads()[2], torch.tensor(8 * 0.05 * 0.75 / 6, dtype=torch.float64), rtol=0, atol=0.01)
+
+
+def test_bad_meanflow_settings_raise_one_config_error() -> None:
+    bad = ({"weight_power": float("nan")}, {"weight_power": -1.0}, {"fd_eps": 0.0}, {"weight_eps": float("nan")})
+    for kwargs in bad:
+        with pytest.raises(ConfigError):
+            MeanFlow(**kwargs)

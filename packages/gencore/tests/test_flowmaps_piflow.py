@@ -123,3 +123,72 @@ def test_bad_inputs_raise_suite_errors() -> None:
         policy_rollout(mix, _x(2), 0.5, 0.25, 4)
     with pytest.raises(ConfigError):
         PiFlow(teacher, substeps=0)
+
+
+UNEQUAL_STD = torch.tensor([0.2, 0.6, 1.1], dtype=torch.float64)
+
+
+def _unequal_velocity(x: torch.Tensor, t: float) -> torch.Tensor:
+    """Velocity of N(0, I) -> sum_k w_k N(mu_k, sigma_k^2 I) with per-component sigma_k, by Tweedie on the
+    autograd score of the marginal ``sum_k w_k N(t mu_k, (t^2 sigma_k^2 + (1 - t)^2) I)``."""
+    var = t**2 * UNEQUAL_STD**2 + (1.0 - t) ** 2
+    y = x.detach().requires_grad_(True)
+    sq = (y[:, None, :] - t * MEANS[None]).square().sum(-1)
+    logp = torch.logsumexp(torch.log(WEIGHTS)[None] - 0.5 * sq / var - 0.5 * x.shape[1] * torch.log(var), dim=1)
+    (score,) = torch.autograd.grad(logp.sum(), y)
+    return ((x + (1.0 - t) ** 2 * score) / t - x) / (1.0 - t)
+
+
+@pytest.mark.parametrize(("t_src", "t"), [(0.0, 0.3), (0.0, 0.9), (0.3, 0.5), (0.6, 0.95)])
+def test_policy_with_unequal_component_variances_is_the_exact_velocity(t_src: float, t: float) -> None:
+    """Components of different widths: the log-determinant term ``-D/2 log(sigma_k^2 P_k)`` of the posterior
+    weights differs between components and matters (with equal widths it cancels in the softmax)."""
+    x_src, x_t = _x(seed=5), _x(seed=6)
+    if t_src == 0.0:
+        mix = GaussianMixture.shared(WEIGHTS, MEANS, UNEQUAL_STD, x_src.shape[0])
+    else:  # the exact posterior p(x1 | x_{t_src}) by Bayes' rule, per sample
+        prec = 1.0 / UNEQUAL_STD**2 + t_src**2 / (1.0 - t_src) ** 2  # [K]
+        means = (MEANS / UNEQUAL_STD[:, None] ** 2 + (t_src / (1.0 - t_src) ** 2) * x_src[:, None, :]) / prec[:, None]
+        marg_var = t_src**2 * UNEQUAL_STD**2 + (1.0 - t_src) ** 2
+        sq = (x_src[:, None, :] - t_src * MEANS[None]).square().sum(-1)
+        logits = torch.log(WEIGHTS)[None] - 0.5 * sq / marg_var - torch.log(marg_var)  # D = 2
+        mix = GaussianMixture(logits, means, (-torch.log(prec))[None].expand(x_src.shape[0], 3))
+    v = policy_velocity(mix, x_t, t, x_src, t_src)
+    torch.testing.assert_close(v, _unequal_velocity(x_t, t), rtol=1e-9, atol=1e-9)
+
+
+def test_sampling_with_the_exact_posterior_policy_is_one_euler_rollout_of_the_true_flow_for_any_nfe() -> None:
+    """Each segment's policy, issued at its own start ``(x_a, a)``, reproduces the true velocity: splitting the
+    same Euler grid into 1, 2 or 4 policy generations gives the same samples."""
+    x0 = _x(16, seed=7)
+    one, _, _ = policy_rollout(GaussianMixture.shared(WEIGHTS, MEANS, STD, 16), x0, 0.0, 1.0, 64)
+    for nfe in (1, 2, 4):
+        torch.testing.assert_close(sample_policy(exact_posterior, x0, nfe, substeps=64), one, rtol=1e-8, atol=1e-8)
+
+
+def test_imitation_compares_velocities_at_rollout_states_at_their_own_times() -> None:
+    """A teacher equal to the true velocity plus ``x - X(t)``, with ``X`` the exact policy's own Euler rollout,
+    has zero imitation loss only if each compared state is paired with the time at which the rollout held it."""
+    x0 = _x(8, seed=8)
+    substeps = 8
+    _, traj, _ = policy_rollout(exact_posterior(x0, 0.0), x0, 0.0, 1.0, substeps, return_trajectory=True)
+
+    def shifted_teacher(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        step = torch.round(t * substeps).long()
+        rollout_state = traj[step, torch.arange(x.shape[0]) % x0.shape[0]]
+        return teacher(x, t) + (x - rollout_state)
+
+    distill = PiFlow(shifted_teacher, substeps=substeps, points=4)
+    assert float(distill.loss(exact_posterior, x0, nfe=1, generator=torch.Generator().manual_seed(0))) < 1e-16
+
+
+def test_bad_step_counts_raise_one_config_error() -> None:
+    mix = GaussianMixture.shared(WEIGHTS, MEANS, STD, 2)
+    distill = PiFlow(teacher, substeps=4, points=1)
+    for nfe in (0, -1, 1.5):  # 0 divided by zero, -1 silently returned a zero loss
+        with pytest.raises(ConfigError, match="nfe"):
+            distill.loss(exact_posterior, _x(2), nfe=nfe)
+    with pytest.raises(ConfigError, match="substeps"):
+        policy_rollout(mix, _x(2), 0.0, 0.5, 2.5)
+    with pytest.raises(ConfigError, match="substeps"):
+        sample_policy(exact_posterior, _x(2), 1, substeps=0)

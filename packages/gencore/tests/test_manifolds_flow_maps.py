@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+from gencore.errors import ConfigError
 from gencore.manifolds import (
     GeneralisedFlowMap,
     ManifoldMLP,
@@ -19,7 +20,8 @@ from gencore.manifolds import (
     rfm_loss,
     solve_manifold_ode,
 )
-from gencore.manifolds.flow_maps import esd_residual, lsd_residual, psd_loss
+from gencore.manifolds.flow_maps import diagonal_loss, esd_residual, lsd_residual, psd_loss
+from gencore.manifolds.interpolants import geodesic_interpolant
 from gencore.manifolds.spaces import rodrigues
 
 AXIS = torch.tensor([0.3, -0.5, 0.8], dtype=torch.float64)
@@ -171,3 +173,65 @@ def test_learned_lsd_flow_map_is_close_to_a_semigroup():
         err = s2.dist(fm(x, s, t).double(), exact).mean()
     assert learned < 0.1 * naive_gap, (learned, naive_gap)
     assert err < 0.05, err
+
+
+class GapMap(nn.Module):
+    """On the flat torus, ``v(x, s, t) = c (t - s)``: ``X_{s,t}(x) = x + c (t - s)^2`` (a map that is not a
+    semigroup, with an identically zero diagonal), whose three residuals are known in closed form."""
+
+    c = 0.3
+
+    def forward(self, x, s, t):
+        return self.c * (t - s)[:, None] * torch.ones_like(x)
+
+
+def test_self_distillation_residuals_match_their_closed_forms_on_the_flat_torus():
+    torus = Torus(3)
+    g = torch.Generator().manual_seed(12)
+    x = torus.random_base(16, generator=g, dtype=torch.float64)
+    st = torch.rand(16, 2, generator=g, dtype=torch.float64).sort(-1).values
+    s, t = st[:, 0], 0.05 + st[:, 1]  # t - s >= 0.05 > gap_eps
+    fm = GeneralisedFlowMap(torus, GapMap())
+    gap = (t - s)[:, None].expand_as(x)
+    # G-LSD: d/dt X = 2 c (t - s), v(X, t, t) = 0; G-ESD: d/ds X = -2 c (t - s), dX[v(x, s, s)] = dX[0] = 0
+    _, r_lsd = lsd_residual(fm, x, s, t)
+    torch.testing.assert_close(r_lsd, 2 * GapMap.c * gap, rtol=1e-12, atol=1e-12)
+    _, r_esd = esd_residual(fm, x, s, t)
+    torch.testing.assert_close(r_esd, -2 * GapMap.c * gap, rtol=1e-12, atol=1e-12)
+    # G-PSD: the two half-jumps reach x + c (t - s)^2 / 2, so d^2 / (t - s)^2 = D c^2 (t - s)^2 / 4
+    torch.testing.assert_close(psd_loss(fm, x, s, t), 3 * GapMap.c**2 * (t - s) ** 2 / 4, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["lsd", "esd", "psd"])
+def test_gfm_loss_is_the_diagonal_loss_plus_the_residual_at_the_geodesic_point_at_s(method):
+    """The documented draws (``t_diag``, then the sorted ``(s, t)``), the state ``x_s`` on the geodesic at the
+    start time ``s``, and residuals measured in the ball's metric ``lambda_X^2 |r|^2``, ``lambda = 2/(1 - c|X|^2)``."""
+    ball = PoincareBall(2, c=1.0)
+    torch.manual_seed(0)
+    fm = GeneralisedFlowMap(ball, ManifoldMLP(ball, n_times=2, hidden=16)).double()
+    g = torch.Generator().manual_seed(13)
+    x0 = ball.random_base(32, generator=g, dtype=torch.float64)
+    x1 = ball.projx(0.8 * torch.nn.functional.normalize(torch.randn(32, 2, generator=g, dtype=torch.float64), dim=-1))
+    total, parts = gfm_loss(fm, x0, x1, method, generator=torch.Generator().manual_seed(14))
+    g = torch.Generator().manual_seed(14)
+    t_diag = torch.rand(32, generator=g, dtype=torch.float64)
+    s, t = torch.rand(32, 2, generator=g, dtype=torch.float64).sort(dim=-1).values.unbind(-1)
+    xs, _ = geodesic_interpolant(ball, x0, x1, s)
+    if method == "psd":
+        l_sd = psd_loss(fm, xs, s, t).mean()
+    else:
+        xm, r = (lsd_residual if method == "lsd" else esd_residual)(fm, xs, s, t)
+        lam = 2.0 / (1.0 - xm.detach().square().sum(-1))
+        l_sd = (lam.square() * r.square().sum(-1)).mean()
+    torch.testing.assert_close(parts["diag"], diagonal_loss(fm, x0, x1, t_diag).detach(), rtol=1e-12, atol=0)
+    torch.testing.assert_close(parts[method], l_sd.detach(), rtol=1e-10, atol=0)
+    torch.testing.assert_close(total.detach(), parts["diag"] + parts[method], rtol=1e-12, atol=0)
+
+
+def test_sample_refuses_a_non_integer_nfe():
+    s2 = Sphere(2)
+    fm = GeneralisedFlowMap(s2, RotationMap(s2))
+    x = s2.random_base(4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for nfe in (0, 2.0):
+        with pytest.raises(ConfigError, match="nfe"):
+            fm.sample(x, nfe)

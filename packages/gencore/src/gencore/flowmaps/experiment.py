@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -117,9 +118,9 @@ class FlowMapConfig:
             raise ConfigError(f"cmt_steps must be >= 0, got {self.cmt_steps}.")
         if self.n_eval < 2:
             raise ConfigError(f"n_eval must be at least 2, got {self.n_eval}.")
-        if not self.nfe or any(k < 1 for k in self.nfe):
+        if not self.nfe or any(isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 for k in self.nfe):
             raise ConfigError(f"nfe must be a non-empty list of positive integers, got {list(self.nfe)}.")
-        for name in ("lr", "cmt_lr"):
+        for name in ("lr", "cmt_lr", "fd_eps"):
             if not getattr(self, name) > 0:  # also refuses NaN
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}.")
         if not 0.0 <= self.ema_decay < 1.0:

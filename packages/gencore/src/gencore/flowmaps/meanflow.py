@@ -188,7 +188,7 @@ class MeanFlow:
         self.time_sampler = time_sampler if time_sampler is not None else UniformTime()
         if not 0.0 <= ratio <= 1.0:
             raise ConfigError(f"ratio must be in [0, 1], got {ratio}.")
-        if not fd_eps > 0 or not weight_eps > 0 or weight_power < 0:
+        if not fd_eps > 0 or not weight_eps > 0 or not weight_power >= 0:  # also refuses NaN
             raise ConfigError("fd_eps and weight_eps must be positive and weight_power non-negative.")
         self.ratio = float(ratio)
         self.derivative = check_choice(derivative, DERIVATIVES, "derivative")

@@ -136,8 +136,9 @@ def policy_rollout(
     Returns ``(x_end, trajectory [substeps, B, D] or None, times [substeps])``: the trajectory holds the
     state at the start of each substep (where the velocity was evaluated), ``times`` those times.
     """
-    if substeps < 1 or not 0.0 <= t_src < t_end <= 1.0:
-        raise ConfigError(f"need substeps >= 1 and 0 <= t_src < t_end <= 1, got {substeps}, {t_src}, {t_end}.")
+    substeps = check_int(substeps, "substeps", low=1)
+    if not 0.0 <= t_src < t_end <= 1.0:
+        raise ConfigError(f"need 0 <= t_src < t_end <= 1, got t_src={t_src} and t_end={t_end}.")
     grid = torch.linspace(t_src, t_end, substeps + 1, dtype=torch.float64)
     x = x_src
     states = []
@@ -197,6 +198,7 @@ def _segments(nfe: int) -> list[tuple[float, float]]:
 def sample_policy(student: Callable[..., GaussianMixture], noise: torch.Tensor, nfe: int, substeps: int = 128):
     """``nfe`` policy generations on a uniform grid, each rolled out with ``substeps // nfe`` substeps (>= 1)."""
     nfe = check_int(nfe, "nfe", low=1)
+    substeps = check_int(substeps, "substeps", low=1)
     x = noise
     per = max(1, substeps // nfe)
     for a, b in _segments(nfe):
@@ -225,6 +227,7 @@ class PiFlow:
         self, student: Callable[..., GaussianMixture], x0: torch.Tensor, *, nfe: int = 1, generator=None
     ) -> torch.Tensor:
         """Imitation loss of one ``nfe``-segment on-policy rollout from the noise ``x0: [B, D]``."""
+        nfe = check_int(nfe, "nfe", low=1)
         total = x0.new_zeros(())
         x = x0
         per = max(1, self.substeps // nfe)

@@ -33,8 +33,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gencore.checks import check_choice
-from gencore.errors import ConfigError
+from gencore.checks import check_choice, check_int
 from gencore.manifolds.base import Manifold
 from gencore.manifolds.interpolants import geodesic_interpolant
 from gencore.manifolds.loss import rfm_loss
@@ -60,8 +59,7 @@ class GeneralisedFlowMap(nn.Module):
     @torch.no_grad()
     def sample(self, x0: torch.Tensor, nfe: int) -> torch.Tensor:
         """Map base points ``x0`` to ``t = 1`` in ``nfe`` equal jumps."""
-        if nfe < 1:
-            raise ConfigError(f"nfe must be >= 1, got {nfe}.")
+        nfe = check_int(nfe, "nfe", low=1)
         grid = torch.linspace(0.0, 1.0, nfe + 1, dtype=torch.float64)
         x = x0
         for i in range(nfe):
