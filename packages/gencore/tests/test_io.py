@@ -197,3 +197,28 @@ def test_read_json_names_the_file_for_every_unreadable_kind(tmp_path) -> None:
         with pytest.raises(StorageError, match=message) as exc:
             read_json(tmp_path / name)
         assert name in str(exc.value)
+
+
+class _Checked(Pretrained, torch.nn.Module):
+    """A module whose constructor refuses a bad setting with the suite's ConfigError, as real models do."""
+
+    def __init__(self, width: int = 2) -> None:
+        from gencore.errors import ConfigError
+
+        super().__init__()
+        if width % 2:
+            raise ConfigError(f"width must be even, got {width}.")
+        self.config = {"width": width}
+        self.lin = torch.nn.Linear(2, width)
+
+
+def test_a_config_json_the_constructor_refuses_names_the_file(tmp_path) -> None:
+    """The constructor's own sentence ("width must be even") did not say which file held the setting."""
+    import json
+
+    _Checked(4).save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"class": "_Checked", "width": 3}))
+    where = str(tmp_path / "m" / "config.json")
+    with pytest.raises(StorageError) as info:
+        _Checked.from_pretrained(tmp_path / "m")
+    assert str(info.value) == f"{where!r} does not describe a _Checked (width must be even, got 3)."

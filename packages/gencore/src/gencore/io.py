@@ -238,8 +238,8 @@ class Pretrained:
         kwargs = {k: v for k, v in config.items() if k != "class"}
         try:
             model = cls(cls.config_class(**kwargs)) if cls.config_class is not None else cls(**kwargs)
-        except TypeError as exc:
-            raise StorageError(f"{where!r} does not describe a {cls.__name__} ({exc}).") from None
+        except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError/InputError of a bad setting
+            raise StorageError(f"{where!r} does not describe a {cls.__name__} ({str(exc).rstrip('.')}).") from None
         try:
             model.load_state_dict(state)
         except RuntimeError:
