@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -426,3 +428,149 @@ def test_smiles_of_a_molecule_with_a_lone_hydrogen_keeps_it_and_prints_nothing(c
     assert m.to_smiles() == "C.[H]"
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+@pytest.mark.parametrize(
+    ("smi", "old"),
+    [("c1cc[nH]c1", None), ("O=c1cccc[nH]1", None), ("S=c1[nH][nH]c(=S)s1", "S=C1N=NC(=S)S1")],
+)
+def test_sdf_keeps_hydrogen_counts_on_aromatic_atoms(tmp_path, smi, old):
+    """A mol block has no hydrogen-count field: written with type-4 (aromatic) bonds, the H of an [nH] held as a count
+    was lost, so a pyrrole read from SMILES came back as an unreadable record (RDKit cannot kekulize it), unsanitised as
+    a nitrogen without its H, and a dithione as another molecule (``old``)."""
+    from genmol.metrics.suite import evaluate_file
+
+    mol = Molecule.from_smiles(smi, name="m")
+    path = write_sdf(tmp_path / "m.sdf", [mol])
+    (back,), report = read_sdf(path)
+    assert not report.bad and back.to_smiles() == mol.to_smiles() != old
+    for field in ("atomic_numbers", "formal_charges", "bonds", "bond_orders", "num_hs"):
+        np.testing.assert_array_equal(getattr(back, field), getattr(mol, field))
+    (raw,), _ = read_sdf(path, sanitize=False)  # the graph as written: Kekule bonds, the same hydrogens
+    np.testing.assert_array_equal(raw.num_hs, mol.num_hs)
+    assert raw.to_smiles() == mol.to_smiles()
+    assert Chem.MolToSmiles(next(Chem.SDMolSupplier(str(path)))) == Chem.CanonSmiles(smi)  # RDKit reads it alike
+    row = evaluate_file(path, None, strain=False, with_fcd=False).rows[0]
+    assert row["valid"] and row["smiles"] == mol.to_smiles()
+
+
+def test_sdf_with_hydrogen_atoms_keeps_aromatic_bond_orders_unsanitised(tmp_path, small_3d):
+    """Molecules with hydrogen atoms (3-D data, samples) keep type-4 bonds: unsanitised reads still see 1.5."""
+    (back,), _ = read_sdf(write_sdf(tmp_path / "b.sdf", [small_3d[1]]), sanitize=False)
+    np.testing.assert_array_equal(back.bond_orders, small_3d[1].bond_orders)
+    assert (back.bond_orders == 1.5).sum() == 6
+
+
+@pytest.mark.parametrize(
+    ("columns", "value", "message"),
+    [
+        ((22, 26), "  xx", "integer residue number in columns 23-26, got '  xx'"),
+        ((22, 26), "  1A", "integer residue number in columns 23-26"),
+        ((54, 60), "  x.xx", "number as occupancy in columns 55-60"),
+        ((60, 66), "  y.yy", "number as B-factor in columns 61-66"),
+    ],
+)
+def test_a_malformed_pdb_field_names_the_line(tmp_path, columns, value, message):
+    """gemmi reads a malformed residue number as 0 (or the digits before the garbage) and a malformed occupancy or
+    B-factor as 0, without a word: residue 'xx' became residue 0 of the chain."""
+    path = _peptide_pdb(tmp_path)
+    lines = path.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith("ATOM")) + 1
+    lines[k] = lines[k][: columns[0]] + value + lines[k][columns[1] :]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match=rf"pep.pdb: line {k + 1}: expected .*{re.escape(message)}"):
+        ProteinStructure.read(path)
+
+
+def test_pdb_residue_numbers_above_9999_round_trip_as_hybrid_36(tmp_path):
+    s = ProteinStructure.read(_peptide_pdb(tmp_path))
+    s.res_ids = s.res_ids + 9997  # residues 9998 ... 10002
+    back = ProteinStructure.read(s.to_pdb(tmp_path / "big.pdb"))
+    assert [r[1] for r in back.residues("A")] == [9998, 9999, 10000, 10001, 10002]
+    assert "A000" in (tmp_path / "big.pdb").read_text()
+
+
+def test_sdf_data_fields_and_xyz_titles_round_trip_as_rdkit_reads_them(tmp_path, small_3d):
+    mol = small_3d[0]
+    mol.properties = {"energy": "-1.5", "note": "first line\nsecond line"}
+    path = write_sdf(tmp_path / "p.sdf", [mol])
+    (back,), _ = read_sdf(path)
+    rdkit = next(Chem.SDMolSupplier(str(path), removeHs=False))
+    assert back.properties == mol.properties == {k: str(v) for k, v in rdkit.GetPropsAsDict().items()}
+    frame = Molecule.from_xyz(mol.to_xyz())
+    assert frame.name == mol.name == "CCO"
+
+
+def test_xyz_connectivity_keeps_hydrogen_atoms_without_counts(small_3d):
+    """Connectivity alone gives single bonds; RDKit would fill each atom up with implicit hydrogens."""
+    m = Molecule.from_xyz(small_3d[0].to_xyz(), bonds="connectivity")
+    assert not m.num_hs.any() and len(m.bonds) == len(small_3d[0].bonds) and (m.bond_orders == 1).all()
+    np.testing.assert_array_equal(m.adjacency_orders() > 0, small_3d[0].adjacency_orders() > 0)
+
+
+def test_num_fragments_counts_connected_components_as_networkx_does():
+    nx = pytest.importorskip("networkx")
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 12))
+        pairs = {tuple(sorted(p)) for p in rng.integers(0, n, (int(rng.integers(0, 2 * n)), 2)) if p[0] != p[1]}
+        bonds = np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+        m = Molecule(np.full(n, 6), np.zeros(n), bonds, np.ones(len(bonds)), np.zeros(n))
+        g = nx.Graph(list(map(tuple, bonds)))
+        g.add_nodes_from(range(n))
+        assert m.num_fragments() == nx.number_connected_components(g)
+
+
+def test_an_unparsable_record_names_the_reason_not_rdkits_stack_trace(tmp_path):
+    """A bond to atom 0 trips an RDKit invariant whose message is a C++ stack trace, one log line per frame; the
+    reason was the trace's last two lines ('37# _start in .../python; ----------')."""
+    block = Chem.MolToMolBlock(Chem.MolFromSmiles("CCO")).replace("  1  2  1  0", "  1  0  1  0")
+    (tmp_path / "b.sdf").write_text(block + "$$$$\n")
+    _, report = read_sdf(tmp_path / "b.sdf")
+    reason = report.bad[0].reason
+    assert "Range Error" in reason and "#" not in reason and "----" not in reason and "/" not in reason
+
+
+def test_protein_fields_survive_pdb_and_mmcif_round_trips(tmp_path):
+    """Insertion codes, HETATM flags, occupancies and B-factors, as biotite reads them, come back from both writers."""
+    biotite_pdb = pytest.importorskip("biotite.structure.io.pdb")
+    path, _ = _with_extras_pdb(tmp_path)
+    lines = path.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line[17:20] == "GLY")  # residue 4 becomes 3A
+    gly = [i for i, line in enumerate(lines) if line[17:20] == "GLY" and line[22:26] == lines[k][22:26]]
+    for i in gly:
+        lines[i] = lines[i][:22] + "   3A" + lines[i][27:60] + " 12.50" + lines[i][66:]
+    path.write_text("\n".join(lines) + "\n")
+    s = ProteinStructure.read(path)
+    ref = biotite_pdb.PDBFile.read(str(path)).get_structure(model=1, extra_fields=["occupancy", "b_factor"])
+    order = np.lexsort((ref.coord[:, 0].round(3), ref.atom_name, ref.ins_code, ref.res_id, ref.chain_id))
+    mine = np.lexsort((s.coords[:, 0].round(3), s.atom_names, s.ins_codes, s.res_ids, s.chain_ids))
+    np.testing.assert_array_equal(s.ins_codes[mine], ref.ins_code[order])
+    for ours, theirs in (
+        (s.hetero, ref.hetero),
+        (s.occupancy, ref.occupancy),
+        (s.b_factors, ref.b_factor),
+        (s.res_ids, ref.res_id),
+    ):
+        np.testing.assert_allclose(np.asarray(ours)[mine], np.asarray(theirs)[order], atol=1e-6)
+    assert set(s.ins_codes) == {"", "A"} and 0 < s.hetero.sum() < s.num_atoms
+    assert set(s.occupancy.round(3)) == {0.6, 1.0}
+    for writer, name in ((s.to_pdb, "rt.pdb"), (s.to_mmcif, "rt.cif")):
+        back = ProteinStructure.read(writer(tmp_path / name))
+        for field in ("chain_ids", "res_ids", "ins_codes", "res_names", "atom_names", "elements", "hetero"):
+            np.testing.assert_array_equal(getattr(back, field), getattr(s, field), err_msg=f"{name} {field}")
+        for field in ("coords", "occupancy", "b_factors"):
+            np.testing.assert_allclose(getattr(back, field), getattr(s, field), atol=1e-3, err_msg=f"{name} {field}")
+        assert back.sequence("B") == "M"
+
+
+def test_graph_tensors_hold_both_directions_charges_and_bond_classes():
+    from genmol.chem.batching import bond_class_matrix, to_data
+
+    m = Molecule.from_smiles("C#Cc1cc[nH+]cc1[O-]")
+    data = to_data(m)
+    pairs = {tuple(p) for p in data.edge_index.T.tolist()}
+    assert pairs == {(int(i), int(j)) for i, j in m.bonds} | {(int(j), int(i)) for i, j in m.bonds}
+    assert data.charge.tolist() == m.formal_charges.tolist() == [0, 0, 0, 0, 0, 1, 0, 0, -1]
+    classes = bond_class_matrix(m, m.num_atoms)
+    assert classes[0, 1] == classes[1, 0] == 3 and classes[3, 4] == 4 and classes[7, 8] == 1

@@ -14,6 +14,7 @@ import contextlib
 import csv
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,8 +101,18 @@ def rdkit_messages() -> Iterator[list[str]]:
 
 
 def _reason(messages: list[str], fallback: str) -> str:
-    useful = [m.split("] ", 1)[-1].strip() for m in messages if m.strip()]
-    useful = [m for m in useful if m and not set(m) <= {"*"} and not m.startswith("****")]
+    """The last two informative lines of RDKit's messages; an invariant violation's C++ stack trace, source location
+    and asserted expression (one message per line, e.g. for a bond to atom 0 of a mol block) are left out."""
+    useful, in_trace = [], False
+    for m in messages:
+        text = m.split("] ", 1)[-1].strip()
+        if text == "Stacktrace:":
+            in_trace = True
+        elif in_trace:
+            in_trace = not set(text) <= {"-"}
+        elif text and not set(text) <= {"*", "-"} and not re.fullmatch(r"\[[\d:.]+\]", text):
+            if not text.startswith(("****", "Violation occurred on line", "Failed Expression:")):
+                useful.append(text)
     return "; ".join(useful[-2:]) if useful else fallback
 
 
@@ -124,6 +135,25 @@ def check_readable(path: Path) -> None:
     """One :class:`StorageError` sentence unless ``path`` is an existing file."""
     if not path.is_file():
         raise StorageError(f"{str(path)!r} does not exist or is not a file.")
+
+
+def check_text(path: str | os.PathLike) -> None:
+    """:func:`check_readable`, then one :class:`InputError` sentence when the file (decompressed when its name ends in
+    ``.gz``) holds a NUL byte in its first 64 KiB: an image, an archive or a weights file, which the readers would
+    otherwise turn into records of garbage. Text in any 8-bit encoding passes; a broken gzip stream is left to the
+    reader, which names the line where it breaks."""
+    import gzip
+
+    p = Path(path)
+    check_readable(p)
+    opener = gzip.open if p.suffix.lower() == ".gz" else open
+    try:
+        with opener(p, "rb") as fh:
+            head = fh.read(1 << 16)
+    except (OSError, EOFError):
+        return
+    if b"\x00" in head:
+        raise InputError(f"{str(p)!r} is not a text file (it holds NUL bytes); expected an SDF or SMILES file.")
 
 
 def _open_text(path: Path):

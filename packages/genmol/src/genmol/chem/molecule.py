@@ -229,9 +229,26 @@ class Molecule:
 
     # mol blocks (SDF records) ---------------------------------------------------------------
     def to_molblock(self) -> str:
-        """An MDL V2000/V3000 mol block (RDKit picks V3000 above 999 atoms); no sanitisation is applied."""
+        """An MDL V2000/V3000 mol block (RDKit picks V3000 above 999 atoms); no sanitisation is applied.
+
+        Aromatic bonds are written as bond type 4 when the block alone gives every atom its hydrogen count back.
+        A mol block has no field for a hydrogen count, so a count a reader cannot infer from type-4 bonds (the H of
+        an aromatic ``[nH]`` held in ``num_hs``) makes the bonds Kekule instead: read back with sanitisation the
+        molecule is the same, aromatic again; without, the same graph with Kekule bond orders.
+        """
         mol = self.to_rdkit(sanitize=False)
-        return Chem.MolToMolBlock(mol, kekulize=False, includeStereo=False)
+        block = Chem.MolToMolBlock(mol, kekulize=False, includeStereo=False)
+        if self.num_hs.any() and AROMATIC in self.bond_orders:
+            back = Chem.MolFromMolBlock(block, sanitize=False, removeHs=False)
+            if back is not None:
+                back.UpdatePropertyCache(strict=False)
+            if back is None or [a.GetTotalNumHs() for a in back.GetAtoms()] != self.num_hs.tolist():
+                with rdBase.BlockLogs():
+                    try:
+                        block = Chem.MolToMolBlock(mol, kekulize=True, includeStereo=False)
+                    except Exception:  # no Kekule structure (an invalid aromatic system): type 4 is all there is
+                        pass
+        return block
 
     @classmethod
     def from_molblock(cls, block: str, *, sanitize: bool = True) -> Molecule:

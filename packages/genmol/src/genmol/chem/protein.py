@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -207,8 +208,13 @@ class ProteinStructure:
         return Path(path)
 
 
+_RESIDUE_NUMBER = re.compile(r"\s*-?\d+|[A-Za-z][0-9A-Za-z]{3}")  # an integer, or hybrid-36 above 9999
+
+
 def _check_pdb_lines(text: str, source: str) -> None:
-    """ATOM/HETATM records need numeric coordinates in columns 31-54 (PDB format v3.3)."""
+    """ATOM/HETATM records need numeric coordinates in columns 31-54 and an integer residue number in columns 23-26
+    (PDB format v3.3; hybrid-36 above 9999); occupancy (55-60) and B-factor (61-66) are numbers when given. gemmi
+    reads a malformed field as 0 (or the number before the garbage) without a word."""
     for lineno, line in enumerate(text.splitlines(), start=1):
         if line.startswith(("ATOM  ", "HETATM")):
             try:
@@ -219,3 +225,17 @@ def _check_pdb_lines(text: str, source: str) -> None:
                 raise InputError(
                     f"{source}: line {lineno}: expected x, y, z numbers in columns 31-54, got {line[30:54]!r}."
                 ) from None
+            if not _RESIDUE_NUMBER.fullmatch(line[22:26]):
+                raise InputError(
+                    f"{source}: line {lineno}: expected an integer residue number in columns 23-26, "
+                    f"got {line[22:26]!r}."
+                )
+            for name, cols in (("occupancy", (54, 60)), ("B-factor", (60, 66))):
+                field = line[cols[0] : cols[1]]
+                try:
+                    float(field) if field.strip() else None
+                except ValueError:
+                    raise InputError(
+                        f"{source}: line {lineno}: expected a number as {name} in columns {cols[0] + 1}-{cols[1]}, "
+                        f"got {field!r}."
+                    ) from None
