@@ -337,3 +337,52 @@ def test_evaluate_and_train_refuse_files_without_records_or_coordinates(tmp_path
     assert main(["train", "--data", str(flat), "--steps", "2", "--out", str(tmp_path / "r"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "flat.sdf': 3 of 3 molecules have no coordinates" in err and not (tmp_path / "r").exists()
+
+
+def test_binary_inputs_and_bad_references_are_one_line_and_write_nothing(tmp_path, capsys):
+    """A binary file under a molecule name (an image, an archive, weights) was read as records of garbage:
+    ``evaluate`` scored it with exit 0, ``prepare`` and ``sample`` printed a skipped line per garbage line. A
+    --reference folder that is not a run folder was ignored (novelty and FCD silently missing)."""
+    binary = bytes(range(256)) * 8
+    for name in ("b.sdf", "b.smi"):
+        (tmp_path / name).write_bytes(binary)
+    out = tmp_path / "keep.sdf"
+    out.write_text("keep\n")
+    good = write_sdf(tmp_path / "good.sdf", [embedded("CCO", 0, "ethanol"), embedded("CCN", 1, "ethylamine")])
+    (tmp_path / "plain").mkdir()
+    json_out = tmp_path / "e.json"
+    runs = [
+        ["evaluate", str(tmp_path / "b.sdf"), "--json", str(json_out)],
+        ["evaluate", str(tmp_path / "b.smi"), "--json", str(json_out)],
+        ["prepare", "--data", str(tmp_path / "b.smi"), "--out", str(out)],
+        ["train", "--data", str(tmp_path / "b.sdf"), "--steps", "2", "--out", str(tmp_path / "r")],
+        ["evaluate", str(good), "--json", str(json_out), "--no-fcd", "--reference", str(tmp_path / "plain")],
+        ["evaluate", str(good), "--json", str(json_out), "--no-fcd", "--reference", str(tmp_path / "no_run")],
+    ]
+    messages = ["not a text file (it holds NUL bytes)"] * 4 + ["not a genmol run folder", "no_run' does not exist"]
+    for args, message in zip(runs, messages, strict=True):
+        assert main([*args, "--no-progress"]) == 2, args
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and "Traceback" not in captured.err, (args, captured.err)
+    assert out.read_text() == "keep\n" and not json_out.exists() and not (tmp_path / "r").exists()
+
+
+def test_train_leaves_no_folder_behind_when_an_engine_setting_is_refused(tmp_path, capsys):
+    data = write_sdf(tmp_path / "t.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "COC"])])
+    for flag, value in (("--checkpoint-every", "-5"), ("--nproc", "0")):
+        out = tmp_path / "r"
+        args = ["train", "--data", str(data), "--steps", "2", "--out", str(out), flag, value, "--no-progress"]
+        assert main(args) == 2
+        assert "Traceback" not in capsys.readouterr().err and not out.exists(), flag
+
+
+def test_prepare_refuses_a_worker_count_below_one_before_reading(tmp_path, capsys):
+    smi = tmp_path / "in.smi"
+    smi.write_text("CCO\n")
+    for workers in ("0", "-2"):  # were run serially without a word
+        args = ["prepare", "--data", str(smi), "--conformers", "1", "--workers", workers, "--no-progress"]
+        assert main([*args, "--out", str(tmp_path / "o.sdf")]) == 2
+        captured = capsys.readouterr()
+        assert "--workers must be a positive number of processes" in captured.err and not captured.out
+    assert not (tmp_path / "o.sdf").exists()

@@ -86,3 +86,36 @@ def test_conformers_print_nothing_for_a_charged_sulfur(capfd):
     assert report.n_read == 1 and len(confs[0]) == 1
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
+
+
+def test_conformer_seeds_wrap_into_etkdg_range_and_stay_reproducible():
+    """ETKDG reads seed -1 as "seed from the clock", refuses other negative seeds and overflows past 2**31 - 1: a
+    --seed of -1 gave molecule 0 different conformers on every run, -2 and 2**31 raised out of RDKit."""
+    from gencore.errors import ConfigError
+
+    mols = [Molecule.from_smiles(s) for s in ("CCCCO", "c1ccccc1CC")]
+    runs = [generate_conformers(mols, 1, seed=s, progress=False) for s in (-1, -1, 2**31 - 1, -2, 2**31)]
+    for _, report in runs:
+        assert report.n_read == 2 and not report.bad
+    for a, b in zip(runs[0][0], runs[1][0], strict=True):  # the same call twice
+        assert (a[0].coordinates == b[0].coordinates).all()
+    for a, b in zip(runs[0][0], runs[2][0], strict=True):  # -1 is 2**31 - 1 modulo 2**31
+        assert (a[0].coordinates == b[0].coordinates).all()
+    for workers in (0, -2):
+        with pytest.raises(ConfigError, match="worker processes must be positive"):
+            generate_conformers(mols, 1, workers=workers, progress=False)
+
+
+def test_conformers_sit_at_mmff_minima_and_follow_the_documented_per_molecule_seed():
+    """Each conformer is MMFF-relaxed (no strain left), and molecule k of a call with seed s gets the conformers it
+    gets alone with seed s + k."""
+    from genmol.metrics.chemistry import mmff_strain
+
+    mols = [Molecule.from_smiles(s) for s in ("CCCO", "OCC(N)=O")]
+    ens, _ = generate_conformers(mols, 2, seed=5, progress=False)
+    assert all(mmff_strain(c) == pytest.approx(0.0, abs=0.05) for e in ens for c in e)
+    raw, _ = generate_conformers(mols[:1], 1, seed=5, mmff=False, progress=False)
+    assert mmff_strain(raw[0][0]) > 1.0
+    alone, _ = generate_conformers(mols[1:], 2, seed=6, progress=False)
+    for a, b in zip(ens[1], alone[0], strict=True):
+        assert (a.coordinates == b.coordinates).all()

@@ -26,7 +26,7 @@ from gencore.command import (
     resolve_device,
     run,
 )
-from gencore.errors import ConfigError, InputError
+from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, write_json
 from gencore.tables import format_table
 from genmol import __version__
@@ -53,10 +53,11 @@ SUMMARY_KEYS = (
 
 def _read_molecule_file(path: str | Path, on_error: str = "skip", what: str = "molecules"):
     """Read an SDF or SMILES file by its suffix; report skipped records on stderr; refuse a file with none."""
-    from genmol.chem.io import molecule_file_kind, read_sdf, read_smiles
+    from genmol.chem.io import check_text, molecule_file_kind, read_sdf, read_smiles
 
     p = Path(path)
     reader = read_sdf if molecule_file_kind(p) == "sdf" else read_smiles
+    check_text(p)
     mols, report = reader(p, on_error=on_error)
     if report.bad:
         print(report.summary(), file=sys.stderr)
@@ -69,13 +70,22 @@ def _read_molecule_file(path: str | Path, on_error: str = "skip", what: str = "m
 
 # prepare ----------------------------------------------------------------------------------------
 def cmd_prepare(args: argparse.Namespace) -> int:
-    from genmol.chem.io import check_output_suffix, molecule_file_kind, read_sdf, read_smiles, write_molecules
+    from genmol.chem.io import (
+        check_output_suffix,
+        check_text,
+        molecule_file_kind,
+        read_sdf,
+        read_smiles,
+        write_molecules,
+    )
     from genmol.data.conformers import generate_conformers
 
     if args.out:
         check_output_suffix(args.out)  # before the data are read
     if args.subset is not None and args.subset < 1:
         raise ConfigError(f"--subset must be a positive number of molecules, got {args.subset}.")
+    if args.workers < 1:  # before the data are read
+        raise ConfigError(f"--workers must be a positive number of processes, got {args.workers}.")
     if args.data == "qm9":
         from genmol.data.qm9 import qm9_subset
 
@@ -86,6 +96,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         mols, report = nci_5k()
     else:  # an SDF or SMILES file, by its suffix
         reader = read_sdf if molecule_file_kind(args.data) == "sdf" else read_smiles
+        check_text(args.data)
         mols, report = reader(args.data, on_error=args.on_error)
     if args.data != "qm9" and args.subset is not None:
         mols = mols[: args.subset]
@@ -121,14 +132,23 @@ def _gen_config(args: argparse.Namespace):
 
 def cmd_train(args: argparse.Namespace) -> int:
     from gencore.train import interruption
+    from genmol.chem.io import check_text
     from genmol.experiment import load_dataset, train_run
 
     cfg = _gen_config(args)
+    if args.data != "qm9" and Path(args.data).suffix.lower() == ".sdf":
+        check_text(args.data)
     mols, report = load_dataset(args.data, subset=args.subset, seed=cfg.seed, progress=cfg.progress)
     print(f"{report.summary()}; training on {len(mols)} molecules")
     engine = {k: v for k, v in {"resume": args.resume, "checkpoint_every": args.checkpoint_every}.items() if v}
     start = time.perf_counter()
-    info = train_run(cfg, mols, args.out, nproc=args.nproc, data_name=args.data, **engine)
+    made = not Path(args.out).exists()
+    try:
+        info = train_run(cfg, mols, args.out, nproc=args.nproc, data_name=args.data, **engine)
+    except Exception:
+        if made and Path(args.out).is_dir() and not any(Path(args.out).iterdir()):
+            Path(args.out).rmdir()  # a folder this command made for a run that never started (a bad engine setting)
+        raise
     if info["interrupted"]:
         raise interruption(args.out)
     if info.get("already_finished"):
@@ -224,7 +244,14 @@ def _reference(path: str | None):
     if path is None:
         return None
     p = Path(path)
+    if not p.exists():
+        raise StorageError(f"--reference {str(p)!r} does not exist; give a run folder, an SDF or a SMILES file.")
     if p.is_dir():
+        if not (p / "train_smiles.txt").is_file() and not (p / "reference.sdf").is_file():
+            raise InputError(
+                f"--reference {str(p)!r} is a folder without train_smiles.txt or reference.sdf, not a genmol run "
+                "folder; give a run folder, an SDF or a SMILES file."
+            )
         mols = read_sdf(p / "reference.sdf")[0] if (p / "reference.sdf").is_file() else []
         return Reference(smiles=train_smiles(p), molecules=mols)
     mols = _read_molecule_file(p, what="reference molecules")
@@ -233,10 +260,11 @@ def _reference(path: str | None):
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from genmol.chem.io import molecule_file_kind
+    from genmol.chem.io import check_text, molecule_file_kind
     from genmol.metrics.suite import evaluate_file
 
     molecule_file_kind(args.file)  # an unknown file type is refused before the reference is read
+    check_text(args.file)
     if args.rows is not None and args.rows < 0:
         raise ConfigError(f"--rows must be 0 or more, got {args.rows}.")
     reference = _reference(args.reference)

@@ -2,8 +2,9 @@
 
 Riniker & Landrum 2015 (ETKDG; version 3 of Wang et al. 2020) and Halgren 1996 (MMFF94). No GEOM
 subset ships offline, so these ensembles stand in for GEOM-style reference conformers. Each molecule
-is embedded with its own seed (``seed + index``), so results do not depend on the number of workers;
-a molecule that cannot be embedded is a :class:`~genmol.chem.io.BadRecord`, not an exception.
+is embedded with its own seed (``seed + index`` modulo 2**31: ETKDG takes a non-negative 32-bit seed and reads
+-1 as "seed from the clock"), so results do not depend on the number of workers; a molecule that cannot be
+embedded is a :class:`~genmol.chem.io.BadRecord`, not an exception.
 """
 
 from __future__ import annotations
@@ -50,12 +51,14 @@ def generate_conformers(
 
     if n_confs < 1:
         raise ConfigError(f"the number of conformers per molecule must be positive, got {n_confs}.")
+    if workers < 1:
+        raise ConfigError(f"the number of worker processes must be positive, got {workers}.")
 
     jobs = []
     for k, m in enumerate(molecules):
         rd = m.to_rdkit(sanitize=True)
         rd.RemoveAllConformers()
-        jobs.append((k, Chem.MolToMolBlock(rd), n_confs, seed + k, mmff))
+        jobs.append((k, Chem.MolToMolBlock(rd), n_confs, (seed + k) % 2**31, mmff))
     out: list[list[Molecule]] = [[] for _ in molecules]
     report = ReadReport("conformers")
     bar = tqdm(total=len(jobs), desc="conformers", unit="mol", disable=not progress)
@@ -69,6 +72,7 @@ def generate_conformers(
             report.n_read += 1
         bar.update()
 
+    workers = min(workers, len(jobs))  # a pool starts every worker at once: no more than there are molecules
     if workers <= 1:
         for job in jobs:
             collect(_embed(job))
