@@ -377,3 +377,47 @@ def test_a_finished_run_extended_and_stopped_keeps_no_stale_agent(tmp_path, caps
     assert done > 2 and not (run / "agent").exists()
     assert main([*args, "--steps", str(done + 1), "--resume"]) == 0
     assert (run / "agent" / "model.safetensors").is_file() and "nothing to train" not in capsys.readouterr().out
+
+
+def test_an_agent_folder_that_does_not_fit_its_weights_is_one_line_exit_2(tmp_path, capsys) -> None:
+    """A damaged agent/config.json (spec or config edited, fields missing) is one sentence naming the folder, not a
+    RuntimeError from load_state_dict or a TypeError from EnvSpec."""
+    from genrl.agents import EnvSpec, make_agent
+
+    spec = EnvSpec(obs_dim=3, action_dim=1, action_low=(-2.0,), action_high=(2.0,), env_id="Pendulum-v1")
+    run = tmp_path / "r"
+    make_agent("flow-bc", spec, {"hidden": 8, "depth": 1}).save(run / "agent")
+    (run / "run.json").write_text(json.dumps({"agent": "flow-bc", "env_id": "Pendulum-v1"}))
+    saved = json.loads((run / "agent" / "config.json").read_text())
+    edits = [
+        (lambda c: c["spec"].update(obs_dim=5), "do not fit the flow-bc agent"),
+        (lambda c: c["config"].update(hidden=16), "do not fit the flow-bc agent"),
+        (lambda c: c["spec"].pop("action_dim"), "field 'spec' does not describe an environment"),
+        (lambda c: c["spec"].update(obs_dim="three"), "field 'obs_dim' must be an integer"),
+        (lambda c: c["spec"].update(obs_dim=0), "obs_dim"),
+        (lambda c: c.update(spec=[1, 2]), "is not a genrl agent config"),
+        (lambda c: c.update(config=[1]), "field 'config' must be an object"),
+    ]
+    for edit, message in edits:
+        config = json.loads(json.dumps(saved))
+        edit(config)
+        (run / "agent" / "config.json").write_text(json.dumps(config))
+        capsys.readouterr()
+        assert main(["evaluate", "--run", str(run), "--episodes", "1", "--device", "cpu", "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and str(run / "agent") in err[0], err
+
+
+def test_threads_below_one_is_one_line_exit_2(tmp_path, capsys) -> None:
+    """--threads 0 was taken silently as 1 (exit 0 on bad input)."""
+    d = tmp_path / "d"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    capsys.readouterr()
+    run = tmp_path / "r"
+    argv = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(run), "--threads", "0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--threads must be a positive integer, got 0" in err[0] and not run.exists()
+    assert main(["evaluate", "--run", str(run), "--threads", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--threads must be a positive integer, got -1" in err[0]

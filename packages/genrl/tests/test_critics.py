@@ -3,13 +3,14 @@ and the C51 projection is exact where it can be."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import pytest
 import torch
 
 from gencore.errors import ConfigError
-from genrl.critics import C51Critic, CriticConfig
+from genrl.critics import C51Critic, CriticConfig, IQNCritic
 from genrl.toy_experiment import ToyCriticConfig, parse_solver, train_toy_critic
 
 SMALL = {"hidden": 64, "batch_size": 128, "n_episodes": 500, "n_eval_samples": 400, "lr": 2e-3}
@@ -97,3 +98,59 @@ def test_toy_critic_converges_on_the_random_transition_chain(name: str) -> None:
     assert after["w1"] < 0.25
     with pytest.raises(ConfigError, match="randomness"):
         train_toy_critic(name, replace(cfg, randomness="action"))
+
+
+def _transitions(b: int = 6, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "observations": torch.randn(b, 2, generator=g),
+        "actions": torch.randn(b, 1, generator=g),
+        "rewards": 2 * torch.randn(b, generator=g),
+        "masks": (torch.arange(b) % 3 != 0).float(),  # every third transition terminal
+        "next_observations": torch.randn(b, 2, generator=g),
+    }
+
+
+def test_c51_loss_is_the_cross_entropy_to_the_projected_bellman_target_by_brute_force() -> None:
+    cfg = CriticConfig(hidden=16, depth=1, ensemble=2, n_atoms=9, return_min=-4.0, return_max=4.0)
+    critic, target = C51Critic(2, 1, cfg), C51Critic(2, 1, cfg)
+    b, na = _transitions(), torch.randn(6, 1, generator=torch.Generator().manual_seed(1))
+    loss, _ = critic.loss(b, na, target, 0.9)
+    with torch.no_grad():
+        p_next = target.probs(b["next_observations"], na).double()
+        logp = critic.logits(b["observations"], b["actions"]).log_softmax(-1).double()
+    z, dz = critic.atoms.double(), 1.0
+    expected = 0.0
+    for i in range(6):  # each next atom's mass split between the two atoms around its clipped image (a hat kernel)
+        tz = (b["rewards"][i] + 0.9 * b["masks"][i] * z).clamp(-4.0, 4.0)
+        m = (p_next[i, :, None] * (1 - (tz[:, None] - z[None]).abs() / dz).clamp_min(0)).sum(0)
+        expected -= (m * logp[:, i]).sum() / (2 * 6)
+    assert loss.item() == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_iqn_loss_is_the_quantile_huber_loss_by_brute_force() -> None:
+    cfg = CriticConfig(hidden=8, depth=2, ensemble=2, n_quantiles=4, huber_kappa=0.7)
+    critic, target = IQNCritic(2, 1, cfg), IQNCritic(2, 1, cfg)
+    b, na = _transitions(3), torch.randn(3, 1, generator=torch.Generator().manual_seed(1))
+    loss, _ = critic.loss(b, na, target, 0.9, torch.Generator().manual_seed(2))
+    g = torch.Generator().manual_seed(2)  # replay: target quantile fractions first, then the critic's
+    tau_next, tau = torch.rand(3, 4, generator=g), torch.rand(3, 4, generator=g)
+    with torch.no_grad():
+        z_next = target.quantiles(b["next_observations"], na, tau_next).mean(0)
+        z = critic.quantiles(b["observations"], b["actions"], tau)
+    total = 0.0
+    for k, i, j, jn in itertools.product(range(2), range(3), range(4), range(4)):
+        u = float(b["rewards"][i] + 0.9 * b["masks"][i] * z_next[i, jn] - z[k, i, j])  # TD error
+        huber = 0.5 * u * u if abs(u) <= 0.7 else 0.7 * (abs(u) - 0.35)
+        # sum over the critic's fractions, mean over the target samples, members and transitions
+        total += abs(float(tau[i, j]) - (u < 0)) * huber / 0.7 / (4 * 2 * 3)
+    assert loss.item() == pytest.approx(total, rel=1e-5)
+
+
+def test_iqn_q_is_the_midpoint_rule_over_quantile_fractions() -> None:
+    critic = IQNCritic(2, 1, CriticConfig(hidden=8, depth=2, ensemble=2, n_quantiles=5))
+    b = _transitions()
+    with torch.no_grad():
+        tau = torch.tensor([0.1, 0.3, 0.5, 0.7, 0.9]).expand(6, 5)
+        expected = critic.quantiles(b["observations"], b["actions"], tau).mean((0, 2))
+        torch.testing.assert_close(critic.q(b["observations"], b["actions"]), expected)

@@ -113,3 +113,107 @@ def test_exact_toy_field_flows_to_the_law_and_solvers_read_it_at_their_own_accur
     assert err(read("euler", 50)) < 0.5 * err(z10)
     # the default read-out is the configured number of Euler steps
     torch.testing.assert_close(critic.sample(obs, obs[:, :1], n, torch.Generator().manual_seed(0)), z10)
+
+
+class _Field(torch.nn.Module):
+    """A return field given by a function ``f(z, t [B, 1], obs, act)``, in place of a network."""
+
+    def __init__(self, f) -> None:
+        super().__init__()
+        self.f = f
+
+    def forward(self, z, t, obs, act):
+        return self.f(z, torch.as_tensor(t, dtype=z.dtype).reshape(-1, 1).expand_as(z), obs, act)
+
+
+def _critic_with(f, **cfg) -> FlowReturnCritic:
+    critic = FlowReturnCritic(1, 1, CriticConfig(hidden=8, depth=1, ensemble=1, **cfg))
+    critic.fields = Ensemble([_Field(f)])
+    return critic
+
+
+def test_bcfm_point_lies_on_the_straight_line_from_the_noise_to_the_target() -> None:
+    target = GaussianTarget(mu=1.5, sd=0.5)
+    g = torch.Generator().manual_seed(0)
+    eps, t, r = (torch.randn(32, 1, generator=g), torch.rand(32, 1, generator=g), torch.randn(32, 1, generator=g))
+    gm = torch.full((32, 1), 0.9)
+    z, u = bcfm_target(target, r, gm, eps, t, None, None)
+    y = r + 0.9 * (1.5 + 0.5 * eps)
+    torch.testing.assert_close(z, t * y + (1 - t) * eps)  # z_0 = eps (the source), z_1 = y
+    torch.testing.assert_close(u, y - eps)
+
+
+def test_flow_to_per_sample_end_times_and_its_jacobian_follow_the_analytic_gaussian_flow() -> None:
+    target = GaussianTarget(mu=2.0, sd=0.4)
+    critic = _critic_with(lambda z, t, obs, act: target.velocity(z, t, obs, act), flow_steps=400)
+    g = torch.Generator().manual_seed(0)
+    eps = torch.randn(16, 1, generator=g, dtype=torch.float64)
+    end = torch.rand(16, generator=g, dtype=torch.float64) * 0.8 + 0.1
+    obs = torch.zeros(16, 1, dtype=torch.float64)
+    z, jac = critic.flow(eps, obs, obs, end_time=end, jacobian=True)
+    s = (1 - end + end * 0.4)[:, None]  # phi_t(eps) = mu t + (1 - t + t sd) eps, d phi_t / d eps = 1 - t + t sd
+    torch.testing.assert_close(z, 2.0 * end[:, None] + s * eps, rtol=0, atol=1e-3)
+    torch.testing.assert_close(jac, s, rtol=0, atol=1e-3)
+
+
+def test_confidence_weight_is_high_where_the_return_spread_of_s_a_is_large() -> None:
+    # w = sigmoid(-temp / std) + 1/2 with std = |dz_1 / d eps| at (s, a), from the target field: narrow return laws
+    # are down-weighted. The field below is the linear path to N(0, sd^2) with sd given by the observation.
+    def gaussian(z, t, obs, act):
+        return (obs - 1) * z / (1 - t + t * obs)
+
+    critic = _critic_with(gaussian, flow_steps=200)
+    obs = torch.tensor([0.1, 2.0], dtype=torch.float64).repeat_interleave(32)[:, None]
+    batch = {"observations": obs, "actions": obs, "next_observations": 3.0 - obs, "rewards": 0 * obs[:, 0]}
+    _, m = critic.loss({**batch, "masks": 1 + 0 * obs[:, 0]}, obs, critic, 0.9, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(m["return_std"], obs.mean(), rtol=1e-2, atol=0)
+    expected = (torch.sigmoid(-0.3 / obs) + 0.5).mean()
+    torch.testing.assert_close(m["confidence_weight"], expected, rtol=1e-2, atol=0)
+
+
+def test_critic_loss_vanishes_at_the_exact_returns_of_a_deterministic_mdp() -> None:
+    # Z(s, a) is the point mass at the observation's value q(s) and (s, a) -> (s', a') with q(s) = r + gamma m q(s'):
+    # the straight field (q(s) - z) / (1 - t) is then the exact critic, and both BCFM and DCFM targets are met
+    # exactly (Euler integrates a straight field without error), terminal transitions included
+    critic = _critic_with(lambda z, t, obs, act: (obs - z) / (1 - t), return_min=-10.0, return_max=10.0)
+    g = torch.Generator().manual_seed(0)
+    r, q_next = torch.randn(16, generator=g, dtype=torch.float64), torch.randn(16, generator=g, dtype=torch.float64)
+    masks = (torch.arange(16) % 3 != 0).to(torch.float64)
+    obs, nobs = (r + 0.9 * masks * q_next)[:, None], q_next[:, None]
+    batch = {"observations": obs, "actions": obs, "next_observations": nobs, "rewards": r, "masks": masks}
+    loss, m = critic.loss(batch, nobs, critic, 0.9, g)
+    assert m["bcfm_loss"] < 1e-20 and m["dcfm_loss"] < 1e-20 and loss < 1e-20
+    # a transition that is wrongly bootstrapped (terminal taken as live) or discounted is not at the fixed point
+    for wrong in ({"masks": torch.ones(16, dtype=torch.float64)}, {"rewards": r + 0.1}):
+        _, m = critic.loss({**batch, **wrong}, nobs, critic, 0.9, g)
+        assert m["bcfm_loss"] > 1e-3 and m["dcfm_loss"] > 1e-3
+    _, m = critic.loss(batch, nobs, critic, 0.8, g)
+    assert m["bcfm_loss"] > 1e-3 and m["dcfm_loss"] > 1e-3
+
+
+def test_q_averages_noises_per_state_and_returns_are_clipped_to_the_support() -> None:
+    # v(z, 0 | s) = s - z: every noise gives eps + v(eps, 0) = s exactly, so Q(s) = s for each state
+    critic = _critic_with(lambda z, t, obs, act: obs - z, q_noises=5, return_min=-3.0, return_max=3.0)
+    obs = torch.tensor([[-1.0], [0.5], [2.0], [7.0]])
+    q = critic.q(obs, obs, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(q, torch.tensor([-1.0, 0.5, 2.0, 3.0]))
+    # the straight field s - eps carries every noise to s in one Euler step; s = 7 lies beyond the support
+    z = critic.sample(obs, obs, 3, torch.Generator().manual_seed(0), steps=1)
+    torch.testing.assert_close(z, torch.tensor([[-1.0], [0.5], [2.0], [3.0]]).expand(4, 3))
+
+
+def test_flow_jacobian_is_the_derivative_of_the_flow_and_the_variance_its_mean_square() -> None:
+    # a nonlinear field: dz_1 / d eps varies with eps (Euler's Jacobian ODE differentiates the Euler map exactly)
+    critic = _critic_with(lambda z, t, obs, act: obs * torch.sin(3 * z) + t, flow_steps=20)
+    g = torch.Generator().manual_seed(0)
+    obs = torch.tensor([[0.5], [1.0]], dtype=torch.float64).repeat_interleave(6, 0)
+    eps = torch.randn(12, 1, generator=g, dtype=torch.float64)
+    _, jac = critic.flow(eps, obs, obs, jacobian=True)
+    h = 1e-6
+    fd = (critic.flow(eps + h, obs, obs)[0] - critic.flow(eps - h, obs, obs)[0]) / (2 * h)
+    torch.testing.assert_close(jac, fd, rtol=1e-6, atol=1e-8)
+    assert jac.std() > 0.1
+    var = critic.return_variance(obs[::6], obs[::6], n=6, generator=torch.Generator().manual_seed(1))
+    eps = torch.randn(12, 1, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    _, jac = critic.flow(eps, obs, obs, jacobian=True)
+    torch.testing.assert_close(var, (jac.reshape(2, 6) ** 2).mean(1))

@@ -244,7 +244,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.agent not in AGENTS or args.agent == "sac":
         offline = ", ".join(a for a in AGENTS if a != "sac")
         raise ConfigError(f"unknown offline agent {args.agent!r}; expected one of: {offline}.")
-    for flag in ("steps", "nproc", "log_every"):
+    for flag in ("steps", "nproc", "log_every", "threads"):
         if getattr(args, flag) < 1:
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}.")
     for flag in ("online_steps", "checkpoint_every"):
@@ -338,7 +338,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from genrl.agents import load_agent
     from genrl.evaluation import evaluate
 
-    torch.set_num_threads(max(1, args.threads))
+    if args.threads < 1:
+        raise ConfigError(f"--threads must be a positive integer, got {args.threads}.")
+    torch.set_num_threads(args.threads)
     run_dir = Path(args.run)
     if not (run_dir / "run.json").is_file():
         raise StorageError(f"{str(run_dir)!r} is not a genrl run folder (no run.json); make one with `genrl train`.")

@@ -40,12 +40,24 @@ def make_agent(name: str, spec: EnvSpec, values: dict[str, Any] | None = None) -
 def load_agent(directory: str | os.PathLike, device: str = "cpu") -> Agent:
     """Rebuild an agent saved with :meth:`Agent.save` (weights through safetensors, never pickle)."""
     state, cfg = load_pretrained(directory, device)
-    if not isinstance(cfg, dict) or "agent" not in cfg or "spec" not in cfg:
-        raise InputError(f"{str(Path(directory) / 'config.json')!r} is not a genrl agent config.")
+    where = repr(str(Path(directory) / "config.json"))
+    if not isinstance(cfg, dict) or "agent" not in cfg or not isinstance(cfg.get("spec"), dict):
+        raise InputError(f"{where} is not a genrl agent config.")
+    if not isinstance(cfg.get("config", {}), dict):
+        raise InputError(f"{where}: field 'config' must be an object of agent settings, got {cfg['config']!r}.")
     spec_fields = {f.name for f in fields(EnvSpec)}
-    spec_values = {k: (tuple(v) if isinstance(v, list) else v) for k, v in cfg["spec"].items() if k in spec_fields}
-    agent = make_agent(cfg["agent"], EnvSpec(**spec_values), cfg.get("config", {}))
-    agent.load_state_dict(state)
+    spec_values = {k: v for k, v in cfg["spec"].items() if k in spec_fields}
+    try:
+        spec = build_config(EnvSpec, spec_values, f"{where}, 'spec'")
+    except (TypeError, InputError) as exc:  # a required field missing, a size or bound out of range
+        raise InputError(f"{where}: field 'spec' does not describe an environment ({str(exc).rstrip('.')}).") from None
+    agent = make_agent(cfg["agent"], spec, cfg.get("config", {}))
+    try:
+        agent.load_state_dict(state)
+    except RuntimeError:
+        raise InputError(
+            f"the weights in {str(directory)!r} do not fit the {cfg['agent']} agent its config.json describes."
+        ) from None
     return agent.to(device)
 
 

@@ -54,6 +54,29 @@ class EnvSpec:
     reward_scale: float = 1.0
     env_id: str | None = None
 
+    def __post_init__(self) -> None:
+        """A spec that cannot describe an environment is one :class:`InputError` naming its field (a bound or a
+        statistic of the wrong length was broadcast silently over every dimension)."""
+        for name in ("obs_dim", "action_dim"):
+            if getattr(self, name) < 1:
+                raise InputError(f"EnvSpec field {name!r} must be a positive integer, got {getattr(self, name)!r}.")
+        sizes = {"action_low": "action_dim", "action_high": "action_dim", "obs_mean": "obs_dim", "obs_std": "obs_dim"}
+        for name, size in sizes.items():
+            value = getattr(self, name)
+            if value is not None and len(value) != getattr(self, size):
+                raise InputError(
+                    f"EnvSpec field {name!r} must have {size} = {getattr(self, size)} entries, got {len(value)}."
+                )
+        if not all(-math.inf < lo < hi < math.inf for lo, hi in zip(self.action_low, self.action_high)):
+            raise InputError(
+                f"EnvSpec field 'action_low' must be finite and below 'action_high' in every action dimension, got "
+                f"{list(self.action_low)} and {list(self.action_high)}."
+            )
+        if self.obs_std is not None and not all(0 < s < math.inf for s in self.obs_std):
+            raise InputError(f"EnvSpec field 'obs_std' must be finite and positive, got {list(self.obs_std)}.")
+        if not 0 < self.reward_scale < math.inf:
+            raise InputError(f"EnvSpec field 'reward_scale' must be finite and positive, got {self.reward_scale!r}.")
+
     @classmethod
     def from_dataset(cls, ds: Any, card: dict[str, Any], normalise_obs: bool = True) -> EnvSpec:
         """Bounds from the card, observation statistics and ``reward_scale = 1 / max|r|`` from the data."""
@@ -189,6 +212,7 @@ class Agent(nn.Module, abc.ABC):
         ]
         if missing:
             raise InputError(f"update() batch is missing {', '.join(missing)}.")
+        self.check_batch(batch)
         batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
         return {
             "observations": self.norm_obs(batch["observations"]),
@@ -197,6 +221,17 @@ class Agent(nn.Module, abc.ABC):
             "masks": 1.0 - batch["terminals"].float(),
             "next_observations": self.norm_obs(batch["next_observations"]),
         }
+
+    def check_batch(self, batch: dict[str, torch.Tensor]) -> None:
+        """One :class:`InputError` naming a batch field of the wrong shape (a ``[B, 1]`` reward column, say, was
+        broadcast against ``[B]`` values deep inside a critic's loss). Observations may be ``[B, *obs]``."""
+        b = batch["observations"].shape[0] if batch["observations"].dim() else 0
+        o, a = self.spec.obs_dim, self.spec.action_dim
+        expected = {"observations": (b, o), "actions": (b, a), "rewards": (b,), "terminals": (b,)}
+        for key, shape in {**expected, "next_observations": (b, o)}.items():
+            got = tuple(batch[key].shape)
+            if (got if len(shape) == 1 or len(got) < 2 else (got[0], math.prod(got[1:]))) != shape:
+                raise InputError(f"update() batch field {key!r} must have shape {list(shape)}, got {list(got)}.")
 
     def optimise(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
         """One optimiser step on ``loss``; in a multi-process run the gradients are first averaged over the
