@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+
+import numpy as np
 import pytest
 import torch
 
@@ -133,3 +136,53 @@ def test_attacks_return_on_the_input_device_and_dtype(device, dtype):
 def test_blur_refuses_a_sigma_that_is_not_a_positive_number(sigma):
     with pytest.raises(ConfigError, match="sigma must be a positive number"):
         gaussian_blur(torch.zeros(1, 1, 8, 8), sigma)  # it used to return NaN (or loop on inf)
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (16, 40), (40, 24)])
+@pytest.mark.parametrize("degrees", [10.0, 37.0])
+def test_rotate_is_scipy_s_rigid_rotation_on_any_aspect_ratio(shape, degrees):
+    """A rotation in pixel units about the centre (bilinear, edge-replicated borders) = ``scipy.ndimage.rotate``;
+    rotating in the per-side normalised coordinates of ``affine_grid`` instead shears a non-square image."""
+    ndimage = pytest.importorskip("scipy.ndimage")
+    g = torch.Generator().manual_seed(0)
+    x = gaussian_blur(torch.rand(2, 1, *shape, generator=g, dtype=torch.float64) * 2 - 1, 2.0)
+    want = [ndimage.rotate(img[0].numpy(), degrees, reshape=False, order=1, mode="nearest") for img in x]
+    got = apply_attack(x, f"rotate{degrees:g}")
+    torch.testing.assert_close(got[:, 0], torch.from_numpy(np.stack(want)), rtol=0, atol=1e-6)
+
+
+def test_crop_keeps_the_fraction_of_each_side_inside_the_image():
+    """On a ramp image a crop keeping ``F`` of each side, resized back, is again a ramp of slope ``F`` times the
+    original (bilinear sampling of a linear function is exact) wherever the window lies inside the image: every
+    step but possibly the half-pixel at either end, for every image's random offset and along both axes."""
+    n, side, frac = 8, 32, 0.6
+    ramp = torch.linspace(-1, 1, side, dtype=torch.float64)
+    step = float(ramp[1] - ramp[0])
+    for axis, image in ((-1, ramp.expand(side, side)), (-2, ramp[:, None].expand(side, side))):
+        out = apply_attack(image.expand(n, 1, side, side).contiguous(), f"crop{frac}", seed=5)
+        steps = out.diff(dim=axis)
+        good = (steps - frac * step).abs() < 1e-6  # the crop's affine map is float32
+        assert float(good.double().mean(dim=(1, 2, 3)).min()) >= 1 - 2 / side
+    offsets = apply_attack(ramp.expand(n, 1, side, side).contiguous(), f"crop{frac}", seed=5)[:, 0, 0, side // 2]
+    assert offsets.unique().numel() == n  # per-image offsets
+
+
+def test_tone_noise_resize_and_jpeg_attacks_do_what_their_names_say():
+    x = _images(torch.float64) * 0.5
+    torch.testing.assert_close(apply_attack(x, "brightness0.2"), x + 0.2, rtol=0, atol=1e-12)
+    y = apply_attack(x, "contrast0.7")
+    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    torch.testing.assert_close(y, (x - mean) * 0.7 + mean, rtol=0, atol=1e-12)
+    noise = apply_attack(torch.zeros(4, 1, 64, 64, dtype=torch.float64), "noise0.1", seed=1)
+    assert abs(float(noise.std()) - 0.1) < 0.005 and abs(float(noise.mean())) < 0.005
+    # a bilinear downscale by exactly 2 averages 2x2 blocks
+    want = torch.nn.functional.interpolate(torch.nn.functional.avg_pool2d(x, 2), size=(32, 32), mode="bilinear")
+    torch.testing.assert_close(apply_attack(x, "resize0.5"), want, rtol=0, atol=1e-12)
+    # JPEG is Pillow's round trip of the 8-bit image, read back on the same 8-bit scale
+    from PIL import Image
+
+    u8 = ((x[0, 0] + 1) * 127.5).round().to(torch.uint8).numpy()
+    buf = io.BytesIO()
+    Image.fromarray(u8, mode="L").save(buf, format="JPEG", quality=40)
+    want = torch.from_numpy(np.asarray(Image.open(io.BytesIO(buf.getvalue())), dtype=np.float64)) / 127.5 - 1
+    torch.testing.assert_close(apply_attack(x, "jpeg40")[0, 0], want, rtol=0, atol=1e-12)

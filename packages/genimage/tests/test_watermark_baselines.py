@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from scipy import stats
@@ -138,3 +140,103 @@ def test_embed_refuses_non_binary_messages(scheme: str) -> None:
     wm = SphericalWatermark(key) if scheme == "spherical" else GaussianShadingWatermark(key)
     with pytest.raises(InputError, match="0/1"):
         wm.embed(2, message=torch.full((8,), 2))
+
+
+def test_correlation_pvalue_closed_forms_and_one_dimension() -> None:
+    """In D = 3 the cosine with a fixed direction is uniform on [-1, 1] (Archimedes), so p = (1 - cos) / 2; in
+    D = 1 it is a fair sign, p = 1/2 when it agrees and 1 when not (scipy's Beta(0, 0) gave NaN)."""
+    from genimage.watermark.stats import correlation_pvalue
+
+    z = torch.randn(50, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    s = torch.tensor([0.3, -1.2, 0.5], dtype=torch.float64)
+    cos = (z @ s) / (z.norm(dim=1) * s.norm())
+    torch.testing.assert_close(correlation_pvalue(z, s), (1 - cos) / 2, rtol=0, atol=1e-12)
+    pv = correlation_pvalue(torch.tensor([[2.0], [-0.5]]), torch.tensor([[3.0], [1.0]]))
+    assert pv.tolist() == [0.5, 1.0]
+
+
+def test_binomial_pvalue_is_the_randomised_upper_tail() -> None:
+    from genimage.watermark.stats import binomial_pvalue
+
+    n = 13
+    m = torch.arange(n + 1)
+    u = torch.rand(n + 1, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    tail = [sum(math.comb(n, j) for j in range(k + 1, n + 1)) / 2**n for k in range(n + 1)]
+    want = torch.tensor(tail, dtype=torch.float64) + u * torch.tensor([math.comb(n, k) / 2**n for k in range(n + 1)])
+    torch.testing.assert_close(binomial_pvalue(m, n, torch.Generator().manual_seed(4)), want, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize(("h", "w", "radius"), [(32, 32, 5), (17, 24, 4)])
+def test_tree_ring_geometry_and_key_by_brute_force(h: int, w: int, radius: int) -> None:
+    """Mask = integer frequencies with |f| < radius; the key is one value per ring floor(|f|), its conjugate at -f;
+    the real coordinates of the masked spectrum keep its squared norm (conjugate pairs counted twice)."""
+    tr = TreeRingWatermark(new_key("tree-ring", (2, h, w), seed=3, radius=radius, channel=1))
+    ring_value: dict[int, complex] = {}
+    for i in range(h):
+        for j in range(w):
+            fy, fx = (i if 2 * i < h else i - h), (j if 2 * j < w else j - w)
+            r = math.hypot(fy, fx)
+            assert bool(tr.mask[i, j]) == (r < radius)
+            if r < radius:
+                value = complex(tr.pattern[i, j])
+                mirror = complex(tr.pattern[(-i) % h, (-j) % w])
+                assert mirror == value.conjugate()
+                ring = ring_value.setdefault(int(r), value)
+                assert value in (ring, ring.conjugate()) or (fy, fx) == (0, 0)
+            else:
+                assert complex(tr.pattern[i, j]) == 0
+    assert sorted(ring_value) == list(range(radius))
+    spec = torch.fft.fft2(torch.randn(3, h, w, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    v = tr._real_vector(spec)
+    assert v.shape[-1] == int(tr.mask.sum())
+    torch.testing.assert_close(v.square().sum(-1), spec[:, tr.mask].abs().square().sum(-1), rtol=1e-12, atol=0)
+    # the score is minus the mean L1 distance to the key on the mask: about 0 on marked noise (float32 rounding)
+    marked = tr.detect(tr.embed(3, generator=torch.Generator().manual_seed(1)))
+    assert float(marked.score.min()) > -1e-5
+
+
+def test_gaussian_shading_tiles_the_message_over_blocks() -> None:
+    """Block (c // ch_factor, y // hw_factor, x // hw_factor) is cell g (row-major) and carries bit g mod L."""
+    gs = GaussianShadingWatermark(
+        new_key("gaussian-shading", (4, 8, 12), seed=2, message_bits=5, ch_factor=2, hw_factor=2)
+    )
+    index = gs.bit_index.reshape(4, 8, 12)
+    for c in range(4):
+        for y in range(8):
+            for x in range(12):
+                assert int(index[c, y, x]) == ((c // 2) * 4 * 6 + (y // 2) * 6 + x // 2) % 5
+
+
+def test_tree_ring_and_gaussian_shading_refuse_degenerate_parameters() -> None:
+    # radius 1 keeps only the DC coefficient: its p-values were NaN, and could never fall below 1/2
+    with pytest.raises(ConfigError, match=r"radius must be in \[2, 16\)"):
+        _tr(radius=1)
+    for params in ({"hw_factor": 0}, {"ch_factor": -1}):
+        with pytest.raises(ConfigError, match="must be positive integers"):
+            _gs(**params)
+
+
+def test_metric_values_closed_forms() -> None:
+    from genimage.watermark.metrics import gaussianity, psnr, tpr_at_fpr
+
+    assert bit_accuracy(torch.tensor([[1, 0, 1, 1], [0, 0, 0, 0]]), torch.tensor([1, 0, 1, 0])) == 5 / 8
+    marked, clean = torch.tensor([0.001, 0.02, 0.5, 0.0099]), torch.tensor([0.5, 0.009, 0.3, 0.01])
+    assert tpr_at_fpr(marked, clean, 0.01) == {"tpr": 0.5, "fpr": 0.25}  # p < alpha: 0.01 itself is not rejected
+    assert psnr(torch.zeros(2, 1, 4, 4), torch.full((2, 1, 4, 4), 0.1)) == pytest.approx(10 * math.log10(4 / 0.01))
+    # four samples of two coordinates: column means (1, 0), E z^2 = 28/8, E z^3 = 28/8, E z^4 = 148/8, E z0 z1 = 2
+    g = gaussianity(torch.tensor([[1.0, 2.0], [1.0, -2.0], [3.0, 2.0], [-1.0, -2.0]]))
+    assert g["mean"] == pytest.approx(4**0.5) and g["var"] == pytest.approx(3.5) and g["third"] == pytest.approx(3.5)
+    assert g["kurtosis"] == pytest.approx(18.5 / 3.5**2 - 3) and g["cov_offdiag"] == pytest.approx(2 * 4**0.5)
+
+
+def test_gaussian_shading_majority_vote_ties_give_zero() -> None:
+    gs = _gs(seed=1)  # 64 cells of 4 x 4 for 32 bits: every bit has 32 repeats
+    repeats = (gs.bit_index == 0).nonzero()[:, 0]
+    assert repeats.numel() == 32
+    raw = torch.zeros(gs.bit_index.numel(), dtype=torch.int64)
+    raw[repeats[:16]] = 1  # bit 0 reads 1 in half of its repeats
+    z = (2.0 * ((raw + gs.stream) % 2) - 1.0).reshape(1, *SHAPE)
+    assert gs.extract(z)[0].tolist() == [0] * 32
+    raw[repeats[16]] = 1
+    z = (2.0 * ((raw + gs.stream) % 2) - 1.0).reshape(1, *SHAPE)
+    assert gs.extract(z)[0].tolist() == [1] + [0] * 31

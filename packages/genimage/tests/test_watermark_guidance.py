@@ -322,3 +322,11 @@ def test_molm_fidelity_weight_keeps_the_marked_velocity_near_the_unmarked_one():
             gap[fidelity] = float((net(xt, t) - v_base).pow(2).mean())
             route(net, None)
     assert gap[10.0] < 0.01 * gap[0.0], gap  # measured: 0.48 without the term, 7e-7 with weight 10
+
+
+def test_pcgrad_projection_by_hand_per_sample():
+    """Two conflicting gradients a = (2, 0), b = (-1, 3): a' = a - (a.b / |b|^2) b = (1.8, 0.6) and
+    b' = b - (a.b / |a|^2) a = (0, 3), mean (0.9, 1.8); a second sample without conflict keeps the plain mean."""
+    grads = torch.tensor([[[2.0, 0.0], [1.0, 1.0]], [[-1.0, 3.0], [3.0, 1.0]]], dtype=torch.float64)
+    out = reconcile_gradients(grads, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(out, torch.tensor([[0.9, 1.8], [2.0, 1.0]], dtype=torch.float64))

@@ -183,3 +183,36 @@ def test_key_file_round_trip_and_errors(tmp_path):
             WatermarkKey.load(tmp_path / "edited.json")
     with pytest.raises(InputError, match="noise must have shape"):
         _wm().extract(torch.randn(2, 1, 16, 16))
+
+
+def test_detection_pvalue_is_the_exact_binomial_tail_and_the_score_favours_the_mark():
+    """The p-value is the randomised tail of the number of group parities agreeing with the key's message,
+    counted by hand; the soft score is larger on marked noise than on unmarked."""
+    wm = _wm(seed=3)
+    g = torch.Generator().manual_seed(0)
+    z = torch.cat([wm.embed(4, generator=g) + 0.7 * torch.randn(4, *SHAPE, generator=g),
+                   torch.randn(4, *SHAPE, generator=g)])  # fmt: skip
+    det = wm.detect(z, generator=torch.Generator().manual_seed(7))
+    e = wm.embedding
+    signs = wm.rotation.inverse(z.double().reshape(8, -1)).sign().numpy()  # signs of R^T z, -1 for code bit 1
+    expected = 1 - 2 * torch.tensor(wm.key.message)[e.bit_index].numpy()
+    matches = [int((signs[i, e.groups.numpy()].prod(-1) == expected).sum()) for i in range(8)]
+    n = len(e.groups)
+    u = torch.rand(8, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    want = [stats.binom.sf(m, n, 0.5) + float(u[i]) * stats.binom.pmf(m, n, 0.5) for i, m in enumerate(matches)]
+    torch.testing.assert_close(det.pvalue, torch.tensor(want, dtype=torch.float64), rtol=1e-12, atol=1e-15)
+    assert float(det.score[:4].min()) > float(det.score[4:].max())
+
+
+def test_hard_decoding_ties_give_zero_and_soft_beta_must_be_positive():
+    e = ParityEmbedding(256, 8, seed=2, parity_weight=3)
+    assert e.repeats == 8
+    code = torch.zeros(1, 256, dtype=torch.int64)
+    for repeat in range(4):  # bit 0 sees parity 1 in four of its eight groups: a tie
+        code[0, e.groups[repeat * 8, 0]] = 1
+    assert int(e.decode(code)[0, 0]) == 0
+    code[0, e.groups[4 * 8, 0]] = 1
+    assert int(e.decode(code)[0, 0]) == 1
+    for beta in (0.0, -1.0, float("nan")):
+        with pytest.raises(ConfigError, match="soft_beta must be a positive number"):
+            _wm(soft_beta=beta)

@@ -129,3 +129,31 @@ def test_the_lwd_energy_source_defines_only_lwd_runs() -> None:
     assert identity_changes(old, image_run_identity(plain)) == ""
     old = image_run_identity(lwd) | {"lwd_energy": "clean"}
     assert identity_changes(old, image_run_identity(lwd)) == "lwd_energy: 'clean' -> 'noisy'"
+
+
+def test_pywt_bands_and_a_separable_haar_matrix_give_the_bands() -> None:
+    """Band by band, signs included: ``H`` (left minus right) is pywt's ``cV``, ``V`` (top minus bottom) its
+    ``cH``, ``D`` its ``cD``; and all four are the blocks of ``W_H x W_W^T`` for the orthonormal Haar matrix."""
+    pywt = pytest.importorskip("pywt")
+    x = torch.randn(2, 3, 8, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    ll, h, v, d = haar_dwt2(x)
+    _, (ch, cv, cd) = pywt.dwt2(x.numpy(), "haar", axes=(-2, -1))
+    for ours, theirs in ((h, cv), (v, ch), (d, cd)):
+        np.testing.assert_allclose(ours.numpy(), theirs, rtol=0, atol=1e-12)
+
+    def haar(n: int) -> torch.Tensor:  # rows: pairwise sums, then pairwise differences (first minus second)
+        m = torch.zeros(n, n, dtype=torch.float64)
+        for i in range(n // 2):
+            m[i, 2 * i] = m[i, 2 * i + 1] = m[n // 2 + i, 2 * i] = 2**-0.5
+            m[n // 2 + i, 2 * i + 1] = -(2**-0.5)
+        return m
+
+    y = haar(8) @ x @ haar(6).T
+    for ours, block in ((ll, y[..., :4, :3]), (h, y[..., :4, 3:]), (v, y[..., 4:, :3]), (d, y[..., 4:, 3:])):
+        torch.testing.assert_close(ours, block, rtol=0, atol=1e-12)
+
+
+def test_mask_includes_the_boundary() -> None:
+    # M = [A + l >= 1 - t]: a position exactly on the threshold is supervised
+    energy = torch.tensor([[[0.25, 0.5]]], dtype=torch.float64)
+    assert lwd_mask(energy, torch.tensor([0.25], dtype=torch.float64), floor=0.25)[0, 0, 0].tolist() == [0.0, 1.0]

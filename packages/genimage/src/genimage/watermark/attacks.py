@@ -197,8 +197,11 @@ def _affine(images: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
 
 
 def rotate(images: torch.Tensor, degrees: float) -> torch.Tensor:
+    """Rotation by ``degrees`` about the image centre, in pixel units (a rigid rotation for any aspect ratio)."""
     a = math.radians(degrees)
-    theta = torch.tensor([[math.cos(a), -math.sin(a), 0.0], [math.sin(a), math.cos(a), 0.0]])
+    h, w = images.shape[-2:]
+    # affine_grid works in coordinates normalised per side: R in pixels is S^-1 R S there, S = diag(w, h) / 2
+    theta = torch.tensor([[math.cos(a), -math.sin(a) * h / w, 0.0], [math.sin(a) * w / h, math.cos(a), 0.0]])
     return _affine(images, theta.expand(images.shape[0], 2, 3))
 
 

@@ -46,6 +46,8 @@ class GaussianShadingWatermark:
             raise ConfigError("a gaussian-shading key needs a message of at least one bit.")
         c, h, w = key.shape
         fc, fhw = int(key.params.get("ch_factor", 1)), int(key.params.get("hw_factor", 4))
+        if fc < 1 or fhw < 1:
+            raise ConfigError(f"ch_factor and hw_factor must be positive integers, got {fc} and {fhw}.")
         if c % fc or h % fhw or w % fhw:
             raise ConfigError(f"ch_factor {fc} and hw_factor {fhw} must divide the noise shape {key.shape}.")
         self.key, self.shape = key, tuple(key.shape)

@@ -35,6 +35,7 @@ randomised binomial p-value is exactly uniform without a mark.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -149,6 +150,8 @@ class SphericalWatermark:
         layers = key.params.get("rotation_layers")
         self.rotation = KeyRotation(self.dim, key.seed, layers=None if layers is None else int(layers))
         self.soft_beta = float(key.params.get("soft_beta", 1.5))
+        if not (math.isfinite(self.soft_beta) and self.soft_beta > 0):  # 0 would decode every bit as 0
+            raise ConfigError(f"soft_beta must be a positive number, got {self.soft_beta}.")
 
     def _messages(self, n: int, message: torch.Tensor | None) -> torch.Tensor:
         return self.key.messages(n, self.embedding.message_bits, message)

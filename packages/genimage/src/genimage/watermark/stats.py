@@ -33,6 +33,8 @@ def correlation_pvalue(z: torch.Tensor, direction: torch.Tensor) -> torch.Tensor
     s = s.expand_as(z) if s.dim() == 1 else s.flatten(1)
     cos = (z * s).sum(1) / (z.norm(dim=1) * s.norm(dim=1)).clamp_min(1e-300)
     d = z.shape[1]
+    if d == 1:  # Beta(0, 0) is the law of a fair sign: P(cos >= 1) = 1/2, P(cos >= -1) = 1 (scipy gives NaN)
+        return torch.where(cos > 0, 0.5, 1.0).to(device="cpu", dtype=torch.float64)
     a = (d - 1) / 2.0
     p = stats.beta.sf(((1.0 + cos) / 2.0).clamp(0, 1).cpu().numpy(), a, a)
     return torch.as_tensor(p, dtype=torch.float64)

@@ -77,9 +77,9 @@ class TreeRingWatermark:
         self.radius = int(key.params.get("radius", max(2, round(min(h, w) * 10 / 64))))
         if not 0 <= self.channel < c:
             raise ConfigError(f"tree-ring channel {self.channel} is outside the key's {c} channels.")
-        if not 1 <= self.radius < min(h, w) // 2:
+        if not 2 <= self.radius < min(h, w) // 2:  # radius 1 keeps the DC coefficient alone: p-values >= 1/2
             raise ConfigError(
-                f"tree-ring radius must be in [1, {min(h, w) // 2}) for {h}x{w} noise, got {self.radius}."
+                f"tree-ring radius must be in [2, {min(h, w) // 2}) for {h}x{w} noise, got {self.radius}."
             )
         geo = ring_geometry(h, w, self.radius)
         self.mask, self.representative, self.real = geo["mask"], geo["representative"], geo["real"]
