@@ -90,3 +90,113 @@ def test_wav_folder_suffix_case_hidden_files_and_empty_class_folders(tmp_path) -
     (tmp_path / ".Trash").mkdir()
     data = load_mel_set(tmp_path, cfg=cfg)
     assert data.class_names == ["LOUD", "soft"] and data.labels.tolist() == [0, 1]
+
+
+def _slaney_mel(f: np.ndarray) -> np.ndarray:
+    """Slaney's mel scale (librosa's default): linear 3 per 200 Hz below 1 kHz, logarithmic above."""
+    f = np.asarray(f, dtype=np.float64)
+    return np.where(f < 1000, 3 * f / 200, 15 + 27 * np.log(np.maximum(f, 1e-9) / 1000) / np.log(6.4))
+
+
+def _direct_log_mel(wave: np.ndarray, cfg: MelConfig) -> np.ndarray:
+    """The module docstring's recipe from the formulas: centred STFT (zero padding n_fft/2, periodic Hann window),
+    power, triangular Slaney-normalised mel filters, dB relative to the maximum clipped at -top_db, scaled."""
+    x = np.pad(np.asarray(wave, np.float64), cfg.n_fft // 2)
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(cfg.n_fft) / cfg.n_fft)
+    starts = range(0, len(x) - cfg.n_fft + 1, cfg.hop)
+    power = np.abs(np.fft.rfft(np.stack([x[s : s + cfg.n_fft] * window for s in starts], 1), axis=0)) ** 2
+    mels = np.linspace(0, _slaney_mel(cfg.sr / 2), cfg.n_mels + 2)
+    hz = np.array(
+        [
+            np.interp(m, _slaney_mel(np.linspace(0, cfg.sr / 2, 200001)), np.linspace(0, cfg.sr / 2, 200001))
+            for m in mels
+        ]
+    )
+    fft_hz = np.arange(cfg.n_fft // 2 + 1) * cfg.sr / cfg.n_fft
+    lo, mid, hi = hz[:-2, None], hz[1:-1, None], hz[2:, None]
+    tri = np.maximum(0, np.minimum((fft_hz - lo) / (mid - lo), (hi - fft_hz) / (hi - mid)))
+    mel = (tri * 2 / (hi - lo)) @ power
+    db = np.maximum(10 * np.log10(np.maximum(mel, 1e-300) / mel.max()), -cfg.top_db)
+    return 2 * (db + cfg.top_db) / cfg.top_db - 1
+
+
+def test_log_mel_matches_the_formulas_frame_for_frame() -> None:
+    cfg = MelConfig()
+    clip = synth_clips(2, cfg, seed=5)[0][1]  # a chirp: every frame differs
+    want = _direct_log_mel(clip, cfg)
+    assert want.shape == (cfg.n_mels, cfg.frames)  # clip_samples fills exactly `frames` columns, none dropped
+    np.testing.assert_allclose(audio_to_mel(clip, cfg)[0].numpy(), want, atol=2e-4)
+    short = clip[: cfg.hop * 20]  # 21 frames, then silence padding (-1) up to `frames`
+    got = audio_to_mel(short, cfg)[0].numpy()
+    np.testing.assert_allclose(got[:, :21], _direct_log_mel(short, cfg), atol=2e-4)
+    assert (got[:, 21:] == -1).all()
+
+
+def test_log_mel_is_relative_to_the_clips_maximum_at_any_level() -> None:
+    # dB relative to the clip's maximum: a quiet recording (peak -66 or -86 dBFS) gives the same image. librosa's
+    # absolute power floor 1e-10 used to lift its quiet bins (up to 27 dB at a peak of 5e-5)
+    cfg = MelConfig()
+    clip = synth_clips(2, cfg, seed=1)[0][1]
+    loud = audio_to_mel(clip, cfg)
+    for gain in (1e-3, 1e-4):
+        assert float((audio_to_mel(gain * clip, cfg) - loud).abs().max()) * cfg.top_db / 2 < 0.01  # dB
+
+
+def test_read_wav_decodes_pcm_widths_floats_and_averages_stereo(tmp_path) -> None:
+    import wave
+
+    from scipy.io import wavfile
+
+    sr = 16000
+    rng = np.random.default_rng(0)
+    q16 = rng.integers(-32768, 32768, (400, 2)).astype("<i2")
+    q24 = rng.integers(-(2**23), 2**23, 400)
+    q8 = rng.integers(0, 256, 400).astype(np.uint8)  # 8-bit WAV is unsigned, 128 = 0
+    for name, width, frames, channels in (
+        ("s16.wav", 2, q16.tobytes(), 2),
+        ("s24.wav", 3, q24.astype("<i4").view(np.uint8).reshape(-1, 4)[:, :3].tobytes(), 1),
+        ("u8.wav", 1, q8.tobytes(), 1),
+    ):
+        with wave.open(str(tmp_path / name), "wb") as f:
+            f.setnchannels(channels)
+            f.setsampwidth(width)
+            f.setframerate(sr)
+            f.writeframes(frames)
+    np.testing.assert_array_equal(read_wav(tmp_path / "s16.wav", sr), q16.astype(np.float32).mean(1) / 32768)
+    np.testing.assert_array_equal(read_wav(tmp_path / "s24.wav", sr), q24.astype(np.float32) / 2**23)
+    np.testing.assert_array_equal(read_wav(tmp_path / "u8.wav", sr), (q8.astype(np.float32) - 128) / 128)
+    stereo = rng.uniform(-1, 1, (400, 2)).astype(np.float32)
+    wavfile.write(tmp_path / "f32.wav", sr, stereo)
+    np.testing.assert_allclose(read_wav(tmp_path / "f32.wav", sr), stereo.mean(1), atol=1e-7)
+    stereo[5, 1] = np.nan
+    wavfile.write(tmp_path / "nan.wav", sr, stereo)
+    with pytest.raises(InputError, match=r"nan\.wav: the audio samples contain NaN"):
+        read_wav(tmp_path / "nan.wav", sr)
+
+
+def test_mel_to_audio_inverts_the_scaling_and_the_resizing(monkeypatch) -> None:
+    import librosa
+
+    from genimage.data.imageset import resize_images
+
+    cfg = MelConfig()
+    x = audio_to_mel(synth_clips(1, cfg, seed=2)[0][0], cfg)
+    wave = mel_to_audio(resize_images(x[None], 64)[0], cfg, n_iter=4)  # a run trained at --image-size 64
+    assert wave.shape == (cfg.clip_samples,) and np.isfinite(wave).all()
+    seen = []
+    monkeypatch.setattr(librosa.feature.inverse, "mel_to_audio", lambda power, **kw: seen.append(power) or np.zeros(1))
+    mel_to_audio(x, cfg)
+    db = (x[0].double().numpy() + 1) / 2 * cfg.top_db - cfg.top_db  # the inverse of x = 2 (dB + top_db) / top_db - 1
+    np.testing.assert_allclose(seen[0], 10 ** (db / 10), rtol=1e-5)
+    mel_to_audio(resize_images(x[None], 64)[0], cfg)
+    assert seen[1].shape == (cfg.n_mels, cfg.frames)
+    assert np.abs(10 * np.log10(seen[1]) - db).mean() < 3.0  # the 64 x 64 image resized back (not reshaped)
+    with pytest.raises(InputError, match=r"one spectrogram image"):
+        mel_to_audio(torch.zeros(2, 1, cfg.n_mels, cfg.frames), cfg)
+
+
+def test_write_wav_round_trips_at_16_bit_and_clips_out_of_range_samples(tmp_path) -> None:
+    wave = np.random.default_rng(1).uniform(-1.3, 1.3, 2000).astype(np.float32)
+    back = read_wav(write_wav(tmp_path / "w.wav", wave, 8000), 8000)
+    assert back.shape == wave.shape
+    np.testing.assert_allclose(back, np.clip(wave, -1, 1), atol=1 / 32767)  # saturates, never wraps around

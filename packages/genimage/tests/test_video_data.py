@@ -375,3 +375,18 @@ def test_an_mp4_folder_loads_through_pyav(tmp_path) -> None:
     assert float((ds.videos[0] - want).abs().mean()) < 0.1  # the square is where it was put, in every frame
     with pytest.raises(InputError, match=r"clip\.mp4: holds 6 frames, fewer than the 9 asked for"):
         load_video_folder(tmp_path / "v", image_size=32, frames=9)
+
+
+def test_frames_of_colour_videos_keep_each_frames_channels_together() -> None:
+    v = torch.rand(2, 3, 4, 5, 5, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    f = VideoSet(v).frames()
+    assert f.shape == (8, 3, 5, 5)
+    for k in range(8):
+        assert torch.equal(f[k], v[k // 4, :, k % 4])  # frame k % 4 of video k // 4, all three channels
+
+
+def test_a_video_one_frame_short_is_refused_and_one_of_exactly_enough_frames_loads(tmp_path) -> None:
+    np.save(tmp_path / "seven.npy", _gray(7))
+    with pytest.raises(InputError, match=r"seven\.npy: holds 7 frames, fewer than the 8 asked for"):
+        load_video_folder(tmp_path, image_size=8, frames=8)
+    assert load_video_folder(tmp_path, image_size=8, frames=7).videos.shape == (1, 1, 7, 8, 8)

@@ -55,6 +55,8 @@ def read_wav(path: str | os.PathLike, sr: int) -> np.ndarray:
         data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except (RuntimeError, sf.LibsndfileError, OSError) as exc:
         raise InputError(f"{path}: not a readable audio file ({exc}).") from exc
+    if not np.isfinite(data).all():
+        raise InputError(f"{path}: the audio samples contain NaN or inf values.")
     wave = data.mean(axis=1)
     if rate != sr:
         import librosa
@@ -83,8 +85,8 @@ def audio_to_mel(wave: np.ndarray, cfg: MelConfig) -> torch.Tensor:
     )
     if not mel.max() > 1e-10:  # digital silence (power_to_db's floor): no maximum to be relative to
         db = np.full_like(mel, -cfg.top_db)
-    else:
-        db = librosa.power_to_db(mel, ref=np.max, top_db=cfg.top_db)
+    else:  # the floor amin is relative too (librosa's absolute 1e-10 would lift every bin of a quiet clip)
+        db = librosa.power_to_db(mel, ref=np.max, amin=float(mel.max()) * 10 ** (-cfg.top_db / 10), top_db=cfg.top_db)
     x = torch.from_numpy(np.clip(2 * (db + cfg.top_db) / cfg.top_db - 1, -1, 1)).float()
     if x.shape[1] < cfg.frames:
         x = torch.nn.functional.pad(x, (0, cfg.frames - x.shape[1]), value=-1.0)
@@ -92,10 +94,24 @@ def audio_to_mel(wave: np.ndarray, cfg: MelConfig) -> torch.Tensor:
 
 
 def mel_to_audio(x: torch.Tensor, cfg: MelConfig, n_iter: int = 64) -> np.ndarray:
-    """Scaled log-mel image ``[1, n_mels, frames]`` (or ``[n_mels, frames]``) -> waveform by Griffin-Lim."""
+    """Scaled log-mel image ``[1, n_mels, frames]`` (or ``[n_mels, frames]``) -> waveform by Griffin-Lim.
+
+    An image of another size ``[1, H, W]`` (a run trained with ``image_size`` != ``n_mels``, as
+    :func:`load_mel_set` resizes) is first resized back to ``n_mels x frames``.
+    """
     import librosa
 
-    a = x.detach().cpu().float().reshape(cfg.n_mels, -1).numpy()
+    if not torch.is_tensor(x) or x.dim() not in (2, 3) or (x.dim() == 3 and x.shape[0] != 1) or 0 in x.shape:
+        got = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
+        raise InputError(
+            f"mel_to_audio needs one spectrogram image [1, n_mels, frames] or [n_mels, frames], got {got}."
+        )
+    a = x.detach().cpu().float().reshape(1, 1, *x.shape[-2:])
+    if a.shape[-2:] != (cfg.n_mels, cfg.frames):  # as resize_images, to a rectangle
+        a = torch.nn.functional.interpolate(
+            a, size=(cfg.n_mels, cfg.frames), mode="bilinear", antialias=True, align_corners=False
+        )
+    a = a[0, 0].numpy()
     db = (a.clip(-1, 1) + 1) / 2 * cfg.top_db - cfg.top_db
     power = librosa.db_to_power(db)
     return librosa.feature.inverse.mel_to_audio(
