@@ -403,3 +403,29 @@ def test_demo_with_a_bad_step_count_is_refused_before_anything_is_made(tmp_path,
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines() == ["genimage: error: steps must be a positive integer, got 0."]
     assert not captured.out and not out.exists()
+
+
+def test_negative_bpd_images_is_refused_before_any_sampling(digits_run, tmp_path, capsys, monkeypatch) -> None:
+    """--bpd-images -1 was taken as 0 (skip) and the command exited 0 after the whole evaluation."""
+    import genimage.evaluate
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("sampled before the bad flag was refused")
+
+    monkeypatch.setattr(genimage.evaluate, "sample_images", no_sampling)
+    out = tmp_path / "m.json"
+    argv = ["evaluate", "--run", str(digits_run), "--n", "4", "--bpd-images", "-1", "--json", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bpd_images must be 0 (skip) or a positive integer, got -1" in err[0] and not out.exists()
+
+
+def test_a_run_config_missing_a_field_is_one_clean_sentence(tmp_path, capsys) -> None:
+    """The hint ended the sentence twice ("... lacks the field 'image_shape'; was the run finished?.")."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"prediction": "velocity", "objective": "flow"}))
+    assert main(["sample", "--run", str(run), "--out", str(tmp_path / "g.png"), "--device", "cpu"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    where = str(run / "config.json")
+    assert err == [f"genimage: error: {where} lacks the field 'image_shape'; the run may not have finished."], err

@@ -142,6 +142,17 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
             "watermark keygen --scheme gaussian-shading --out k.json --shape 1,8,8 --param hw_factor=0".split(),
             "gaussian-shading key parameter 'hw_factor' must be a positive integer, got 0",
         ),
+        (  # accepted before, and the NaN images scored after HiDDeN had trained
+            "watermark evaluate --run gaussian:1,8,8 --schemes guidance --guidance-scale nan --json x".split(),
+            "--guidance-scale must be a finite number >= 0, got nan",
+        ),
+        *[  # exit 0 before: 1.5 called every image marked, NaN none
+            (
+                f"watermark detect --key k.json --run gaussian:1,8,8 --images . --alpha {alpha}".split(),
+                f"--alpha must be a p-value threshold in (0, 1), got {alpha}",
+            )
+            for alpha in ("0.0", "1.5", "nan", "-1.0")
+        ],
     ],
 )
 def test_user_mistakes_are_one_line_errors(argv, message, tmp_path, monkeypatch, capsys):
@@ -240,3 +251,61 @@ def test_evaluate_compares_every_set_with_one_independent_unmarked_reference():
     shift = [r for r in rated if r["scheme"] == "shift"]
     assert [r["psnr"] for r in shift] == pytest.approx([40.0, 40.0], abs=1e-4)  # float32 shift
     assert all("psnr" not in r for r in rated if r["scheme"] != "shift")
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--steps", "0"], "the number of ODE steps (--steps) must be a positive integer, got 0"),
+        (["--steps", "-3"], "the number of ODE steps (--steps) must be a positive integer, got -3"),
+        (["--solver", "bogus"], "unknown solver 'bogus'; expected one of: euler, midpoint, heun, rk4"),
+    ],
+)
+def test_bad_steps_or_solver_on_the_exact_generator_are_refused(flags, message, tmp_path, capsys):
+    """The exact gaussian: generator never solves in embed/detect, so --steps 0 and an unknown --solver were
+    accepted there (exit 0) and failed, if at all, only in a later regeneration attack or trained marker."""
+    key = tmp_path / "k.json"
+    argv = ["watermark", "keygen", "--scheme", "spherical", "--shape", "1,8,8", "--bits", "4", "--out", str(key)]
+    assert _main(argv) == 0
+    capsys.readouterr()
+    out = tmp_path / "marked"
+    assert (
+        _main(
+            ["watermark", "embed", "--key", str(key), "--run", "gaussian:1,8,8", "--n", "2", "--out", str(out), *flags]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_embed_never_writes_into_an_earlier_embed(tmp_path, capsys):
+    """A second embed into one --out left the first embed's extra images beside the second's noise.safetensors: a
+    folder whose images and noise disagree, which detect then read as one set."""
+    key = tmp_path / "k.json"
+    argv = ["watermark", "keygen", "--scheme", "spherical", "--shape", "1,8,8", "--bits", "4", "--out", str(key)]
+    assert _main(argv) == 0
+    out = tmp_path / "m"
+    embed = ["watermark", "embed", "--key", str(key), "--run", "gaussian:1,8,8", "--out", str(out)]
+    assert _main([*embed, "--n", "3"]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert _main([*embed, "--n", "2", "--seed", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{str(out)!r} already holds marked images" in err[0], err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_a_bad_molm_option_is_refused_before_hidden_trains(tmp_path, monkeypatch, capsys):
+    """With --schemes hidden,molm the shared HiDDeN trained first and --molm-steps 0 was refused only afterwards."""
+    import genimage.watermark.image_schemes
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("HiDDeN trained before the bad option was refused")
+
+    monkeypatch.setattr(genimage.watermark.image_schemes, "train_for_generator", no_training)
+    argv = "watermark evaluate --run gaussian:1,8,8 --schemes hidden,molm --molm-steps 0 --n 2 --attacks none".split()
+    assert _main([*argv, "--json", str(tmp_path / "x.json"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--molm-steps must be at least 1, got 0" in err[0], err

@@ -124,6 +124,8 @@ def evaluate_run(
     if n < 4:
         raise ConfigError(f"evaluation needs n >= 4 images (k-NN precision/recall uses k = 3), got {n}.")
     check_input_px(input_px)  # before any sampling
+    if bpd_images < 0:  # was taken as 0 (skip), after the whole evaluation had run
+        raise ConfigError(f"bpd_images must be 0 (skip) or a positive integer, got {bpd_images}.")
     start = time.perf_counter()
     data = reference if reference is not None else reference_set(run)
     ref = _choose(data, n, seed)

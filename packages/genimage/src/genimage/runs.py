@@ -157,7 +157,7 @@ def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> 
         )
     config = read_json(root / "config.json")
     fields = ("prediction", "objective", "image_shape", "sample_shape", "t_end")
-    require_fields(config, fields, str(root / "config.json"), "; was the run finished?")
+    require_fields(config, fields, str(root / "config.json"), "; the run may not have finished")
     _check_run_fields(config, root / "config.json")
     if not (root / "model").is_dir():
         raise StorageError(

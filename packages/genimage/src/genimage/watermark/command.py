@@ -16,6 +16,7 @@ HiDDeN and MOLM training run there; keys, attacks and metrics run on the CPU.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 
@@ -124,6 +125,10 @@ def cmd_embed(args: argparse.Namespace) -> int:
 
     if args.n < 1:
         raise ConfigError(f"--n must be a positive integer, got {args.n}.")
+    # a second embed into one folder left the first's extra images beside the second's noise (refused before work)
+    held = [name for name in ("images", "noise.safetensors", "grid.png") if (Path(args.out) / name).exists()]
+    if held:
+        raise StorageError(f"{str(args.out)!r} already holds marked images ({held[0]}); choose a new --out folder.")
     key = WatermarkKey.load(args.key)
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     if tuple(gen.noise_shape) != tuple(key.shape):
@@ -163,6 +168,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     from genimage.watermark.keys import WatermarkKey
     from genimage.watermark.schemes import noise_scheme
 
+    if not 0.0 < args.alpha < 1.0:  # 1.5 called every image marked, NaN none
+        raise ConfigError(f"--alpha must be a p-value threshold in (0, 1), got {args.alpha}.")
     key = WatermarkKey.load(args.key)
     wm = noise_scheme(key)
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
@@ -198,6 +205,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for s in args.schemes:
         if s not in known_schemes():
             raise ConfigError(f"unknown scheme {s!r}; expected one of: {', '.join(known_schemes())}.")
+    _check_scheme_options(args)
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     if args.bits is None:  # the paper's density: 256 bits in 16384 noise dimensions, at most 32 bits
         c, h, w = gen.noise_shape
@@ -252,6 +260,22 @@ def _fd_quality(images: torch.Tensor, reference: torch.Tensor) -> dict[str, floa
     return {"fd_efflite0": frechet_distance(efflite0_features(images), efflite0_features(reference))}
 
 
+def _check_scheme_options(args: argparse.Namespace) -> None:
+    """The trained schemes' options, checked before any scheme trains (the HiDDeN that guidance and hidden share
+    trains first, so a bad option checked in its own scheme's turn was refused only after that work)."""
+    if "guidance" in args.schemes and not (math.isfinite(args.guidance_scale) and args.guidance_scale >= 0):
+        raise ConfigError(f"--guidance-scale must be a finite number >= 0, got {args.guidance_scale}.")
+    if "molm" not in args.schemes:
+        return
+    if args.molm_steps < 1:
+        raise ConfigError(f"--molm-steps must be at least 1, got {args.molm_steps}.")
+    for flag in ("sampler", "finetune"):
+        if getattr(args, f"molm_{flag}_steps") < 0:
+            raise ConfigError(f"--molm-{flag}-steps must be at least 0, got {getattr(args, f'molm_{flag}_steps')}.")
+    if not args.molm_fidelity >= 0:
+        raise ConfigError(f"--molm-fidelity must be at least 0, got {args.molm_fidelity}.")
+
+
 def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
     """Guidance and post-hoc HiDDeN share one HiDDeN trained on the run's samples."""
     progress = not args.no_progress
@@ -266,13 +290,6 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
         return GuidanceScheme.build(gen, scale=args.guidance_scale, **kw)
     from genimage.watermark.molm import MOLMScheme
 
-    if args.molm_steps < 1:
-        raise ConfigError(f"--molm-steps must be at least 1, got {args.molm_steps}.")
-    for flag in ("sampler", "finetune"):
-        if getattr(args, f"molm_{flag}_steps") < 0:
-            raise ConfigError(f"--molm-{flag}-steps must be at least 0, got {getattr(args, f'molm_{flag}_steps')}.")
-    if not args.molm_fidelity >= 0:
-        raise ConfigError(f"--molm-fidelity must be at least 0, got {args.molm_fidelity}.")
     return MOLMScheme.build(
         gen,
         message_bits=args.bits,

@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from gencore.checks import check_choice, check_int
 from gencore.errors import ConfigError
 from gencore.rng import randn_like_with
-from gencore.solvers import solve_ode, uniform_grid
+from gencore.solvers import FIXED_STEP_METHODS, solve_ode, uniform_grid
 
 if TYPE_CHECKING:
     from genimage.runs import LoadedRun
@@ -57,7 +58,11 @@ class FlowGenerator:
         solver: str = "euler",
         device: str | torch.device = "cpu",
     ) -> None:
-        self.velocity, self.image_shape, self.steps, self.solver = velocity, tuple(image_shape), int(steps), solver
+        # checked here, as an exact generator never solves in generate/invert and its bad --steps or --solver
+        # surfaced (or not) only in a regeneration attack or a trained marker, after the rest of the work
+        steps = check_int(steps, "the number of ODE steps (--steps)", low=1)
+        check_choice(solver, FIXED_STEP_METHODS, "solver")
+        self.velocity, self.image_shape, self.steps, self.solver = velocity, tuple(image_shape), steps, solver
         self.noise_shape = self.image_shape
         self.device = torch.device(device)
         self.t_end = 1.0
