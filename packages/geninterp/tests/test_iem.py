@@ -144,3 +144,139 @@ def test_iem_refuses_non_finite_signals_and_empty_level_batches():
         information_estimation_metric(den, torch.tensor([[math.nan, 0.0]]), torch.zeros(1, 2))
     with pytest.raises(ConfigError, match="batch_levels must be positive"):
         information_estimation_metric(den, torch.zeros(1, 2), torch.ones(1, 2), batch_levels=0)
+
+
+def test_mixture_denoiser_with_unequal_weights_and_covariances_by_grid_integration():
+    """2-D, three components of different weights and full covariances: E[x|y] from the posterior on a fine grid
+    (the 1-D check above has equal weights and variances, which hide the weight and log-determinant terms)."""
+    g = torch.Generator().manual_seed(0)
+    weights = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
+    means = torch.tensor([[-1.5, 0.5], [1.0, 1.0], [0.3, -1.2]], dtype=torch.float64)
+    a = 0.5 * torch.randn(3, 2, 2, generator=g, dtype=torch.float64)
+    covs = a @ a.mT + 0.1 * torch.eye(2, dtype=torch.float64)
+    den = GaussianMixtureDenoiser(weights, means, covs)
+    axis = torch.linspace(-7, 7, 401, dtype=torch.float64)
+    grid = torch.cartesian_prod(axis, axis)
+    prior = torch.zeros(len(grid), dtype=torch.float64)
+    for w, m, c in zip(weights, means, covs, strict=True):
+        r = grid - m
+        density = torch.exp(-0.5 * (r @ torch.linalg.inv(c) * r).sum(-1)) / (2 * math.pi * torch.linalg.det(c).sqrt())
+        prior += w * density
+    for y, s in (([0.1, 0.2], 0.3), ([-2.0, 1.0], 1.0), ([3.0, -1.0], 2.0)):
+        yt = torch.tensor(y, dtype=torch.float64)
+        post = prior * torch.exp(-(grid - yt).pow(2).sum(-1) / (2 * s**2))
+        want = (grid * post[:, None]).sum(0) / post.sum()
+        torch.testing.assert_close(den(yt[None], torch.tensor([s], dtype=torch.float64))[0], want, rtol=0, atol=1e-8)
+
+
+def test_the_denoiser_sees_the_gaussian_channel_at_each_level():
+    """At SNR g both signals are observed as ``x + W_g / g`` with the same ``W_g ~ N(0, g)``, at ``sigma = g^-1/2``."""
+    seen = []
+
+    def recorder(y: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+        seen.append((y.clone(), sigma.clone()))
+        return torch.zeros_like(y)
+
+    b, d = 4000, 2
+    x1, x2 = torch.zeros(b, d, dtype=torch.float64), torch.ones(b, d, dtype=torch.float64)
+    res = information_estimation_metric(recorder, x1, x2, gamma_min=0.01, gamma_max=100.0, n_levels=3, batch_levels=3)
+    y, sigma = seen[0]
+    gammas = res.gammas
+    y1, y2 = y[: 3 * b].view(3, b, d), y[3 * b :].view(3, b, d)
+    torch.testing.assert_close(y2 - 1.0, y1)  # the same Brownian path for both signals
+    torch.testing.assert_close(sigma[: 3 * b].view(3, b), gammas.rsqrt()[:, None].expand(3, b))
+    var = y1.reshape(3, -1).var(1)
+    torch.testing.assert_close(var * gammas, torch.ones(3, dtype=torch.float64), rtol=0.05, atol=0)
+    # W at consecutive levels is one path: corr(W_g0, W_g1) = sqrt(g0 / g1)
+    w = y1 * gammas[:, None, None]
+    corr = torch.corrcoef(torch.stack([w[0].flatten(), w[1].flatten()]))[0, 1]
+    assert float(corr) == pytest.approx(math.sqrt(float(gammas[0] / gammas[1])), abs=0.03)
+
+
+def test_several_paths_are_the_mean_of_single_paths():
+    """``n_paths`` paths drawn from one generator give the mean squared distance, the mean integrand, and the standard
+    error of the mean, of the same paths taken one call at a time."""
+    den = _mixture_1d()
+    x1 = torch.tensor([[-2.5], [-0.5]], dtype=torch.float64)
+    x2 = torch.tensor([[-1.5], [0.5]], dtype=torch.float64)
+    kw = {"n_levels": 32, "gamma_min": 1e-3, "gamma_max": 1e3}
+    many = information_estimation_metric(den, x1, x2, n_paths=4, generator=torch.Generator().manual_seed(5), **kw)
+    gen = torch.Generator().manual_seed(5)
+    single = [information_estimation_metric(den, x1, x2, generator=gen, **kw) for _ in range(4)]
+    sq = torch.stack([r.distance.pow(2) for r in single])
+    torch.testing.assert_close(many.distance, sq.mean(0).sqrt())
+    torch.testing.assert_close(many.stderr, sq.std(0) / 2)
+    torch.testing.assert_close(many.integrand, torch.stack([r.integrand for r in single]).mean(0))
+    assert float(many.stderr.min()) > 0
+
+
+def test_mixture_reference_against_a_direct_quadrature():
+    """Two SNRs: ``f(g) = E_z (e(x1) - e(x2))^2`` with ``W_g / g = z / sqrt(g)`` by a dense z-grid, then the trapezoid
+    in ``log g`` with both end corrections written out."""
+    den = _mixture_1d()
+    x1, x2 = torch.tensor([[-0.5]], dtype=torch.float64), torch.tensor([[0.5]], dtype=torch.float64)
+    gammas = torch.tensor([0.5, 8.0], dtype=torch.float64)
+    z = torch.linspace(-10, 10, 4001, dtype=torch.float64)
+    pz = torch.exp(-0.5 * z**2)
+    pz = pz / pz.sum()
+    f = []
+    for g in gammas:
+        y = z / g.sqrt()
+        sigma = torch.full_like(z, float(g.rsqrt()))
+        e1 = x1[0, 0] - den((x1[0, 0] + y)[:, None], sigma)[:, 0]
+        e2 = x2[0, 0] - den((x2[0, 0] + y)[:, None], sigma)[:, 0]
+        f.append(float(((e1 - e2) ** 2 * pz).sum()))
+    g0, g1 = float(gammas[0]), float(gammas[1])
+    want = g0 * f[0] + g1 * f[1] + 0.5 * (g0 * f[0] + g1 * f[1]) * math.log(g1 / g0)
+    got = float(mixture_reference(den, x1, x2, gammas)[0])
+    assert got == pytest.approx(want, rel=1e-6)  # 96 Gauss-Hermite nodes against the grid
+
+
+def _edm_with_net(dim: int, net: str):
+    """An EDM denoiser whose network ``F(u, t)`` is replaced by the identity or by zero."""
+    from geninterp.iem_experiments import EDMDenoiser
+
+    class Net(torch.nn.Module):
+        def forward(self, u, t):
+            return u if net == "identity" else torch.zeros_like(u)
+
+    den = EDMDenoiser(dim).double()
+    den.net = Net()
+    return den
+
+
+def test_edm_preconditioning_and_loss_weight_in_closed_form():
+    """``D = c_skip y + c_out F(c_in y, t)`` with Karras et al.'s coefficients, read off with ``F`` the identity; with
+    ``F = 0``, ``D`` is the MMSE denoiser of ``N(0, sigma_data^2 I)``, whose weighted EDM loss is 1 at every sigma."""
+    from geninterp.iem_experiments import SIGMA_DATA, DenoiserTask
+
+    y = torch.randn(5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    s = torch.tensor([0.01, 0.1, 1.0, 3.0, 50.0], dtype=torch.float64)[:, None]
+    var = s**2 + SIGMA_DATA**2
+    want = SIGMA_DATA**2 / var * y + s * SIGMA_DATA / var.sqrt() * (y / var.sqrt())
+    torch.testing.assert_close(_edm_with_net(3, "identity")(y, s[:, 0]), want)
+    zero = _edm_with_net(3, "zero")
+    gauss = GaussianDenoiser(torch.zeros(3), SIGMA_DATA**2 * torch.eye(3))
+    torch.testing.assert_close(zero(y, s[:, 0]), gauss(y, s[:, 0]))
+    x = SIGMA_DATA * torch.randn(20000, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    zero = _edm_with_net(4, "zero")
+    loss, _ = DenoiserTask(zero).loss(zero, (x,), torch.Generator().manual_seed(2))
+    assert float(loss) == pytest.approx(1.0, abs=0.03)  # relative standard error sqrt(2 / 80000) = 0.005
+
+
+def test_leave_one_out_accuracy_never_picks_the_point_itself():
+    from geninterp.iem_experiments import _loo_accuracy
+
+    dist = torch.tensor([[0.0, 1.0, 5.0], [1.0, 0.0, 5.0], [5.0, 4.0, 0.0]], dtype=torch.float64)
+    assert _loo_accuracy(dist, torch.tensor([0, 0, 1])) == pytest.approx(2 / 3)
+    assert _loo_accuracy(dist, torch.tensor([0, 0, 0])) == 1.0
+
+
+def test_non_finite_covariances_and_a_single_path_check_are_refused():
+    nan = torch.tensor([[1.0, math.nan], [math.nan, 1.0]])
+    with pytest.raises(InputError, match="cov must hold finite values"):
+        GaussianDenoiser(torch.zeros(2), nan)
+    with pytest.raises(InputError, match="covs must hold finite values"):
+        GaussianMixtureDenoiser(torch.ones(1), torch.zeros(1, 2), nan[None])
+    with pytest.raises(ConfigError, match="n_paths >= 2"):
+        mixture_report(n_paths=1, n_levels=8)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -162,3 +164,39 @@ def test_the_experiment_tasks_train_on_cuda_and_hand_back_cpu_models() -> None:
     assert next(model.parameters()).device.type == "cpu" and torch.isfinite(model(x)).all()
     den = train_digit_denoiser(x, steps=3, seed=0)
     assert next(den.parameters()).device.type == "cpu" and torch.isfinite(den(x, torch.ones(256))).all()
+
+
+def test_top_share_takes_the_largest_units():
+    h = torch.tensor([[4.0, 1.0, 0.0, 3.0, 2.0]])
+    torch.testing.assert_close(top_share(h, 2), torch.tensor([0.7]))
+    torch.testing.assert_close(hoyer(h), (math.sqrt(5) - 10 / math.sqrt(30)) / (math.sqrt(5) - 1) * torch.ones(1))
+
+
+def test_memorised_labels_threshold_is_strict_and_one_third():
+    train = torch.tensor([[0.0, 0.0], [4.0, 0.0]])
+    samples = torch.tensor([[1.0, 0.0], [1.2, 0.0], [0.9, 0.0]])  # distance ratios 1/3, 0.43, 0.29
+    assert memorised_labels(samples, train).tolist() == [False, False, True]
+
+
+def test_steering_adds_the_vector_then_relu_before_steer_until():
+    """Against a hand-written Euler loop: ``rep = ReLU(ReLU(inp(x, t)) + e)`` while ``t < steer_until``, plain after."""
+    torch.manual_seed(2)
+    model = ReLUVelocity(4, hidden=16).eval()
+    noise = torch.randn(5, 4)
+    e = torch.randn(16) * 2
+    got, _ = sample_with_reps(model, noise, nfe=4, steer=e, steer_until=0.5)
+    x = noise.clone()
+    with torch.no_grad():
+        for i in range(4):
+            t = torch.tensor(i / 4)
+            inner = model.inp(torch.cat([x, model.time_embed(t.expand(5)).to(x.dtype)], -1))
+            rep = torch.relu(torch.relu(inner) + e) if i / 4 < 0.5 else torch.relu(inner)
+            x = x + model.out(rep) / 4
+    torch.testing.assert_close(got, x)
+
+
+def test_memorised_labels_need_two_training_images():
+    from gencore.errors import InputError
+
+    with pytest.raises(InputError, match="at least two training images"):
+        memorised_labels(torch.randn(3, 4), torch.randn(1, 4))

@@ -176,3 +176,112 @@ def test_a_training_views_statistics_leave_out_the_held_out_sequences(tmp_path):
     sae, record = train_sae(cfg, tmp_path / "s", tmp_path / "run")
     assert record["train_sequences"] == [0, 6]
     assert sae.config.act_scale == pytest.approx(math.sqrt(8 / sq), rel=1e-5)
+
+
+def test_evaluate_sae_against_direct_sums(tmp_path):
+    """Every record field of a perturbed Temporal SAE (act_scale != 1, positions skipped, batches not dividing the
+    store) against the formulas of the module docstring computed on the whole tensor at once."""
+    g = torch.Generator().manual_seed(0)
+    acts = torch.randn(7, 6, 4, generator=g) * 2 + 1
+    with ActivationWriter(tmp_path / "s", d_model=4, seq_len=6, shard_sequences=3) as w:
+        w.write(acts, torch.zeros(7, 6, dtype=torch.long))
+    torch.manual_seed(0)
+    sae = make_sae("temporal", d_in=4, width=8, k=2, n_heads=2, attn_dim=4, act_scale=0.6)
+    with torch.no_grad():
+        for p in sae.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=g))
+    rec = evaluate_sae(sae, ActivationStore(tmp_path / "s"), batch_sequences=3, skip_positions=1)
+    with torch.no_grad():
+        out = sae(acts[:, 1:])
+    x = acts[:, 1:].double().reshape(-1, 4)
+    err = x - out.recon.double().reshape(-1, 4)
+    assert rec["n_tokens"] == 35
+    assert rec["mse"] == pytest.approx(float(err.pow(2).mean()), rel=1e-6)
+    assert rec["fvu"] == pytest.approx(float(err.pow(2).sum() / (x - x.mean(0)).pow(2).sum()), rel=1e-6)
+    ev = 1 - err.var(0, unbiased=False).sum() / x.var(0, unbiased=False).sum()
+    assert abs(float(err.mean(0).norm())) > 0.1  # the error has an offset: EV and 1 - FVU differ
+    assert rec["explained_variance"] == pytest.approx(float(ev), rel=1e-6)
+    codes = out.codes.reshape(-1, 8)
+    assert rec["l0"] == pytest.approx(float((codes > 0).sum(-1).double().mean()))
+    freq = (codes > 0).double().mean(0)
+    assert rec["dead_frac"] == float((freq == 0).double().mean())
+    assert rec["dense_frac"] == float((freq > 0.1).double().mean())
+    p, q = out.pred_recon.double().pow(2).sum(-1), out.novel_recon.double().pow(2).sum(-1)  # [B, L]
+    assert rec["pred_share"] == pytest.approx(float(p.sum() / (p.sum() + q.sum())), rel=1e-6)
+    assert rec["pred_share_by_position"] == pytest.approx((p.sum(0) / (p.sum(0) + q.sum(0))).tolist(), rel=1e-6)
+    assert rec["l0_pred"] == pytest.approx(float((out.pred_codes != 0).sum(-1).double().mean()))
+    assert 0.05 < rec["pred_share"] < 0.95 and 0 < rec["l0_pred"]
+
+
+def test_dense_latents_fire_on_more_than_a_tenth_of_the_tokens(tmp_path):
+    """Latent 0 fires on exactly 10% of the tokens (not dense), latent 1 on 15% (dense)."""
+    x = torch.full((2, 10, 2), -1.0)
+    x.view(-1, 2)[:2, 0] = 1.0  # 2 of 20 tokens
+    x.view(-1, 2)[5:8, 1] = 1.0  # 3 of 20 tokens
+    with ActivationWriter(tmp_path / "s", d_model=2, seq_len=10) as w:
+        w.write(x, torch.zeros(2, 10, dtype=torch.long))
+    sae = make_sae("relu", d_in=2, width=2)
+    with torch.no_grad():
+        sae.W_enc.copy_(torch.eye(2))
+        sae.W_dec.copy_(torch.eye(2))
+        sae.b_enc.zero_()
+        sae.b_dec.zero_()
+    rec = evaluate_sae(sae, ActivationStore(tmp_path / "s"))
+    assert rec["dense_frac"] == 0.5 and rec["dead_frac"] == 0.0 and rec["l0"] == pytest.approx(5 / 20)
+
+
+class _TinyLM(torch.nn.Module):
+    """A causal toy LM ``logits = head(layer(emb(tokens)))`` with the hooked module ``layer``."""
+
+    def __init__(self, vocab: int = 7, d: int = 4) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb, self.layer, self.head = torch.nn.Embedding(vocab, d), torch.nn.Identity(), torch.nn.Linear(d, vocab)
+
+    def forward(self, input_ids, attention_mask=None):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=self.head(self.layer(self.emb(input_ids))))
+
+
+def test_loss_recovered_against_losses_computed_by_hand(tmp_path):
+    """``loss_recovered = (L_zero - L_splice) / (L_zero - L_clean)``: 1 for a perfect SAE, and for an imperfect one
+    the value from the three next-token losses computed without hooks."""
+    from types import SimpleNamespace
+
+    from geninterp.metrics import downstream_effect
+    from geninterp.models import next_token_loss
+
+    model = _TinyLM().eval()
+    lm = SimpleNamespace(model=model, kind="causal", max_len=64)
+    tokens = (torch.arange(4)[:, None] * 3 + torch.arange(6)) % 7
+    with ActivationWriter(tmp_path / "s", d_model=4, seq_len=6) as w:
+        w.write(torch.randn(4, 6, 4), tokens)
+    store = ActivationStore(tmp_path / "s")
+    perfect = make_sae("relu", d_in=4, width=8)
+    with torch.no_grad():
+        perfect.W_dec.copy_(torch.cat([torch.eye(4), -torch.eye(4)]))
+        perfect.W_enc.copy_(torch.cat([torch.eye(4), -torch.eye(4)]).T)
+        perfect.b_enc.zero_()
+        perfect.b_dec.zero_()
+    rec = downstream_effect(lm, "layer", perfect, store, max_sequences=4)
+    assert rec["loss_recovered"] == pytest.approx(1.0, abs=1e-6) and rec["lm_loss_delta"] == pytest.approx(0, abs=1e-6)
+    torch.manual_seed(1)
+    lossy = make_sae("topk", d_in=4, width=8, k=1)
+    rec = downstream_effect(lm, "layer", lossy, store, max_sequences=4)
+    with torch.no_grad():
+        h = model.emb(tokens)
+        base = float(next_token_loss(model.head(h), tokens))
+        spl = float(next_token_loss(model.head(lossy(h.reshape(-1, 4)).recon.reshape(h.shape)), tokens))
+        abl = float(next_token_loss(model.head(torch.zeros_like(h)), tokens))
+    assert rec["lm_loss_clean"] == pytest.approx(base, rel=1e-6)
+    assert rec["lm_loss_spliced"] == pytest.approx(spl, rel=1e-6)
+    assert rec["lm_loss_zero_ablated"] == pytest.approx(abl, rel=1e-6)
+    assert rec["lm_loss_delta"] == pytest.approx(spl - base, rel=1e-5)
+    assert 0.01 < abs(spl - base) and 0.01 < abs(abl - spl)  # three distinct losses
+    assert rec["loss_recovered"] == pytest.approx((abl - spl) / (abl - base), rel=1e-5)
+
+
+def test_evaluate_sae_refuses_a_store_of_another_width(store_dir):
+    with pytest.raises(InputError, match="width 8, but the SAE takes d_in = 4"):
+        evaluate_sae(make_sae("topk", d_in=4, width=16, k=2), ActivationStore(store_dir))

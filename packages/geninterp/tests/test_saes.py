@@ -143,3 +143,110 @@ def test_make_objective_refuses_a_setting_no_objective_takes():
 def test_an_infinite_act_scale_is_refused():
     with pytest.raises(ConfigError, match="act_scale must be a positive finite number"):
         make_sae("relu", d_in=4, width=8, act_scale=float("inf"))
+
+
+def _perturbed(arch: str, act_scale: float = 0.7) -> SparseAutoencoder:
+    """A float64 SAE with every parameter (biases, decoder norms) away from its initial value."""
+    sae = build(arch, act_scale=act_scale).double()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in sae.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=p.dtype))
+        sae.W_dec.mul_(torch.rand(W, 1, generator=g, dtype=torch.float64) * 3 + 0.2)
+    return sae
+
+
+@pytest.mark.parametrize("arch", ["relu", "topk"])
+def test_forward_is_the_documented_formula(arch):
+    """``z = act((x s - b_dec) W_enc + b_enc)``, ``x_hat = (z D / |D| + b_dec) / s``, with every term non-trivial."""
+    sae = _perturbed(arch)
+    x = torch.randn(15, D, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    s = sae.config.act_scale
+    pre = (x * s - sae.b_dec) @ sae.W_enc + sae.b_enc
+    if arch == "relu":
+        codes = torch.relu(pre)
+    else:  # brute force: zero all but the K largest of each row, then ReLU
+        codes = torch.zeros_like(pre)
+        for i, row in enumerate(pre):
+            keep = sorted(range(W), key=lambda j: -float(row[j].detach()))[:K]
+            codes[i, keep] = torch.relu(row[keep])
+    atoms = sae.W_dec / sae.W_dec.norm(dim=1, keepdim=True)
+    out = sae(x)
+    torch.testing.assert_close(out.pre_codes, pre)
+    torch.testing.assert_close(out.codes, codes)
+    torch.testing.assert_close(out.recon, (codes @ atoms + sae.b_dec) / s)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_reconstruction_terms_are_the_documented_sums(arch):
+    """``mse``: mean over tokens and features of the squared error in the scaled space; ``fvu``: summed squared error
+    over the summed squared deviation from the batch mean (scale-free)."""
+    from geninterp.saes import reconstruction_terms
+
+    sae = _perturbed(arch, act_scale=2.5)
+    x = 3 * inputs(sae).double() + 1
+    out = sae(x)
+    terms = reconstruction_terms(sae, x, out)
+    err, flat = (x - out.recon).reshape(-1, D), x.reshape(-1, D)
+    torch.testing.assert_close(terms["mse"], (2.5 * err).pow(2).mean())
+    torch.testing.assert_close(terms["fvu"], err.pow(2).sum() / (flat - flat.mean(0)).pow(2).sum())
+
+
+@pytest.mark.parametrize("arch", ["topk", "temporal"])
+def test_auxk_loss_against_a_brute_force_computation(arch):
+    """Gao et al.'s AuxK with ``act_scale != 1`` and ``aux_k`` below the number of dead latents: the top ``aux_k``
+    dead pre-activations (ReLU) reconstruct the detached residual ``(x - x_hat) s``, normalised by the residual's
+    variance; the loss is ``mse + aux_coeff * auxk`` in value and in gradient. A latent silent for exactly
+    ``dead_after_tokens`` tokens is dead."""
+    from geninterp.saes import reconstruction_terms
+
+    sae = _perturbed(arch, act_scale=1.7)
+    x = inputs(sae).double()
+    tokens = x.reshape(-1, D).shape[0]
+    objective = make_objective(arch, aux_k=3, aux_coeff=0.25, dead_after_tokens=tokens)
+    sae.tokens_since_fired.zero_()
+    loss, metrics = objective(sae, x)  # one batch: the latents that did not fire in it are dead, exactly
+    out = sae(x)
+    fired = (out.codes.reshape(-1, W) > 0).any(0)
+    dead = ~fired
+    assert int(dead.sum()) > 3 and torch.equal(sae.tokens_since_fired == tokens, dead)
+    residual = ((x - out.recon) * 1.7).reshape(-1, D).detach()
+    pre = out.pre_codes.reshape(-1, W)
+    atoms = sae.W_dec / sae.W_dec.norm(dim=1, keepdim=True)
+    dead_idx = dead.nonzero().flatten().tolist()
+    aux_codes = torch.zeros_like(pre)
+    for i, row in enumerate(pre):
+        top = sorted(dead_idx, key=lambda j: -float(row[j].detach()))[:3]
+        aux_codes[i, top] = torch.relu(row[top])
+    want = (aux_codes @ atoms - residual).pow(2).sum() / (residual - residual.mean(0)).pow(2).sum()
+    torch.testing.assert_close(metrics["auxk"], want.detach())
+    want_loss = reconstruction_terms(sae, x, out)["mse"] + 0.25 * want
+    torch.testing.assert_close(loss, want_loss)
+    got_grads = torch.autograd.grad(loss, list(sae.parameters()), allow_unused=True)
+    want_grads = torch.autograd.grad(want_loss, list(sae.parameters()), allow_unused=True)
+    for (name, _), a, b in zip(sae.named_parameters(), got_grads, want_grads, strict=True):
+        if a is None or b is None:
+            assert a is None and b is None, name
+        else:
+            torch.testing.assert_close(a, b, msg=name)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_inputs_of_the_wrong_width_are_named_in_one_sentence(arch):
+    from gencore.errors import InputError
+
+    sae = build(arch)
+    x = torch.randn(3, 5, D + 1) if sae.is_sequence else torch.randn(15, D + 1)
+    with pytest.raises(InputError, match=f"{D}"):
+        sae(x)
+    with pytest.raises(InputError, match=f"{D}"):
+        sae.encode(x)
+
+
+@pytest.mark.parametrize("field", ["d_in", "width", "k"])
+def test_non_integer_sizes_are_config_errors(field):
+    fields = {"d_in": D, "width": W, "k": K, field: 2.5}
+    with pytest.raises(ConfigError, match=field):
+        make_sae("topk", **fields)
+    with pytest.raises(ConfigError, match=field):
+        make_sae("topk", **{**fields, field: True})

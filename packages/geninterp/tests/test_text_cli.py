@@ -166,3 +166,40 @@ def test_train_sae_reads_a_yaml_config_and_flags_override_it(tmp_path, store_dir
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["geninterp: error: k (32) must not exceed width (16)."], err
     assert not (tmp_path / "bad").exists()
+
+
+def test_damaged_store_and_run_files_are_one_line(tmp_path, store_dir, capsys):
+    """An index.json or sae/config.json holding a JSON list was an AttributeError traceback; NaN written into a
+    shard was reported as 'no variance (all tokens equal)' by evaluate-sae and as a bad act_scale by train-sae."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from geninterp.training import SAETrainConfig, train_sae
+
+    cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=2, batch_tokens=64, progress=False)
+    train_sae(cfg, store_dir, tmp_path / "run")
+    capsys.readouterr()
+
+    def one_line(argv, message):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+    nan = tmp_path / "nan"
+    shutil.copytree(store_dir, nan)
+    shard = nan / "shard-00000.safetensors"
+    tensors = load_file(shard)
+    tensors["activations"][2, 3, 1] = float("nan")
+    save_file(tensors, shard)
+    message = f"shard file {str(shard)!r} holds NaN or infinite activations (sequence 2)"
+    one_line(["evaluate-sae", "--run", str(tmp_path / "run"), "--acts", str(nan), "--no-downstream"], message)
+    argv = ["train-sae", "--acts", str(nan), "--width", "16", "--k", "2", "--steps", "2", "--batch-tokens", "64"]
+    one_line([*argv, "--out", str(tmp_path / "r2"), "--no-progress"], message)
+
+    listed = tmp_path / "listed"
+    shutil.copytree(store_dir, listed)
+    (listed / "index.json").write_text("[1, 2]")
+    one_line(["evaluate-sae", "--run", str(tmp_path / "run"), "--acts", str(listed)], "does not hold a JSON object")
+    (tmp_path / "run" / "sae" / "config.json").write_text("[]")
+    one_line(["evaluate-sae", "--run", str(tmp_path / "run")], "config.json must hold a JSON object of SAE settings")

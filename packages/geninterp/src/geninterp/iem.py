@@ -41,6 +41,8 @@ def _check_symmetric(cov: torch.Tensor, name: str) -> torch.Tensor:
     """``cov`` in float64, or an :class:`InputError` when it is not symmetric up to rounding in its own dtype
     (``eigh`` would silently read only its lower triangle)."""
     c = cov.double()
+    if not torch.isfinite(c).all():
+        raise InputError(f"{name} must hold finite values (no NaN or inf).")
     eps = torch.finfo(cov.dtype).eps if cov.is_floating_point() else 0.0
     scale = float(c.abs().max()) if c.numel() else 0.0
     if not torch.allclose(c, c.mT, rtol=0.0, atol=100 * eps * scale):

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from gencore.data import get_dataset
+from gencore.errors import ConfigError
 from gencore.nn import MLPVelocity
 from gencore.rng import rand_with, randn_like_with
 from gencore.train import TrainConfig, Trainer
@@ -66,6 +67,10 @@ def mixture_reference(
 
 def mixture_report(n_paths: int = 64, n_levels: int = 256, seed: int = 0) -> dict[str, Any]:
     """Monte-Carlo vs deterministic IEM on a 1-D two-mode mixture, metric axioms, and within/across-mode pairs."""
+    if n_paths < 2:
+        raise ConfigError(
+            f"the mixture check needs n_paths >= 2 Brownian paths (its z-score needs a standard error), got {n_paths}."
+        )
     den = _mixture_1d()
     x1 = torch.tensor([[-2.5], [-2.0], [-0.5], [1.0]], dtype=torch.float64)
     x2 = torch.tensor([[-1.5], [2.0], [0.5], [3.0]], dtype=torch.float64)

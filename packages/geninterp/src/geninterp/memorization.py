@@ -17,11 +17,11 @@ Representation Space" (ICLR 2026, arXiv:2512.20963). Three experiments on sklear
   :class:`~geninterp.memorization_unet.ReLUUNet` (representations: the output of each block, max-pooled
   over space to a channel vector as the paper does). Generated samples are labelled memorised when their
   nearest training image is much closer than the second-nearest distinct one (distance ratio below
-  1/3, as in Carlini et al. 2023); the detection score is the spikiness of a representation along the
-  sampling trajectory (scale-free measures, and the plain standard deviation of the units, the paper's
-  statistic), and, for a finished image without its trajectory, of the representation of the image
-  re-noised to a few times ``t``; AUROC of score vs label, for every (tap, measure, window), with one
-  headline per model fixed in advance (:data:`HEADLINES`).
+  1/3, the rule of Yoon et al. 2023 and Gu et al. 2023); the detection score is the spikiness of a
+  representation along the sampling trajectory (scale-free measures, and the plain standard deviation
+  of the units, the paper's statistic), and, for a finished image without its trajectory, of the
+  representation of the image re-noised to a few times ``t``; AUROC of score vs label, for every (tap,
+  measure, window), with one headline per model fixed in advance (:data:`HEADLINES`).
 * ``steer``: adding a class direction (mean hidden representation of that class's noised
   training images minus the overall mean) to the same hidden layer during sampling edits the
   generated digits; measured by a logistic-regression digit classifier as the fraction of
@@ -41,7 +41,7 @@ from torch import nn
 
 from gencore.checks import check_choice
 from gencore.data import get_dataset
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from gencore.flow_matching import FlowMatcher
 from gencore.io import ensure_dir
 from gencore.metrics import roc_auc
@@ -311,6 +311,10 @@ def probe_reps(
 
 def memorised_labels(samples: torch.Tensor, unique: torch.Tensor, ratio: float = 1.0 / 3.0) -> torch.Tensor:
     """A sample is memorised when ``d(nearest) < ratio * d(second nearest)`` among distinct training images."""
+    if unique.ndim != 2 or unique.shape[0] < 2:
+        raise InputError(
+            f"memorisation labels need at least two training images [N, D], got shape {tuple(unique.shape)}."
+        )
     d = torch.cdist(samples, unique).topk(2, largest=False).values
     return d[:, 0] < ratio * d[:, 1]
 

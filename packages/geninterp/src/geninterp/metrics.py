@@ -52,6 +52,8 @@ def evaluate_sae(
         raise ConfigError(f"batch_sequences must be a positive integer, got {batch_sequences}.")
     if len(store) == 0:
         raise InputError("the evaluation store (view) holds no sequences; there is nothing to evaluate.")
+    if d != sae.config.d_in:
+        raise InputError(f"the store holds activations of width {d}, but the SAE takes d_in = {sae.config.d_in}.")
     n = 0
     s_x = torch.zeros(d, dtype=torch.float64)
     s_xx = 0.0

@@ -230,6 +230,8 @@ class ActivationStore(Dataset):
                 f"{str(self.path)!r} is not an activation store (no {INDEX_NAME}; was the capture interrupted?)."
             )
         index = read_json(index_path)
+        if not isinstance(index, dict):
+            raise StorageError(f"{str(index_path)!r} does not hold a JSON object; it is not a {FORMAT} index.")
         if index.get("format") != FORMAT or index.get("version") != VERSION:
             raise StorageError(
                 f"{str(index_path)!r} is not a {FORMAT} v{VERSION} index "
@@ -344,6 +346,12 @@ class ActivationStore(Dataset):
             a, t = acts[j : j + 1][0], tokens[j : j + 1][0]
         else:
             a, t = torch.from_numpy(np.array(acts[j])), torch.from_numpy(np.array(tokens[j]))
+        if not torch.isfinite(a).all():  # the writer refuses these, so the file was damaged or edited since
+            name = self.index["shards"][k]["files"][0]
+            raise StorageError(
+                f"shard file {str(self.path / name)!r} holds NaN or infinite activations (sequence {j}); "
+                "the store is damaged: capture it again."
+            )
         return a.float(), t.long()
 
     def __len__(self) -> int:

@@ -24,8 +24,13 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from gencore.errors import ConfigError, StorageError
+from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import load_pretrained, save_pretrained
+
+
+def _is_count(value: Any) -> bool:
+    """A positive integer (not a bool, not a float)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,7 +43,7 @@ class SAEConfig:
     act_scale: float = 1.0  # inputs are multiplied by this before encoding
 
     def validate(self) -> SAEConfig:
-        if self.d_in < 1 or self.width < 1:
+        if not (_is_count(self.d_in) and _is_count(self.width)):
             raise ConfigError(f"d_in and width must be positive integers, got {self.d_in} and {self.width}.")
         if not (self.act_scale > 0 and math.isfinite(self.act_scale)):
             raise ConfigError(f"act_scale must be a positive finite number, got {self.act_scale}.")
@@ -87,6 +92,8 @@ class SparseAutoencoder(nn.Module, abc.ABC):
 
     def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
         """``(x * act_scale - b_dec) W_enc + b_enc``: ``[..., width]``."""
+        if x.ndim < 1 or x.shape[-1] != self.config.d_in:
+            raise InputError(f"the SAE takes inputs [..., {self.config.d_in}], got shape {tuple(x.shape)}.")
         return (x * self.config.act_scale - self.b_dec) @ self.W_enc + self.b_enc
 
     @abc.abstractmethod

@@ -57,6 +57,8 @@ def make_sae(arch: str, **config: Any) -> SparseAutoencoder:
 
 def build_sae(config: Mapping[str, Any], source: str = "config") -> SparseAutoencoder:
     """Build from a saved ``config.json`` dict (it names its ``arch``)."""
+    if not isinstance(config, Mapping):
+        raise StorageError(f"{source}: config.json must hold a JSON object of SAE settings.")
     arch = config.get("arch")
     if arch not in ARCHITECTURES:
         raise StorageError(f"{source}: unknown SAE architecture {arch!r}; expected one of {', '.join(ARCHITECTURES)}.")

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gencore.errors import ConfigError, InputError
-from geninterp.saes.base import SAEConfig, SAEOutput, SparseAutoencoder
+from geninterp.saes.base import SAEConfig, SAEOutput, SparseAutoencoder, _is_count
 from geninterp.saes.topk import topk_relu
 
 
@@ -49,7 +49,7 @@ class TemporalSAEConfig(SAEConfig):
 
     def validate(self) -> TemporalSAEConfig:
         super().validate()
-        if not 1 <= self.k <= self.width:
+        if not (_is_count(self.k) and self.k <= self.width):
             raise ConfigError(f"k must be in [1, width={self.width}], got {self.k}.")
         if self.n_heads < 1 or self.attn_dim % self.n_heads or self.width % self.n_heads:
             raise ConfigError(

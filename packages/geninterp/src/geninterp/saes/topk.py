@@ -23,7 +23,7 @@ from typing import ClassVar
 import torch
 
 from gencore.errors import ConfigError
-from geninterp.saes.base import SAEConfig, SparseAutoencoder
+from geninterp.saes.base import SAEConfig, SparseAutoencoder, _is_count
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +33,7 @@ class TopKSAEConfig(SAEConfig):
 
     def validate(self) -> TopKSAEConfig:
         super().validate()
-        if not 1 <= self.k <= self.width:
+        if not (_is_count(self.k) and self.k <= self.width):
             raise ConfigError(f"k must be in [1, width={self.width}], got {self.k}.")
         return self
 
