@@ -153,3 +153,29 @@ def test_cli_trains_and_samples_with_the_masked_code_prior(tmp_path) -> None:
     assert len(graphs) == 5 and all(12 <= g.n_nodes <= 20 for g in graphs)
     assert main([*argv, "--prior-distance-bias", "--out", str(tmp_path / "bad")]) != 0
     assert not (tmp_path / "bad").exists()
+
+
+def test_loss_and_samples_of_a_prior_with_fixed_logits() -> None:
+    """A prior whose readout is a constant ``b`` (zero weights, no repeat bias) predicts ``softmax(b[:K])`` at
+    every real node: the loss of sets holding only code 2 is ``-log softmax(b[:K])[2]`` however many nodes are
+    padded (padding is neither a target nor in the mean), and samples follow ``softmax(b[:K])``. A code equal
+    to the padding token at a real node is refused (it was taken as padding, silently)."""
+    from gencore.errors import InputError
+
+    model = CodeTokenPrior(CodePriorConfig(n_codes=4, hidden=16, layers=1))
+    b = torch.tensor([0.5, -1.0, 1.5, 0.0, 3.0])  # the last logit is the padding class, forced anyway
+    with torch.no_grad():
+        model.out.weight.zero_()
+        model.out.bias.copy_(b)
+    mask = torch.zeros(64, 10, dtype=torch.bool)
+    mask[:, :3] = True  # 3 real nodes, 7 padded
+    codes = torch.full((64, 10), 2).masked_fill(~mask, 3)
+    loss, _ = code_prior_loss(model, codes, mask, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(loss, -b[:4].log_softmax(-1)[2])
+    gen = torch.Generator().manual_seed(0)
+    drawn = sample_code_sets(model.eval(), mask[:, :5].repeat(40, 1), steps=3, generator=gen)
+    share = torch.bincount(drawn[:, :3].flatten(), minlength=4).float() / drawn[:, :3].numel()
+    assert (share - b[:4].softmax(-1)).abs().max() < 0.02 and (drawn[:, 3:] == 0).all()
+    for bad in (4, -1):
+        with pytest.raises(InputError, match=r"codes of real nodes must lie in \[0, 4\)"):
+            code_prior_loss(model, codes.index_fill(1, torch.tensor([1]), bad), mask, gen)

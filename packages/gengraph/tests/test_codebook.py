@@ -145,3 +145,33 @@ def test_decay_outside_the_unit_interval_is_refused() -> None:
         ManifoldCodebook(g, 0)
     with pytest.raises(ConfigError, match="laplacian_pe"):
         GGBallConfig(laplacian_pe=-1).validate()
+
+
+def test_quantiser_uses_the_geodesic_nearest_code_commitment_and_tangent_straight_through() -> None:
+    """Against brute force on the ball: each latent goes to the code of least ``manifold.dist`` (the Euclidean
+    nearest code differs for most of these latents), the commitment is that distance squared with its gradient
+    reaching ``z`` only, and the straight-through output is the code with the gradient
+    ``J_log0(z)^T J_exp0(log_0 e)^T`` (the tangent straight-through of the module docstring)."""
+    g = BallGeometry(3).double()
+    gen = torch.Generator().manual_seed(0)
+    cb = ManifoldCodebook(g, 16).double()
+    cb.codes.copy_(g.expmap0(1.5 * torch.randn(16, 3, generator=gen, dtype=torch.float64)))
+    z = g.expmap0(1.5 * torch.randn(60, 3, generator=gen, dtype=torch.float64)).requires_grad_()
+    zq, idx, commit = cb(z)
+    dist = g.manifold.dist(z.detach()[:, None].expand(-1, 16, -1), cb.codes[None].expand(60, -1, -1))
+    assert torch.equal(idx, dist.argmin(1))
+    assert (torch.cdist(z.detach(), cb.codes).argmin(1) != idx).float().mean() > 0.3  # the test can tell them apart
+    torch.testing.assert_close(commit, dist[torch.arange(60), idx] ** 2)
+    torch.testing.assert_close(zq, cb.codes[idx])
+    assert not cb.codes.requires_grad
+    i, w = 7, torch.tensor([0.3, -1.2, 0.8], dtype=torch.float64)
+    e = cb.codes[idx[i]]
+    (grad,) = torch.autograd.grad(commit[i], z, retain_graph=True)
+    x = z.detach()[i].clone().requires_grad_()
+    (expected,) = torch.autograd.grad(g.manifold.dist(x, e) ** 2, x)
+    torch.testing.assert_close(grad[i], expected)
+    (grad,) = torch.autograd.grad((zq[i] * w).sum(), z)
+    j_exp = torch.autograd.functional.jacobian(g.expmap0, g.logmap0(e))
+    j_log = torch.autograd.functional.jacobian(g.logmap0, z.detach()[i])
+    torch.testing.assert_close(grad[i], j_log.T @ j_exp.T @ w)
+    assert grad[torch.arange(60) != i].abs().max() == 0

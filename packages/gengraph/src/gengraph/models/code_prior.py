@@ -48,7 +48,7 @@ from torch.nn import functional as F
 
 from gencore.checks import check_int
 from gencore.discrete import MaskedDiffusion, model_device, stratified_times
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from gencore.io import Pretrained
 from gengraph.models.latent_flow import node_count_embedding
 
@@ -121,6 +121,12 @@ def code_prior_loss(
     of a :class:`CodeTokenPrior`."""
     prior = getattr(model, "module", model)
     process = prior.process
+    real = codes[mask]
+    if real.numel() and (int(real.min()) < 0 or int(real.max()) >= prior.pad):  # the padding token K among them
+        raise InputError(
+            f"the codes of real nodes must lie in [0, {prior.pad}) (the prior's n_codes), got range "
+            f"[{int(real.min())}, {int(real.max())}]."
+        )
     tokens = codes.masked_fill(~mask, prior.pad)
     t = stratified_times(codes.shape[0], generator=generator, device=generator.device).to(codes.device)
     x_t = process.corrupt(tokens, t, generator=generator)
