@@ -160,7 +160,8 @@ def is_finished(cfg: RunConfig, out_dir: str | os.PathLike) -> bool:
     path = Path(out_dir) / "run.json"  # written once every stage has finished
     if not path.is_file():
         return False
-    return holds_settings(read_json(path).get("config") or {}, cfg)
+    info = read_json(path)
+    return isinstance(info, dict) and holds_settings(info.get("config") or {}, cfg)
 
 
 def train_run(
@@ -296,14 +297,44 @@ def read_run(run_dir: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         raise InputError(f"{run_dir}: not a gengraph run folder (no run.json); train one with 'gengraph train'.")
     info = read_json(path)
-    if info.get("format") != "gengraph.run":
+    if not isinstance(info, dict) or info.get("format") != "gengraph.run":
         raise InputError(f"{path}: not a gengraph run description.")
     if info.get("format_version", 1) != RUN_FORMAT_VERSION:
         raise InputError(
             f"{path}: run format version {info.get('format_version', 1)}, this gengraph reads version "
             f"{RUN_FORMAT_VERSION} (the GGBall encoder, normalisation and latent prior changed); retrain the run."
         )
+    _check_run_fields(info, path)
     return info
+
+
+def _check_run_fields(info: dict[str, Any], path: Path) -> None:
+    """The fields of ``run.json`` that sampling reads, each checked so that a damaged file is one sentence naming
+    the field rather than a ``KeyError`` deep inside sampling."""
+    config = info.get("config")
+    model = config.get("model") if isinstance(config, dict) else None
+    if model not in MODELS:
+        raise InputError(f"{path}: field 'config.model' must be one of {', '.join(MODELS)}, got {model!r}.")
+    n_max = info.get("n_max")
+    if isinstance(n_max, bool) or not isinstance(n_max, int) or n_max < 1:
+        raise InputError(f"{path}: field 'n_max' must be a positive integer, got {n_max!r}.")
+    counts = info.get("node_counts")
+    if not (
+        isinstance(counts, dict)
+        and counts
+        and all(
+            k.isdigit() and int(k) <= n_max and isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+            for k, v in counts.items()
+        )
+    ):
+        raise InputError(
+            f"{path}: field 'node_counts' must map node counts up to n_max ({n_max}) to positive frequencies."
+        )
+    if model == "digress":
+        for key in ("node_marginal", "edge_marginal"):
+            value = info.get(key)
+            if not (isinstance(value, list) and value and all(isinstance(p, int | float) for p in value)):
+                raise InputError(f"{path}: field {key!r} must be a list of probabilities, got {value!r}.")
 
 
 def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity | CodeTokenPrior]:
@@ -313,6 +344,8 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity | C
     ae = GGBall.from_pretrained(run / "autoencoder" / "model").eval()
     where = run / "prior" / "model"
     state, meta = load_pretrained(where)
+    if not isinstance(meta, dict):
+        raise StorageError(f"{str(where / 'config.json')!r} must hold a JSON object describing the prior.")
     if meta.get("class") == CodeTokenPrior.__name__:
         return ae, CodeTokenPrior.from_pretrained(where).eval()
     # runs from before the prior's size was a setting hold no hidden / layers: they used 64 and 2
