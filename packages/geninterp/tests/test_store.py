@@ -266,3 +266,86 @@ def test_an_empty_view_has_no_sequences(store_dir):
     for view in (store[5:5], ActivationStore(store_dir, range(0))):
         assert len(view) == 0 and view.n_tokens == 0
         assert view.load().shape == (0, 16, 8)
+
+
+def test_tuple_outputs_are_captured_and_replaced_by_their_first_item():
+    class Block(torch.nn.Module):  # like a transformers block of older versions: (hidden, extras)
+        def forward(self, x):
+            return (2 * x, x + 1)
+
+    class Head(torch.nn.Module):
+        def forward(self, out):
+            hidden, extra = out
+            return hidden * 10 + extra
+
+    model = torch.nn.Sequential(Block(), Head())
+    x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
+    with ActivationCapture(model, ["0"]) as cap:
+        torch.testing.assert_close(cap.run(lambda: model(x))["0"], 2 * x)
+    with OutputReplacement(model, "0", lambda h: -h):
+        torch.testing.assert_close(model(x), -20 * x + (x + 1))
+
+
+def test_early_stop_waits_for_every_named_module():
+    model = Tiny()
+    tokens = torch.randint(50, (2, 5), generator=torch.Generator().manual_seed(0))
+    with ActivationCapture(model, ["blocks.1", "blocks.0"], stop_early=True) as cap:
+        got = cap.run(lambda: model(tokens))
+    assert sorted(got) == ["blocks.0", "blocks.1"] and model.calls == 0
+
+
+def test_capture_to_store_reads_no_chunk_past_the_tokens_asked_for(tmp_path):
+    model = Tiny()
+    read = []
+
+    def chunks():
+        for i in range(100):
+            read.append(i)
+            yield torch.full((5,), i % 50)
+
+    w = capture_to_store(model, model, "blocks.0", chunks(), tmp_path / "c", n_tokens=40, batch_size=4, progress=False)
+    assert w.n_sequences == 8 and read == list(range(8))  # two full batches, then done
+
+
+def test_ragged_token_chunks_are_one_sentence(tmp_path):
+    model = Tiny()
+    ragged = [torch.zeros(5, dtype=torch.long), torch.zeros(4, dtype=torch.long)]
+    with pytest.raises(InputError, match="one length; got 4 after 5"):
+        capture_to_store(model, model, "blocks.0", ragged, tmp_path / "r", n_tokens=9, progress=False)
+    with pytest.raises(InputError, match=r"non-empty 1-D tensors, got \[2, 5\]"):
+        capture_to_store(model, model, "blocks.0", [torch.zeros(2, 5)], tmp_path / "s", n_tokens=9, progress=False)
+
+
+@pytest.mark.parametrize("storage", ["safetensors", "npy"])
+def test_values_beyond_float16_are_refused_when_written(tmp_path, storage):
+    """They were stored as inf, and the reader then called the store damaged ("capture it again")."""
+    acts = torch.ones(2, 3, 4)
+    acts[0, 1, 2] = 1e5  # finite in float32, past float16's largest 65504
+    tokens = torch.zeros(2, 3, dtype=torch.long)
+    w = ActivationWriter(tmp_path / "h", d_model=4, seq_len=3, dtype="float16", storage=storage)
+    with pytest.raises(InputError, match="beyond the range of float16"):
+        w.write(acts, tokens)
+    with ActivationWriter(tmp_path / "b", d_model=4, seq_len=3, dtype="bfloat16", storage=storage) as w:
+        w.write(acts, tokens)
+    torch.testing.assert_close(ActivationStore(tmp_path / "b").load(), acts.bfloat16().float(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("storage", ["safetensors", "npy"])
+def test_bfloat16_round_trip(tmp_path, seq_acts, storage):
+    """numpy has no bfloat16: npy shards hold the bfloat16-rounded values as float32, and the index says so."""
+    with ActivationWriter(tmp_path / "b", d_model=8, seq_len=16, dtype="bfloat16", storage=storage) as w:
+        w.write(seq_acts, torch.zeros(seq_acts.shape[:2], dtype=torch.long))
+    store = ActivationStore(tmp_path / "b")
+    assert store.index["dtype"] == ("bfloat16" if storage == "safetensors" else "float32")
+    torch.testing.assert_close(store.load(), seq_acts.bfloat16().float(), rtol=0, atol=0)
+
+
+def test_split_holds_out_the_ceiling_and_views_read_their_own_tokens(store_dir, seq_acts):
+    train, held = ActivationStore(store_dir).split(0.3)  # ceil(0.3 * 24) = 8
+    assert (len(train), len(held)) == (16, 8)
+    torch.testing.assert_close(held.load(), seq_acts[16:], rtol=0, atol=0)
+    assert torch.equal(held.tokens(0), torch.arange(16 * 16, 17 * 16))  # the fixture's tokens count up
+    assert held.load(max_sequences=3).shape == (3, 16, 8)
+    ActivationStore(store_dir, range(24))
+    with pytest.raises(InputError, match="outside"):
+        ActivationStore(store_dir, range(25))

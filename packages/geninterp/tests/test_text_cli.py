@@ -203,3 +203,49 @@ def test_damaged_store_and_run_files_are_one_line(tmp_path, store_dir, capsys):
     one_line(["evaluate-sae", "--run", str(tmp_path / "run"), "--acts", str(listed)], "does not hold a JSON object")
     (tmp_path / "run" / "sae" / "config.json").write_text("[]")
     one_line(["evaluate-sae", "--run", str(tmp_path / "run")], "config.json must hold a JSON object of SAE settings")
+
+
+def test_chunks_cut_the_separated_stream_with_no_overlap_or_loss():
+    """Brute force: documents joined with the separator after each, cut every ``chunk_len`` tokens."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(200):
+        docs = ["".join(rng.choice("abc") for _ in range(rng.randint(0, 9))) for _ in range(rng.randint(0, 5))]
+        length, sep = rng.randint(1, 6), [0] * rng.randint(0, 2)
+        got = [c.tolist() for c in token_chunks(iter(docs), lambda s: [ord(c) for c in s], length, separator=sep)]
+        stream = [t for d in docs for t in [*map(ord, d), *sep]]
+        assert got == [stream[i : i + length] for i in range(0, len(stream) - length + 1, length)]
+    chunks = token_chunks(
+        iter(["abcd", "efg"]), lambda s: [ord(c) for c in s], 3, prefix=[1], suffix=[2], separator=[0]
+    )
+    assert [c.tolist() for c in chunks] == [[1, 97, 98, 99, 2], [1, 100, 0, 101, 2], [1, 102, 103, 0, 2]]  # 9 = 3 x 3
+
+
+def test_corpus_order_follows_the_seed_and_async_docstrings_count():
+    from geninterp.text import stdlib_texts
+
+    first = [next(stdlib_texts(seed=s)) for s in (0, 0, 1)]
+    assert first[0] == first[1] != first[2]
+    assert docstrings('async def f():\n    """Async doc."""\n') == ["Async doc."]
+
+
+def test_model_layers_special_tokens_and_next_token_loss():
+    from types import SimpleNamespace
+
+    from gencore.errors import ConfigError
+    from geninterp.models import LanguageModel, next_token_loss
+
+    tok = SimpleNamespace(cls_token_id=101, sep_token_id=102, eos_token_id=None)
+    lm = LanguageModel("m", torch.nn.Identity(), tok, "encoder", 6, 8, 512, "encoder.layer.{layer}")
+    assert lm.module_name(5) == "encoder.layer.5" and lm.special == ([101], [102], [])
+    with pytest.raises(ConfigError, match=r"layers 0\.\.5, got --layer 6"):
+        lm.module_name(6)
+    lm.kind = "causal"
+    assert lm.special == ([], [], [])
+    tok.eos_token_id = 0
+    assert lm.special == ([], [], [0])
+    logits = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(0))
+    tokens = torch.tensor([[0, 1, 2, 3], [4, 3, 2, 1]])
+    want = -sum(logits[b, t].log_softmax(-1)[tokens[b, t + 1]] for b in range(2) for t in range(3)) / 6
+    assert float(next_token_loss(logits, tokens)) == pytest.approx(float(want), rel=1e-6)  # position t predicts t + 1

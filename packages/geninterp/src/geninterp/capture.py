@@ -136,7 +136,15 @@ class OutputReplacement:
 
 def _batched(it: Iterable[torch.Tensor], n: int) -> Iterator[torch.Tensor]:
     iterator = iter(it)
+    length = 0
     while batch := list(itertools.islice(iterator, n)):
+        for chunk in batch:  # one clear sentence, not torch.stack's error
+            if not (torch.is_tensor(chunk) and chunk.ndim == 1 and len(chunk) > 0):
+                shown = list(chunk.shape) if torch.is_tensor(chunk) else type(chunk).__name__
+                raise InputError(f"token chunks must be non-empty 1-D tensors, got {shown}.")
+            length = length or len(chunk)
+            if len(chunk) != length:
+                raise InputError(f"token chunks must all have one length; got {len(chunk)} after {length}.")
         yield torch.stack(batch)
 
 

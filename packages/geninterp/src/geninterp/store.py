@@ -157,10 +157,16 @@ class ActivationWriter:
         acts = acts.detach().to("cpu", torch.float32)
         if not torch.isfinite(acts).all():
             raise InputError("activations contain NaN or inf values; refusing to store them.")
+        stored = acts.to(DTYPES[self.dtype])
+        if not torch.isfinite(stored).all():  # finite in float32, past float16's 65504 (read back as "damaged")
+            raise InputError(
+                f"activations reach {float(acts.abs().max()):.6g}, beyond the range of {self.dtype} "
+                f"(largest {torch.finfo(stored.dtype).max:.6g}); store them as float32 or bfloat16."
+            )
         flat = acts.reshape(-1, self.d_model).double()
         self._sum += flat.sum(0)
         self._sum_sq_norm += float(flat.pow(2).sum())
-        self._acts.append(acts.to(DTYPES[self.dtype]))
+        self._acts.append(stored)
         self._tokens.append(tokens.detach().to("cpu", torch.int64))
         self._buffered += acts.shape[0]
         self.n_sequences += acts.shape[0]
