@@ -283,3 +283,61 @@ def test_toy_data_with_no_steps_is_refused() -> None:
     for steps in (0, -3):
         with pytest.raises(ConfigError, match="steps must be a positive integer"):
             make_dataset("toy-bimodal", "random", steps)
+
+
+def test_card_statistics_are_those_computed_directly(pendulum_dataset) -> None:
+    ds, card = pendulum_dataset
+    returns = [float(np.sum(ds.rewards[s : s + 200], dtype=np.float64)) for s in (0, 200)]  # the two full episodes
+    expected = {"mean": np.mean(returns), "std": np.std(returns), "min": min(returns), "max": max(returns)}
+    assert card["returns"] == pytest.approx(expected, rel=1e-6)
+    lengths = {"mean": 150.0, "std": np.std([200, 200, 50]), "min": 50.0, "max": 200.0}
+    assert card["episode_length"] == pytest.approx(lengths)
+    r = ds.rewards.astype(np.float64)
+    assert card["reward"] == pytest.approx({"mean": r.mean(), "std": r.std(), "min": r.min(), "max": r.max()})
+    from genrl.toy_mdp import BimodalChain
+
+    toy = make_card(BimodalChain().dataset(4, seed=0))  # every third transition ends its episode by a terminal
+    assert toy["terminal_fraction"] == pytest.approx(1 / 3) and toy["episode_length"]["max"] == 3.0
+
+
+def test_empty_or_out_of_range_episodes_are_refused(toy_dataset) -> None:
+    for starts in ([0, 3, 3, 6], [0, 3, 300]):  # a repeated start is an empty episode; 300 starts past the data
+        arrays = _arrays(toy_dataset)
+        arrays["episode_starts"] = np.array(starts)
+        with pytest.raises(InputError, match="increase strictly below 300"):
+            OfflineDataset(**arrays)
+
+
+def test_generation_is_reproducible_from_the_seed(pendulum_dataset) -> None:
+    from genrl.generate import make_dataset
+
+    ds, _ = pendulum_dataset
+    again, _ = make_dataset("Pendulum-v1", "random", 450, seed=3, progress=False)
+    for k in KEYS:
+        np.testing.assert_array_equal(getattr(again, k), getattr(ds, k), err_msg=k)
+    other, _ = make_dataset("Pendulum-v1", "random", 450, seed=4, progress=False)
+    assert not np.array_equal(other.actions, ds.actions)
+
+
+def test_collect_runs_the_policy_and_ends_episodes_by_termination() -> None:
+    """A constant policy's actions are stored; Hopper falls over, so episodes end by terminals whose next
+    observation is the fallen state (not the reset one), and a collection ending on a terminal is no truncation."""
+    from genrl.generate import collect
+
+    ds, env = collect("Hopper-v5", lambda o: np.full(3, 0.5, np.float32), 60, seed=0, progress=False)
+    env.close()
+    np.testing.assert_array_equal(ds.actions, 0.5)
+    assert np.flatnonzero(ds.terminals).tolist() == [26, 53] and np.flatnonzero(ds.truncations).tolist() == [59]
+    np.testing.assert_array_equal(ds.episode_starts, [0, 27, 54])
+    assert not np.array_equal(ds.next_observations[26], ds.observations[27])  # the fallen state, then a reset
+    cut, env = collect("Hopper-v5", lambda o: np.full(3, 0.5, np.float32), 27, seed=0, progress=False)
+    env.close()
+    assert cut.terminals[-1] and not cut.truncations.any()  # the collection ended on the terminal itself
+    np.testing.assert_array_equal(cut.next_observations, ds.next_observations[:27])
+
+
+def test_toy_data_holds_whole_episodes_of_the_chain() -> None:
+    from genrl.generate import make_dataset
+
+    ds, card = make_dataset("toy-bimodal", "random", 25, seed=0, progress=False)
+    assert len(ds) == 24 and ds.n_episodes == 8 and card["n_complete_episodes"] == 8  # 25 // 3 episodes of 3

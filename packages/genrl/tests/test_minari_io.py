@@ -167,3 +167,82 @@ def test_import_refuses_unbounded_actions_before_writing(tmp_path, capsys, toy_d
     capsys.readouterr()
     assert main(["dataset", "import", str(tmp_path / "m"), "--out", str(tmp_path / "x")]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "x").exists()
+
+
+def _minari_storage(path, lengths, flags, obs_dims=None, env_spec=None):
+    """A Minari dataset written by Minari's own storage: episode ``e`` has ``lengths[e]`` steps and ends with
+    ``flags[e]`` in ("term", "trunc", None) (None: cut by the end of the recording)."""
+    import gymnasium as gym
+    from minari.data_collector import EpisodeBuffer
+    from minari.dataset.minari_storage import MinariStorage
+
+    rng = np.random.default_rng(0)
+    obs_dims = obs_dims or [3] * len(lengths)
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (obs_dims[0],), np.float32)
+    act_space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
+    storage = MinariStorage.new(path, observation_space=obs_space, action_space=act_space, env_spec=env_spec)
+    storage.update_metadata({"dataset_id": "test/made-by-minari-v0", "minari_version": "0.5.4"})
+    buffers = [
+        EpisodeBuffer(
+            observations=[rng.normal(size=d).astype(np.float32) for _ in range(t + 1)],
+            actions=[rng.uniform(-2, 2, 1).astype(np.float32) for _ in range(t)],
+            rewards=rng.normal(size=t).tolist(),
+            terminations=[False] * (t - 1) + [flag == "term"],
+            truncations=[False] * (t - 1) + [flag == "trunc"],
+        )
+        for t, flag, d in zip(lengths, flags, obs_dims)
+    ]
+    storage.update_episodes(buffers)
+    return [float(np.sum(b.rewards, dtype=np.float32)) for b in buffers]
+
+
+def test_import_return_statistics_leave_out_the_episode_the_recording_cut(tmp_path) -> None:
+    """With the env_spec's time limit (5 steps), the 3-step episode cut by the end of the recording is no complete
+    episode: the card's returns are those of the two 5-step ones (the card averaged all three before)."""
+    pytest.importorskip("minari")
+    from dataclasses import replace
+
+    import gymnasium as gym
+
+    spec = replace(gym.spec("Pendulum-v1"), max_episode_steps=5)
+    returns = _minari_storage(tmp_path / "m", [5, 5, 3], ["trunc", "trunc", None], env_spec=spec)
+    _, card = import_minari(tmp_path / "m")
+    assert card["max_episode_steps"] == 5 and card["source"]["episodes_cut_at_end"] == 1
+    assert card["n_complete_episodes"] == 2
+    assert card["returns"]["mean"] == pytest.approx(np.mean(returns[:2]), rel=1e-6)
+    assert card["returns"]["max"] == pytest.approx(max(returns[:2]), rel=1e-6)
+
+
+def test_import_refuses_episodes_of_different_spaces_in_one_sentence(tmp_path) -> None:
+    pytest.importorskip("minari")
+    _minari_storage(tmp_path / "m", [4, 3], ["trunc", "term"], obs_dims=[3, 2])
+    message = r"episode_1 holds observations \[2\] and actions \[1\], but episode_0 holds \[3\] and \[1\]"
+    with pytest.raises(InputError, match=message):
+        import_minari(tmp_path / "m")
+
+
+def test_exported_hdf5_read_back_with_h5py(tmp_path, pendulum_dataset) -> None:
+    """Minari's layout read directly: episode groups with their id and step count, T + 1 observations (the last the
+    episode's final next observation), boolean flags, and both action bounds in the metadata."""
+    ds, card = pendulum_dataset
+    data = export_minari((ds, card), tmp_path / "m")
+    with h5py.File(data / MAIN_FILE, "r") as f:
+        assert list(f.keys()) == ["episode_0", "episode_1", "episode_2"]
+        for e, (start, stop) in enumerate(ds.episode_bounds()):
+            g = f[f"episode_{e}"]
+            assert g.attrs["id"] == e and g.attrs["total_steps"] == stop - start
+            np.testing.assert_array_equal(g["observations"][-1], ds.next_observations[stop - 1])
+            assert g["observations"].shape == (stop - start + 1, 3)
+            assert g["terminations"].dtype == bool and g["truncations"].dtype == bool
+    meta = json.loads((data / METADATA_FILE).read_text())
+    space = json.loads(meta["action_space"])
+    assert space["low"] == [-2.0] and space["high"] == [2.0]
+
+
+def test_import_refuses_non_numeric_observations(tmp_path, toy_dataset) -> None:
+    data = export_minari((toy_dataset, {"env_id": "toy-bimodal"}), tmp_path / "m")
+    with h5py.File(data / MAIN_FILE, "a") as f:
+        del f["episode_1/observations"]
+        f["episode_1"].create_dataset("observations", data=np.full((4, 2), b"x"))
+    with pytest.raises(InputError, match=r"episode_1/observations must be numeric, got dtype \|S1"):
+        import_minari(tmp_path / "m")

@@ -18,7 +18,8 @@ This is the layout of ``minari/dataset/_storages/hdf5_storage.py`` and ``minari/
 Mapping to the genrl layout: episode ``e`` with ``T`` steps gives transitions ``observations[:-1]``,
 ``next_observations = observations[1:]``, ``terminals = terminations``, ``truncations`` as stored; an episode
 whose last step has neither flag (cut by the end of a recording) gets ``truncations[-1] = True`` on import,
-and the card counts them. Export needs ``next_observations[i] == observations[i + 1]`` inside each episode
+and the card counts them (with ``env_spec``'s ``max_episode_steps`` in the card, the return statistics leave
+them out). Export needs ``next_observations[i] == observations[i + 1]`` inside each episode
 (always true for data genrl generates). The genrl card travels in ``metadata.json`` under ``genrl_card``, so a
 round trip keeps env id, behaviour policy and seed. Only flat ``Box`` observations and actions are read.
 """
@@ -243,6 +244,14 @@ def _read_episodes(h5: Path, n: int) -> tuple[dict[str, list[np.ndarray]], int]:
                     f"{str(h5)!r}: {name}/actions must be floating point of shape [{t}, A], "
                     f"got {act.dtype} {act.shape}."
                 )
+            if not np.issubdtype(obs.dtype, np.number):
+                raise InputError(f"{str(h5)!r}: {name}/observations must be numeric, got dtype {obs.dtype}.")
+            first = (parts["observations"] or [obs])[0].shape[1:], (parts["actions"] or [act])[0].shape[1]
+            if (obs.shape[1:], act.shape[1]) != first:
+                raise InputError(
+                    f"{str(h5)!r}: {name} holds observations {list(obs.shape[1:])} and actions [{act.shape[1]}], "
+                    f"but episode_0 holds {list(first[0])} and [{first[1]}]; every episode must share the spaces."
+                )
             for key in ("terminations", "truncations"):
                 if ep[key].shape != (t,):
                     raise InputError(f"{str(h5)!r}: {name}/{key} must have shape [{t}], got {ep[key].shape}.")
@@ -313,12 +322,15 @@ def _card_fields(meta: dict[str, Any], action_space: dict[str, Any], where: str)
     kept = meta.get("genrl_card")
     if isinstance(kept, dict) and kept.get("format") == FORMAT:
         return {k: v for k, v in kept.items() if k not in _COMPUTED}
-    env_id, version = None, None
+    env_id, version, time_limit = None, None, None
     if isinstance(meta.get("env_spec"), str):
         try:
-            env_id = json.loads(meta["env_spec"]).get("id")
+            spec = json.loads(meta["env_spec"])
+            env_id, time_limit = spec.get("id"), spec.get("max_episode_steps")
         except (json.JSONDecodeError, AttributeError):
             env_id = None
+    if isinstance(time_limit, bool) or not isinstance(time_limit, int) or time_limit < 1:
+        time_limit = None  # without the env's time limit every flagged episode end counts as complete
     if env_id:
         m = re.search(r"-v(\d+)$", env_id)
         version = int(m.group(1)) if m else None
@@ -336,6 +348,7 @@ def _card_fields(meta: dict[str, Any], action_space: dict[str, Any], where: str)
     return {
         "env_id": env_id,
         "env_version": version,
+        "max_episode_steps": time_limit,
         "policy": {"name": meta.get("algorithm_name", "unknown")},
         "seed": None,
         "action_low": low.tolist(),
