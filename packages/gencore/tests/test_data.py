@@ -157,3 +157,73 @@ def test_digits_labels_and_get_dataset():
         get_dataset("mnist")
     with pytest.raises(InputError, match="between 0 and 1797"):
         get_dataset("digits", 5000)
+
+
+# ------------------------------------------------------------- toy sets against their documented models
+
+
+def _documented_sample(name: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """An independent NumPy sampler written from the parametrisations in gencore.data.toy's docstring."""
+    if name == "8gaussians":
+        k = rng.integers(0, 8, n) * np.pi / 4
+        return 2 * np.sqrt(2) * np.stack([np.cos(k), np.sin(k)], 1) + np.sqrt(2) / 4 * rng.normal(size=(n, 2))
+    if name == "moons":
+        a, lower = np.pi * rng.random(n), rng.random(n) < 0.5
+        p = np.where(lower[:, None], np.stack([1 - np.cos(a), 0.5 - np.sin(a)], 1), np.stack([np.cos(a), np.sin(a)], 1))
+        return 2 * (p + 0.1 * rng.normal(size=(n, 2)) - [0.5, 0.25])
+    if name == "checkerboard":
+        cells = np.array([(i, j) for i in range(4) for j in range(4) if (i + j) % 2 == 0])[rng.integers(0, 8, n)]
+        return 2 * cells - 4 + 2 * rng.random((n, 2))
+    if name == "spirals":
+        r = 3 * np.pi * np.sqrt(rng.random(n))
+        a = r + np.pi * rng.integers(0, 2, n)
+        return (r / 3)[:, None] * np.stack([np.cos(a), np.sin(a)], 1) + 0.1 * rng.normal(size=(n, 2))
+    a = 2 * np.pi * rng.random(n)
+    r = rng.choice([0.75, 1.5, 2.25, 3.0], n) + 0.08 * rng.normal(size=n)
+    return r[:, None] * np.stack([np.cos(a), np.sin(a)], 1)
+
+
+def _features(name: str, x: np.ndarray) -> np.ndarray:
+    """Test functions whose means pin the documented model: low moments plus the distance to the set's skeleton."""
+    x1, x2 = x[:, 0], x[:, 1]
+    radius, angle = np.hypot(x1, x2), np.arctan2(x2, x1)
+    if name == "8gaussians":
+        k = np.arange(8) * np.pi / 4
+        centres = 2 * np.sqrt(2) * np.stack([np.cos(k), np.sin(k)], 1)
+        extra = [((x[:, None] - centres) ** 2).sum(-1).min(1)]
+    elif name == "moons":
+        p = x / 2 + [0.5, 0.25]
+        extra = [np.minimum(np.abs(np.hypot(*p.T) - 1), np.abs(np.hypot(*(p - [1.0, 0.5]).T) - 1)) ** 2]
+    elif name == "checkerboard":
+        frac = (x + 4) / 2 % 1
+        extra = [frac[:, 0], frac[:, 1], frac[:, 0] ** 2, frac[:, 1] ** 2, (frac > 0.95).any(1)]
+    elif name == "spirals":
+        extra = [np.cos(2 * (angle - 3 * radius)), np.sin(2 * (angle - 3 * radius))]
+    else:
+        extra = [np.abs(radius[:, None] - [0.75, 1.5, 2.25, 3.0]).min(1) ** 2, np.cos(angle), np.sin(angle)]
+    return np.stack([x1, x2, x1**2, x2**2, x1 * x2, radius, *extra], 1).astype(np.float64)
+
+
+@pytest.mark.parametrize("name", TOY_DATASETS)
+def test_toy_sets_match_their_documented_models(name):
+    # Each test function's mean under the sampler agrees with its mean under an independent simulation of the
+    # documented model within 5 standard errors (both samples' errors); catches wrong noise scales, radii, arcs.
+    f = _features(name, toy_dataset(name, 20_000, seed=0).double().numpy())
+    g = _features(name, _documented_sample(name, 200_000, np.random.default_rng(0)))
+    se = np.sqrt(f.var(0) / len(f) + g.var(0) / len(g))
+    assert (np.abs(f.mean(0) - g.mean(0)) < 5 * se + 1e-12).all(), (f.mean(0) - g.mean(0)) / se
+
+
+def test_toy_seeds_may_be_numpy_integers():
+    assert torch.equal(toy_dataset("moons", 20, seed=np.int64(5)), toy_dataset("moons", 20, seed=5))
+    assert torch.equal(sample_spirals(20, np.int32(5)), sample_spirals(20, 5))
+    with pytest.raises(ConfigError, match="seed must be an integer"):
+        toy_dataset("moons", 20, seed=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"generator must be a torch\.Generator"):
+        toy_dataset("moons", 20, generator="0")  # type: ignore[arg-type]
+
+
+def test_digits_subset_size_is_bounded_by_the_data_set():
+    assert get_dataset("digits", 1797, seed=0).shape == (1797, 64)
+    with pytest.raises(InputError, match="between 0 and 1797"):
+        get_dataset("digits", 1798, seed=0)

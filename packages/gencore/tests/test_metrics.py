@@ -297,3 +297,37 @@ def test_large_inputs_are_processed_in_blocks(monkeypatch):
     monkeypatch.setattr(tr, "_BLOCK_ELEMENTS", 1000)
     small = (mmd(x, y).value, energy_distance(x, y), sliced_wasserstein(x, y, generator=_gen(0)))
     assert small == pytest.approx(base, rel=1e-12)
+
+
+# ------------------------------------------------------------------------------- median heuristic
+
+
+def test_median_heuristic_uses_an_evenly_strided_subset_above_1024_points():
+    x, y = _randn(1300, 2, 0), 3.0 * _randn(700, 2, 1)
+    z = torch.cat([x, y]).numpy()
+    sub = z[np.round(np.linspace(0, len(z) - 1, 1024)).astype(int)]
+    d = np.sqrt(((sub[:, None] - sub[None]) ** 2).sum(-1))[np.triu_indices(1024, 1)]
+    assert median_pairwise_distance(x, y) == pytest.approx(float(np.quantile(d, 0.5, method="lower")), rel=1e-12)
+
+
+def test_median_heuristic_falls_back_to_unit_scale_when_all_points_coincide():
+    # 6 + 2 coincident points: 16 of the 28 pairwise distances are 0, so the median is 0.
+    x, y = torch.ones(6, 3, dtype=torch.float64), torch.full((2, 3), 1.5, dtype=torch.float64)
+    assert median_pairwise_distance(x, y) == 0.0
+    res = mmd(x, y, bandwidth_multipliers=(0.5, 2.0))
+    assert res.bandwidths == (0.5, 2.0)  # 1.0 * multipliers
+    assert res.value == pytest.approx(_naive_mmd2(x.numpy(), y.numpy(), (0.5, 2.0), True), rel=1e-12)
+
+
+def test_mmd_bandwidth_and_block_arguments_are_validated():
+    x = _randn(10, 2, 0)
+    for kwargs in ({"bandwidths": 1.0}, {"bandwidths": ()}, {"bandwidths": (1.0, float("nan"))}):
+        with pytest.raises(InputError, match="bandwidths must be a non-empty sequence"):
+            mmd(x, x, **kwargs)
+    for mults in (2.0, (1.0, float("inf")), (0.0,)):
+        with pytest.raises(InputError, match="bandwidth_multipliers must be"):
+            mmd(x, x, bandwidth_multipliers=mults)
+    for rows in (2.5, True, "4"):
+        with pytest.raises(InputError, match="block_rows must be a positive integer"):
+            mmd(x, x, block_rows=rows)
+    assert mmd(x, x + 1, block_rows=np.int64(3)).value == pytest.approx(mmd(x, x + 1).value, rel=1e-12)

@@ -42,3 +42,10 @@ def test_roc_auc_input_errors():
         roc_auc(torch.zeros(0), torch.ones(3))
     with pytest.raises(InputError, match="finite"):
         roc_auc(torch.tensor([float("nan")]), torch.ones(3))
+
+
+def test_roc_auc_rejects_non_tensor_scores_with_one_sentence():
+    with pytest.raises(InputError, match=r"pos must be a torch\.Tensor"):
+        roc_auc([1.0, 2.0], torch.ones(3))  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"neg must be a torch\.Tensor"):
+        roc_auc(torch.ones(3), torch.ones(3).numpy())  # type: ignore[arg-type]

@@ -29,3 +29,14 @@ def test_text_table_aligns_number_columns_right_and_other_columns_left() -> None
         "a        1.5000  3",
         "longer  12.2500  many",
     ]
+
+
+def test_floats_get_four_decimals_in_range_and_scientific_notation_outside() -> None:
+    import numpy as np
+
+    rows = [{"v": x} for x in (0.0, 1e-3, 9.99949e-4, 9999.99994, 1e4, -0.5, 123456.0, float("nan"))]
+    cells = [line.strip() for line in format_table(rows).splitlines()[2:]]
+    assert cells == ["0.0000", "0.0010", "9.999e-04", "9999.9999", "1.000e+04", "-0.5000", "1.235e+05", "nan"]
+    # NumPy floats are rounded and right-aligned like Python floats; integers are printed as they are.
+    table = format_table([{"v": np.float32(0.1234567), "n": np.int64(7)}, {"v": 2.5, "n": 12}]).splitlines()
+    assert table[2:] == ["0.1235   7", "2.5000  12"]

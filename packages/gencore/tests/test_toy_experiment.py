@@ -57,3 +57,33 @@ def test_the_toy_task_pairs_cuda_batches_with_a_coupling_fitted_on_the_cpu(epsil
     cuda = torch.device("cuda")
     loss, _ = task.loss(task.model.to(cuda), (data[:32].to(cuda),), torch.Generator(device=cuda).manual_seed(0))
     assert loss.device.type == "cuda" and torch.isfinite(loss)
+
+
+def test_evaluate_scores_euler_samples_against_fresh_reference_draws_with_a_reference_only_kernel() -> None:
+    # A constant velocity c moves the evaluation noise to noise + c at every NFE, so each record is known exactly.
+    from gencore.data import toy_dataset
+    from gencore.metrics import mmd, wasserstein2
+    from gencore.toy_experiment import MMD_KEY, ToyRun, evaluate, evaluation_noise, reference_data
+
+    cfg = ToyConfig(dataset="moons", n_eval=200, nfe=(1, 3), seed=4, progress=False)
+    c = torch.tensor([0.5, -1.0])
+    run = ToyRun(
+        config=cfg, model=lambda x, t: torch.zeros_like(x) + c, data=training_data(cfg),  # type: ignore[arg-type]
+        losses=[], train_seconds=1.0, coupling_seconds=0.5,
+    )  # fmt: skip
+    reference = reference_data(cfg)
+    assert torch.equal(reference, toy_dataset("moons", 200, seed=4 + 10_000))
+    assert not torch.equal(reference, run.data[:200])  # scored on fresh draws, not the training set
+    records, samples = evaluate(run)
+    x = evaluation_noise(cfg, 2) + c
+    ref_d = torch.cdist(reference.double(), reference.double())
+    median = float(ref_d[torch.triu_indices(200, 200, 1).unbind()].median())
+    bandwidths = [k * median for k in (0.25, 0.5, 1.0, 2.0, 4.0)]
+    assert [(r["nfe"], r["coupling"], r["dataset"]) for r in records] == [
+        (1, "independent", "moons"),
+        (3, "independent", "moons"),
+    ]
+    for r in records:
+        assert torch.allclose(samples[r["nfe"]], x, atol=1e-5)
+        assert r["w2"] == pytest.approx(wasserstein2(x, reference), rel=1e-4)
+        assert r[MMD_KEY] == pytest.approx(mmd(x, reference, bandwidths=bandwidths).value, rel=1e-4, abs=1e-7)

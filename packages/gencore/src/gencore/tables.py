@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import numbers
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 
 def _fmt(v: Any) -> str:
-    if isinstance(v, float):
+    """A float (Python or NumPy) with 4 decimals when ``1e-3 <= |v| < 1e4`` or ``v == 0``, else in scientific
+    notation with 4 significant digits; anything else as ``str``."""
+    if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral):
+        v = float(v)
         if v == 0 or 1e-3 <= abs(v) < 1e4:
             return f"{v:.4f}"
         return f"{v:.3e}"
@@ -19,7 +23,8 @@ def format_table(
     records: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, *, markdown: bool = False
 ) -> str:
     """Render ``records`` as an aligned text table (a column of numbers right-aligned, so that it lines up on
-    its units; any other column left-aligned), or a GitHub Markdown table."""
+    its units; any other column left-aligned), or a GitHub Markdown table. Floats are rounded as in :func:`_fmt`:
+    4 decimals for ``1e-3 <= |v| < 1e4`` (and 0), else ``1.234e-05`` style."""
     if not records:
         return "(no records)"
     cols = list(columns) if columns is not None else list(dict.fromkeys(k for r in records for k in r))
@@ -37,7 +42,7 @@ def format_table(
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
 def pivot(records: Sequence[Mapping[str, Any]], row: str, col: str, value: str) -> list[dict[str, Any]]:

@@ -40,18 +40,22 @@ GeneratorLike = torch.Generator | int | None
 def as_generator(generator: GeneratorLike = None, *, seed: int | None = None) -> torch.Generator | None:
     """Resolve ``generator`` / ``seed`` to a CPU ``torch.Generator`` (None means torch's global RNG).
 
-    An int ``generator`` is taken as a seed. Passing both a generator and ``seed`` is a
-    :class:`ConfigError`.
+    An int ``generator`` (Python or NumPy) is taken as a seed. Passing both a generator and
+    ``seed`` is a :class:`ConfigError`.
     """
     if seed is not None and generator is not None:
         raise ConfigError("pass either seed or generator, not both.")
     if seed is not None:
-        generator = seed
+        return torch.Generator().manual_seed(check_int(seed, "seed"))
     if generator is None or isinstance(generator, torch.Generator):
         return generator
-    if isinstance(generator, bool) or not isinstance(generator, int):
-        raise ConfigError(f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}.")
-    return torch.Generator().manual_seed(int(generator))
+    try:
+        value = check_int(generator, "generator")
+    except ConfigError:
+        raise ConfigError(
+            f"generator must be a torch.Generator, an int seed or None, got {type(generator).__name__}."
+        ) from None
+    return torch.Generator().manual_seed(value)
 
 
 def _check_n(n: int) -> int:

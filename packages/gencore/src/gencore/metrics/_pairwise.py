@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import torch
 
-from gencore.checks import check_points, check_same_dim
+from gencore.checks import check_int, check_points, check_same_dim
 from gencore.errors import InputError
 
 # At most this many pairwise distances per block (4M float64 = 32 MiB); with the
@@ -35,9 +35,7 @@ def resolve_block_rows(n_cols: int, block_rows: int | None) -> int:
     """Rows per block: ``block_rows`` if given (must be >= 1), else as many as the element budget allows."""
     if block_rows is None:
         return max(1, _BLOCK_ELEMENTS // max(n_cols, 1))
-    if int(block_rows) < 1:
-        raise InputError(f"block_rows must be a positive integer or None, got {block_rows}.")
-    return int(block_rows)
+    return check_int(block_rows, "block_rows", low=1, error=InputError)
 
 
 def distances(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

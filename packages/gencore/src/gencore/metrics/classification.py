@@ -24,6 +24,9 @@ def roc_auc(pos: torch.Tensor, neg: torch.Tensor) -> float:
     Ties between a positive and a negative count one half, as in the trapezoidal ROC curve. Both sets are
     flattened; each needs at least one score, and every score must be finite (as scikit-learn requires).
     """
+    for name, scores in (("pos", pos), ("neg", neg)):
+        if not torch.is_tensor(scores):
+            raise InputError(f"roc_auc: {name} must be a torch.Tensor of scores, got {type(scores).__name__}.")
     p = pos.detach().double().flatten().cpu().numpy()
     n = neg.detach().double().flatten().cpu().numpy()
     if p.size == 0 or n.size == 0:

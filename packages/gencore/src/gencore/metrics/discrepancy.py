@@ -26,6 +26,7 @@ evaluated between the two empirical measures (V-statistic, all pairs including
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -88,6 +89,17 @@ def median_pairwise_distance(x: torch.Tensor, y: torch.Tensor | None = None) -> 
     return float(d[iu[0], iu[1]].median())
 
 
+def _positive_floats(values: Sequence[float], name: str) -> tuple[float, ...]:
+    """``values`` as a non-empty tuple of positive finite floats, else one :class:`InputError` naming ``name``."""
+    try:
+        out = tuple(float(v) for v in values)
+    except (TypeError, ValueError):
+        out = ()
+    if not out or not all(0 < v < math.inf for v in out):
+        raise InputError(f"{name} must be a non-empty sequence of positive finite numbers, got {values!r}.")
+    return out
+
+
 def _rbf_sum(bandwidths: torch.Tensor):
     """``d -> sum_h exp(-d^2 / (2 h^2))`` applied elementwise to a block of distances."""
     coef = -0.5 / bandwidths.square()
@@ -133,16 +145,12 @@ def mmd(
     if estimator == "unbiased" and min(n, m) < 2:
         raise InputError(f"the unbiased MMD needs at least 2 points in each set, got {n} and {m}.")
     if bandwidths is None:
-        mults = [float(c) for c in bandwidth_multipliers]
-        if not mults or any(not c > 0 for c in mults):
-            raise InputError(f"bandwidth_multipliers must be positive numbers, got {bandwidth_multipliers}.")
+        mults = _positive_floats(bandwidth_multipliers, "bandwidth_multipliers")
         med = median_pairwise_distance(xd, yd)
         med = med if med > 0 else 1.0
         hs = tuple(c * med for c in mults)
     else:
-        hs = tuple(float(h) for h in bandwidths)
-        if not hs or any(not (h > 0 and h < float("inf")) for h in hs):
-            raise InputError(f"bandwidths must be positive finite numbers, got {bandwidths}.")
+        hs = _positive_floats(bandwidths, "bandwidths")
     fn = _rbf_sum(torch.tensor(hs, dtype=torch.float64, device=xd.device))
     unbiased = estimator == "unbiased"
     kxx = pairwise_sum(xd, xd, fn, exclude_diagonal=unbiased, block_rows=block_rows)
