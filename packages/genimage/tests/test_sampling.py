@@ -281,3 +281,25 @@ def test_nfe_must_be_a_whole_number_of_solver_steps() -> None:
         time_grid(run, 9, "heun")
     with pytest.raises(ConfigError, match="use 4"):
         time_grid(run, 2, "rk4")
+
+
+def test_sample_images_is_batch_size_invariant_and_checks_its_labels() -> None:
+    torch.manual_seed(0)
+    model = DiT(image_size=4, channels=1, patch_size=2, size="DiT-Mi", num_classes=3).eval()
+    for p in model.parameters():  # a non-zero field, so that the labels matter
+        torch.nn.init.normal_(p, std=0.02)
+    config = {"prediction": "velocity", "objective": "flow", "image_shape": [1, 4, 4], "sample_shape": [1, 4, 4]}
+    run = LoadedRun.from_parts(model, config | {"t_end": 1.0, "num_classes": 3})
+    from gencore.errors import InputError
+    from genimage.sampling import sample_images
+
+    y = torch.tensor([0, 1, 2, 2, 1])
+    kw = {"nfe": 2, "cfg_scale": 1.0, "solver": "euler", "seed": 3, "progress": False}
+    whole = sample_images(run, 5, y, batch_size=256, **kw)
+    torch.testing.assert_close(sample_images(run, 5, y, batch_size=2, **kw), whole)
+    torch.testing.assert_close(whole, generate(run, sample_noise(run, 5, seed=3), y, nfe=2))
+    assert not torch.allclose(whole, sample_images(run, 5, y.flip(0), batch_size=2, **kw))
+    assert sample_images(run, 0, torch.zeros(0, dtype=torch.long), batch_size=2, **kw).shape == (0, 1, 4, 4)
+    for labels in (y[:3], torch.cat([y, y])):  # too few or too many: one sentence naming n
+        with pytest.raises(InputError, match=r"labels must be \[5\] class indices"):
+            sample_images(run, 5, labels, batch_size=2, **kw)

@@ -61,8 +61,10 @@ def from_uint8(u: np.ndarray | torch.Tensor) -> torch.Tensor:
         raise InputError(f"from_uint8 expects uint8 pixels, got {a.dtype}.")
     if a.dim() == 3:
         a = a.unsqueeze(-1)
-    if a.dim() != 4:
-        raise InputError(f"from_uint8 expects [N, H, W, C] or [N, H, W] pixels, got shape {tuple(a.shape)}.")
+    if a.dim() != 4 or a.shape[-1] not in (1, 3):
+        raise InputError(
+            f"from_uint8 expects [N, H, W, C] (C = 1 or 3) or [N, H, W] pixels, got shape {tuple(a.shape)}."
+        )
     return a.permute(0, 3, 1, 2).float() / 127.5 - 1.0
 
 
@@ -76,8 +78,9 @@ def _pil_image(pixels: np.ndarray):
 
 def save_png(path: str | os.PathLike, image: torch.Tensor, *, scale: int = 1) -> Path:
     """Write one image ``[C, H, W]`` (or ``[1, C, H, W]``) in ``[-1, 1]`` as a PNG, enlarged ``scale`` times."""
-    x = image.unsqueeze(0) if image.dim() == 3 else image
-    if x.shape[0] != 1:
+    scale = check_int(scale, "scale", low=1)
+    x = image.unsqueeze(0) if torch.is_tensor(image) and image.dim() == 3 else image
+    if torch.is_tensor(x) and x.dim() == 4 and x.shape[0] != 1:
         raise InputError(f"save_png writes one image; got a batch of {x.shape[0]}.")
     img = _pil_image(to_uint8(x)[0])
     if scale > 1:
@@ -134,7 +137,7 @@ def write_grid(
     if images.shape[0] == 0:
         raise InputError("write_grid needs at least one image.")
     grid = image_grid_array(images, nrow)
-    s = scale if scale is not None else max(1, 64 // images.shape[-1])
+    s = scale if scale is not None else -(-64 // images.shape[-1])  # ceil(64 / W)
     img = _pil_image(grid)
     if s > 1:
         img = img.resize((img.width * s, img.height * s), Image.NEAREST)

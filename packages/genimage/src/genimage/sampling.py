@@ -145,8 +145,13 @@ def sample_images(
     ``labels: [n]`` class indices, or None."""
     batch_size = check_int(batch_size, "batch_size", low=1)
     noise = sample_noise(run, n, seed)
+    if labels is not None and torch.as_tensor(labels).shape != (n,):  # else a batch would meet a slice of them
+        raise InputError(
+            f"labels must be [{n}] class indices, one per image, got shape {tuple(torch.as_tensor(labels).shape)}."
+        )
+    starts = range(0, n, batch_size) if n else [0]  # n = 0: one empty batch, [0, *image_shape]
     out = []
-    for start in tqdm(range(0, n, batch_size), desc="sample", disable=None if progress else True, leave=False):
+    for start in tqdm(starts, desc="sample", disable=None if progress else True, leave=False):
         y = None if labels is None else labels[start : start + batch_size]
         out.append(generate(run, noise[start : start + batch_size], y, nfe=nfe, cfg_scale=cfg_scale, solver=solver))
     return torch.cat(out)

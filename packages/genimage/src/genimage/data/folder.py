@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import InputError
 from genimage.data.imageset import ImageSet, fit_square, pil_to_tensor
 
@@ -124,12 +125,13 @@ def load_image_folder(
     root: str | os.PathLike, *, image_size: int = 32, channels: int | None = None, skip_bad: bool = False
 ) -> ImageSet:
     """Load a whole image folder into memory (see the module docstring)."""
+    image_size = check_int(image_size, "image_size", low=1)
+    if channels not in (None, 1, 3) or isinstance(channels, bool):
+        raise InputError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}.")
     files, labels, classes = list_images(root)
     decoded, kept, skipped = decode_files(files, lambda path: decode_still(path, str(path)), skip_bad, root, "image")
     if channels is None:
         channels = 1 if all(im.mode in GRAY_MODES and im.mode != "P" for im in decoded) else 3
-    if channels not in (1, 3):
-        raise InputError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}.")
     images = torch.stack([convert(im, channels, image_size) for im in decoded])
     y = None if labels is None else torch.tensor([labels[i] for i in kept], dtype=torch.long)
     return ImageSet(images, y, classes, name=Path(root).name or "folder", skipped=skipped)

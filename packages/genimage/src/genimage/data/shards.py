@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset
 
+from gencore.checks import check_int
 from gencore.errors import InputError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
 from gencore.train import data_shard
@@ -98,6 +99,17 @@ def write_shards(images: ImageSet, out_dir: str | os.PathLike, *, shard_size: in
     """Write ``images`` as PNG members into ``out_dir/shard-XXXXX.tar``; return the shard paths."""
     from PIL import Image
 
+    if images.labels is not None:  # classes.json must name the classes, or the labels are not read back
+        classes = len(images.class_names or ())
+        if not classes:
+            raise InputError(
+                f"{images.name}: labelled images need class_names, or the shards' labels are not read back."
+            )
+        bad = images.labels[(images.labels < 0) | (images.labels >= classes)]
+        if bad.numel():
+            raise InputError(
+                f"{images.name}: labels must be in 0..{classes - 1} ({classes} class names), got {int(bad[0])}."
+            )
     writer = _ShardWriter(ensure_dir(out_dir), shard_size)
     for i, px in enumerate(to_uint8(images.images)):
         png = _png(Image.fromarray(px[..., 0] if px.shape[-1] == 1 else px))
@@ -167,6 +179,11 @@ class ShardedImages(IterableDataset):
         skip_bad: bool = False,
         seed: int = 0,
     ) -> None:
+        image_size = check_int(image_size, "image_size", low=1)
+        if channels not in (None, 1, 3) or isinstance(channels, bool):
+            raise InputError(
+                f"channels must be 1 (grayscale), 3 (RGB) or None (as classes.json says), got {channels!r}."
+            )
         base = Path(root)
         if not base.is_dir():
             raise InputError(f"shard folder {str(base)!r} does not exist; pack an image folder with 'genimage shards'.")
