@@ -184,3 +184,13 @@ def test_cell_classes_cover_cects_table_and_known_cells() -> None:
     assert counts == [85, 89, 126, 135, 38]
     neurons = sum(counts[:3]) + sum(n.startswith("CAN") for n in herm.names)
     assert neurons == 302  # the hermaphrodite's 302 neurons
+
+
+def test_gap_junction_listed_one_way_joins_both_cells(fake_cect) -> None:
+    """A gap junction written only as b -> a still couples a and b in both directions, also in an imposed order."""
+    fake_cect({"nodes": ["a", "b", "c"], "connections": {"Generic_GJ": _matrix({(1, 0): 2, (2, 1): 1}, 3)}})
+    d = connectome("celegans-white1986", directed=True, cells=["c", "z", "b", "a"]).graph  # c=0, b=2, a=3
+    got = {tuple(e): f.tolist() for e, f in zip(d.edges.tolist(), d.edge_features)}
+    assert got == {(2, 3): [0.0, 2.0], (3, 2): [0.0, 2.0], (0, 2): [0.0, 1.0], (2, 0): [0.0, 1.0]}
+    u = connectome("celegans-white1986").graph
+    assert u.edges.tolist() == [[0, 1], [1, 2]] and u.edge_types.tolist() == [1, 1]

@@ -71,3 +71,52 @@ def test_a_mistyped_split_is_refused_for_real_and_procedural_sets(name: str) -> 
         load_dataset(name, "tset", n=10)
     with pytest.raises(ConfigError, match=r"unknown split 'Train'"):
         load_graphs(name, "Train")
+
+
+def test_published_sizes_and_recipe_parameters() -> None:
+    """Default set sizes, grid shapes, lobster and community sizes, and the SBM / community edge probabilities
+    (pooled over many graphs, so a changed p_in or p_out shows far outside the sampling noise)."""
+    import itertools
+
+    import numpy as np
+
+    from gengraph import datasets
+
+    assert datasets.DEFAULT_SIZES == {
+        "planar": 200, "sbm": 200, "community-small": 100, "ego-small": 200, "tree": 200, "lobster": 100, "grid": 100,
+    }  # fmt: skip
+    for g in generate("grid", 20):
+        shapes = [(r, c) for r in range(10, 20) for c in range(10, 20) if r * c == g.n_nodes]
+        assert any(2 * r * c - r - c == g.n_edges for r, c in shapes)
+    for g in generate("lobster", 10):
+        assert 10 <= g.n_nodes <= 100 and nx.is_tree(g.to_networkx())
+    community = generate("community-small", 200)
+    assert {g.n_nodes for g in community} == set(range(12, 21))
+    # E[edges] = 0.7 (C(a, 2) + C(b, 2)) + 0.05 a b + P(no inter-edge: one is added), a, b uniform in 6..10
+    expected = np.mean(
+        [
+            0.7 * (a * (a - 1) + b * (b - 1)) / 2 + 0.05 * a * b + 0.95 ** (a * b)
+            for a, b in itertools.product(range(6, 11), repeat=2)
+        ]
+    )
+    assert abs(np.mean([g.n_edges for g in community]) - expected) < 2.5  # p_in 0.5: -11.6, p_out 0.3: +16
+    rng = np.random.default_rng(0)
+    inside = across = pairs_in = pairs_across = 0
+    blocks = set()
+    for _ in range(20):
+        g = datasets._sbm(rng)
+        part = g.graph["partition"]
+        blocks.add(len(part))
+        assert all(20 <= len(p) <= 40 for p in part)
+        block = {v: i for i, p in enumerate(part) for v in p}
+        e_in = sum(block[u] == block[v] for u, v in g.edges)
+        inside, across = inside + e_in, across + g.number_of_edges() - e_in
+        n_in = sum(len(p) * (len(p) - 1) // 2 for p in part)
+        pairs_in, pairs_across = (
+            pairs_in + n_in,
+            pairs_across + g.number_of_nodes() * (g.number_of_nodes() - 1) // 2 - n_in,
+        )
+    assert blocks == {2, 3, 4, 5}
+    assert abs(inside / pairs_in - 0.3) < 0.01 and abs(across / pairs_across - 0.05) < 0.005
+    source = datasets._ego_source(0)
+    assert 3.8 < 2 * source.number_of_edges() / source.number_of_nodes() < 4.1  # Holme-Kim with m = 2

@@ -80,3 +80,50 @@ def test_features_do_not_depend_on_padding_or_node_order() -> None:
     _, values_p, components_p, largest_p = graph_spectrum(pe, pm, 2, 5)
     torch.testing.assert_close(values_p, values)
     assert torch.equal(components_p, components) and torch.equal(largest_p, largest[:, perm])
+
+
+def test_pack_refuses_directed_and_empty_batches() -> None:
+    """A directed graph packed into a lower-triangular adjacency: unpack (which reads above the diagonal) returned
+    1 -> 0 as a graph without edges. An empty list was a bare ``max()`` ValueError."""
+    import pytest
+
+    from gencore.errors import InputError
+
+    with pytest.raises(InputError, match="graph 1 is directed"):
+        pack([Graph(n_nodes=2, edges=[[0, 1]]), Graph(n_nodes=2, edges=[[1, 0]], directed=True)])
+    with pytest.raises(InputError, match="at least one graph"):
+        pack([])
+
+
+def test_structural_features_match_random_walk_powers_and_pack_keeps_types() -> None:
+    """``(P^k)_ii`` for ``P = D^-1 A`` from numpy matrix powers, degree / n; pack writes each graph's node types."""
+    from gengraph.batch import structural_features
+
+    gs = _graphs()
+    graphs = [Graph(n_nodes=g.number_of_nodes(), edges=list(g.edges), node_types=[v % 3 for v in g]) for g in gs]
+    edges, nodes, mask = pack(graphs, 14)
+    feats = structural_features(edges, mask, steps=4)
+    for b, g in enumerate(gs):
+        n = g.number_of_nodes()
+        assert nodes[b, :n].tolist() == [v % 3 for v in range(n)] and not nodes[b, n:].any()
+        a = nx.to_numpy_array(g, nodelist=range(n))
+        d = a.sum(1)
+        p = a / np.maximum(d, 1)[:, None]
+        expected = [np.diag(np.linalg.matrix_power(p, k)) for k in range(1, 5)] + [d / n]
+        np.testing.assert_allclose(feats[b, :n].numpy(), np.stack(expected, -1), atol=1e-6)
+        assert not feats[b, n:].any()
+
+
+def test_graph_spectrum_counts_components_with_small_gaps() -> None:
+    """A path on 14 nodes has algebraic connectivity 2 - 2 cos(pi / 14) = 0.050: one component, not two."""
+    edges, _, mask = _batch([nx.path_graph(14), nx.disjoint_union(nx.path_graph(7), nx.path_graph(7))])
+    _, values, components, _ = graph_spectrum(edges, mask, 1, 1)
+    assert components.tolist() == [1, 2]
+    np.testing.assert_allclose(values[0, 0].item(), 2 - 2 * np.cos(np.pi / 14), rtol=1e-9)
+
+
+def test_random_signs_are_plus_or_minus_one() -> None:
+    from gengraph.batch import random_signs
+
+    s = random_signs((1000,), torch.Generator().manual_seed(0))
+    assert set(s.tolist()) == {-1.0, 1.0} and abs(float(s.mean())) < 0.15 and s.dtype == torch.float32

@@ -280,3 +280,67 @@ def test_transposed_feature_tables_are_refused() -> None:
         Graph(n_nodes=3, edges=[[0, 1]], edge_features=torch.ones(2, 1))
     assert Graph(n_nodes=3, node_features=[1.0, 2.0, 3.0]).node_features.shape == (3, 1)  # flat: one per node
     assert Graph(n_nodes=2, node_features=torch.ones(2, 2, 2)).node_features.shape == (2, 4)
+
+
+def test_graph_set_edges_as_an_edge_index_are_refused(tmp_path) -> None:
+    """``from_dict`` reshaped ``edges`` row-major: an edge_index [[0, 1, 2], [3, 4, 5]] (edges 0-3, 1-4, 2-5) was
+    read as 0-1, 2-3, 4-5 without an error."""
+    path = tmp_path / "g.json"
+    path.write_text('{"graphs": [{"n_nodes": 6, "edges": [[0, 1, 2], [3, 4, 5]]}]}')
+    with pytest.raises(InputError, match=r"g\.json: graph 0: edges must have shape \[E, 2\]"):
+        read_graph_set(path)
+    assert Graph.from_dict({"n_nodes": 3, "edges": [0, 1, 1, 2]}).edges.tolist() == [[0, 1], [1, 2]]
+    assert Graph.from_dict({"n_nodes": 2, "edges": []}).n_edges == 0
+
+
+@pytest.mark.parametrize("edge_types", [[1, 2, 3, 4], [1, 2], 5])
+def test_edge_types_of_the_wrong_length_are_refused(edge_types) -> None:
+    """Edge types were reordered with the edges before their length was checked: one too many lost the last entry
+    silently ([1, 2, 3, 4] for three edges gave [1, 2, 3]), too few or a scalar was a bare IndexError."""
+    with pytest.raises(InputError, match=r"edge_types \(3,\)"):
+        Graph(n_nodes=4, edges=[[2, 3], [1, 0], [1, 2]], edge_types=edge_types)
+    g = Graph(n_nodes=4, edges=[[2, 3], [1, 0], [1, 2]], edge_types=[1, 2, 3])
+    assert g.edges.tolist() == [[0, 1], [1, 2], [2, 3]] and g.edge_types.tolist() == [2, 3, 1]
+
+
+def test_numpy_node_counts_are_integers() -> None:
+    """``n_nodes=np.int64(3)`` (an array's length or sum) was refused as 'not a non-negative integer'."""
+    import numpy as np
+
+    g = Graph(n_nodes=np.int64(3), edges=[[0, 1]])
+    assert g.n_nodes == 3 and type(g.n_nodes) is int
+    with pytest.raises(InputError, match="n_nodes must be a non-negative integer"):
+        Graph(n_nodes=np.float64(3.0))
+
+
+def test_conversions_carry_edge_features_directions_and_degrees() -> None:
+    """Edge features follow their edges through the sort and every conversion; directed graphs stay directed."""
+    from torch_geometric.data import Data
+
+    g = Graph(n_nodes=4, edges=[[3, 2], [1, 0], [1, 2]], edge_types=[1, 2, 3], edge_features=[[10.0], [20.0], [30.0]])
+    assert g.edges.tolist() == [[0, 1], [1, 2], [2, 3]] and g.edge_features.flatten().tolist() == [20.0, 30.0, 10.0]
+    assert g.degrees().tolist() == [1, 2, 2, 1]
+    assert torch.equal(Graph.from_dense(g.adjacency(typed=True)).edge_types, g.edge_types)
+    data = g.to_pyg()
+    pairs = {tuple(c): float(f) for c, f in zip(data.edge_index.T.tolist(), data.edge_attr.flatten(), strict=True)}
+    assert pairs == {(0, 1): 20.0, (1, 0): 20.0, (1, 2): 30.0, (2, 1): 30.0, (2, 3): 10.0, (3, 2): 10.0}
+    for h in (Graph.from_networkx(g.to_networkx()), Graph.from_pyg(data), Graph.from_dict(g.to_dict())):
+        assert torch.equal(h.edges, g.edges) and torch.equal(h.edge_features, g.edge_features)
+    # from_pyg keeps the u < v entry's features when both directions are listed
+    both = Data(edge_index=torch.tensor([[1, 0], [0, 1]]), num_nodes=2, edge_attr=torch.tensor([[7.0], [8.0]]))
+    assert Graph.from_pyg(both).edge_features.tolist() == [[8.0]]
+    d = Graph(n_nodes=3, edges=[[1, 0], [0, 1], [2, 1]], edge_types=[0, 1, 2], node_features=[[1.0], [2.0], [3.0]],
+              edge_features=[[1.0], [2.0], [3.0]], directed=True)  # fmt: skip
+    assert d.degrees().tolist() == [2, 3, 1]  # a reciprocal pair counts twice
+    h = Graph.from_networkx(d.to_networkx())
+    assert h.directed and torch.equal(h.edges, d.edges) and torch.equal(h.edge_features, d.edge_features)
+    u = d.to_undirected()
+    assert not u.directed and u.edges.tolist() == [[0, 1], [1, 2]] and u.edge_types.tolist() == [1, 2]
+    assert u.edge_features.flatten().tolist() == [2.0, 3.0] and torch.equal(u.node_features, d.node_features)
+
+
+def test_directed_edge_list_keeps_directions(tmp_path) -> None:
+    """Two edges into node 1 must not come back as two edges out of it (the file lists source, then target)."""
+    g = Graph(n_nodes=3, edges=[[0, 1], [2, 1]], directed=True)
+    back = read_edgelist(write_edgelist(tmp_path / "d.edgelist", g), directed=True)
+    assert back.directed and back.edges.tolist() == [[0, 1], [2, 1]]

@@ -16,6 +16,11 @@ __all__ = ["cycle_counts", "graph_spectrum", "laplacian_eigenvectors", "pack", "
 
 
 def pack(graphs: list[Graph], n_max: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if not graphs:
+        raise InputError("pack needs at least one graph, got an empty list.")
+    directed = [i for i, g in enumerate(graphs) if g.directed]
+    if directed:  # its adjacency is not symmetric, and unpack (which reads above the diagonal) would lose edges
+        raise InputError(f"graph {directed[0]} is directed; the dense batches hold undirected graphs.")
     n_max = max(g.n_nodes for g in graphs) if n_max is None else n_max
     big = [i for i, g in enumerate(graphs) if g.n_nodes > n_max]
     if big:

@@ -82,8 +82,9 @@ class Graph:
 
     def __post_init__(self) -> None:
         where = "graph"
-        if not isinstance(self.n_nodes, int) or isinstance(self.n_nodes, bool) or self.n_nodes < 0:
+        if not isinstance(self.n_nodes, numbers.Integral) or isinstance(self.n_nodes, bool) or self.n_nodes < 0:
             raise InputError(f"{where}: n_nodes must be a non-negative integer, got {self.n_nodes!r}.")
+        self.n_nodes = int(self.n_nodes)  # a numpy integer (an array's shape or sum) is one too
         e = _edge_pairs(self.edges, where) if len(self.edges) else torch.zeros(0, 2, dtype=torch.long)
         if e.numel() and (int(e.min()) < 0 or int(e.max()) >= self.n_nodes):
             raise InputError(f"{where}: edge endpoints must lie in [0, {self.n_nodes}), got {e.min()}..{e.max()}.")
@@ -100,10 +101,10 @@ class Graph:
         self.node_types = (
             torch.zeros(n, dtype=torch.long) if self.node_types is None else _long(self.node_types, "node_types", where)
         )
+        # the shapes are checked before the edge types follow their edges through the sort: a list one too long
+        # would lose its last entry, one too short an IndexError
         self.edge_types = (
-            torch.zeros(m, dtype=torch.long)
-            if self.edge_types is None
-            else _long(self.edge_types, "edge_types", where)[order]
+            torch.zeros(m, dtype=torch.long) if self.edge_types is None else _long(self.edge_types, "edge_types", where)
         )
         if self.node_types.shape != (n,) or self.edge_types.shape != (m,):
             raise InputError(
@@ -112,6 +113,7 @@ class Graph:
             )
         if (self.node_types < 0).any() or (self.edge_types < 0).any():
             raise InputError(f"{where}: node and edge types must be non-negative category indices.")
+        self.edge_types = self.edge_types[order]
         if self.node_features is not None:
             self.node_features = _float_rows(self.node_features, n, "node_features", "nodes", where)
         if self.edge_features is not None:
@@ -187,7 +189,7 @@ class Graph:
     def from_networkx(cls, g: nx.Graph, *, type_key: str = "type", feature_key: str = "x") -> Graph:
         """Nodes are relabelled ``0..N-1`` in iteration order; integer ``type_key`` attributes become the
         categorical channels (missing: 0); list-valued ``feature_key`` attributes become features (scalar ones,
-        such as a GraphML layout coordinate ``x``, are not features and are ignored)."""
+        such as a GraphML layout coordinate ``x``, are not features and are ignored). Self-loops are dropped."""
         if g.is_multigraph():
             raise InputError("multigraphs are not supported: merge parallel edges first.")
         g = nx.Graph(g) if not g.is_directed() else g
@@ -247,7 +249,8 @@ class Graph:
     @classmethod
     def from_pyg(cls, data, *, directed: bool = False) -> Graph:
         """From a torch-geometric ``Data``; undirected graphs keep each ``{u, v}`` once, whether ``edge_index``
-        lists it in both directions or in one (the ``u < v`` entry's type and features where both are listed)."""
+        lists it in both directions or in one (the ``u < v`` entry's type and features where both are listed);
+        self-loops are dropped."""
         e = data.edge_index.T
         n = int(data.num_nodes)
         et = getattr(data, "edge_type", None)
@@ -292,7 +295,7 @@ class Graph:
         try:
             return cls(
                 n_nodes=d["n_nodes"],
-                edges=_long(d.get("edges", []), "edges", "graph").reshape(-1, 2),
+                edges=_edge_pairs(d.get("edges", []), "graph"),  # an edge_index [2, E] is refused, not re-read
                 node_types=d.get("node_types"),
                 edge_types=d.get("edge_types"),
                 node_features=d.get("node_features"),

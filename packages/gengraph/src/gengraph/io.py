@@ -9,7 +9,7 @@ JSON graph set (what ``gengraph sample`` writes; safe to load, no pickle)::
 ``node_types``/``edge_types`` default to zeros and ``node_features``/``edge_features`` are optional lists of
 lists. Edge list (one graph per file): one edge ``u v`` or ``u v type`` per line, ``#`` comments, nodes are
 any tokens (relabelled in order of appearance). GraphML: read with networkx; integer ``type`` attributes
-become the categorical channels.
+become the categorical channels, self-loops are dropped and parallel edges refused.
 """
 
 from __future__ import annotations
