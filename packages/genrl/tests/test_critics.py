@@ -154,3 +154,50 @@ def test_iqn_q_is_the_midpoint_rule_over_quantile_fractions() -> None:
         tau = torch.tensor([0.1, 0.3, 0.5, 0.7, 0.9]).expand(6, 5)
         expected = critic.quantiles(b["observations"], b["actions"], tau).mean((0, 2))
         torch.testing.assert_close(critic.q(b["observations"], b["actions"]), expected)
+
+
+def test_critic_variance_of_c51_is_the_variance_of_its_atom_law() -> None:
+    """The C51 read-out is the centred second moment of the predicted categorical law (a law with a non-zero mean,
+    so that the raw second moment differs)."""
+    from genrl.toy_experiment import critic_variance
+
+    critic = C51Critic(2, 1, CriticConfig(n_atoms=5, return_min=-1.0, return_max=3.0, ensemble=1))
+    obs, act = torch.randn(3, 2, generator=torch.Generator().manual_seed(0)), torch.zeros(3, 1)
+    p = critic.probs(obs, act).detach().double()
+    atoms = critic.atoms.double()
+    mean = (p * atoms).sum(-1)
+    expected = (p * atoms.square()).sum(-1) - mean.square()
+    assert mean.abs().min() > 0.1
+    with torch.no_grad():  # as the scoring calls it
+        got = critic_variance(critic, obs, act, torch.Generator().manual_seed(0))
+    assert torch.allclose(torch.as_tensor(got, dtype=torch.float64), expected, atol=1e-5)
+
+
+def test_eval_states_show_both_modes_of_the_last_transition() -> None:
+    """With random transitions the evaluation states carry ``w = -m(c), +m(c)`` alternately at the last position
+    (both modes of the drawn reward), and 0 elsewhere."""
+    from genrl.toy_experiment import eval_states
+
+    chain = ToyCriticConfig(randomness="transition").chain()
+    s = eval_states(chain)
+    assert s.shape == (8 * chain.length, 3)
+    last = s[:, 0] == 1.0
+    w, c = s[last, 2], s[last, 1]
+    assert (s[~last, 2] == 0).all()
+    assert torch.allclose(torch.from_numpy(abs(w)), torch.from_numpy(chain.mode_offset(c)).float())
+    assert (w[0::2] < 0).all() and (w[1::2] > 0).all()
+
+
+def test_exact_field_scores_count_each_solvers_field_evaluations() -> None:
+    """``nfe`` is steps times the solver's evaluations per step (Euler 1, midpoint and Heun 2, RK4 4)."""
+    from genrl.toy_experiment import score_exact_field
+
+    cfg = ToyCriticConfig(n_eval_samples=20, flow_solvers=("midpoint:3", "heun:2", "rk4:2"))
+    scores = score_exact_field(cfg)
+    assert {k: v["nfe"] for k, v in scores.items() if k != next(iter(scores))} == {
+        "midpoint:3": 6,
+        "heun:2": 4,
+        "rk4:2": 8,
+    }
+    first = next(iter(scores))
+    assert first.startswith("euler:") and scores[first]["nfe"] == int(first.split(":")[1])
