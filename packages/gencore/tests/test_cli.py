@@ -14,6 +14,7 @@ from gencore.command import ENGINE_OPTIONS, add_commands, benchmark_parser, make
 from gencore.testing import (
     check_benchmark_scripts,
     check_console_script,
+    check_engine_refusals_leave_no_folder,
     check_out_folder_refused,
     undocumented_options,
 )
@@ -98,6 +99,10 @@ def test_engine_options_are_train_config_fields_with_its_choices_and_defaults() 
 
 def test_toy_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
     check_out_folder_refused("gencore", tmp_path, "toy", "train")
+
+
+def test_toy_train_checks_engine_settings_before_making_its_folder(tmp_path) -> None:
+    check_engine_refusals_leave_no_folder("gencore", tmp_path, "toy", "train", "--steps", "2")
 
 
 def test_toy_train_writes_its_folder(tmp_path, capsys) -> None:

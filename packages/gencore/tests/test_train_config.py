@@ -33,11 +33,22 @@ def test_micro_batch_is_global_over_world_times_accum() -> None:
         {"clip_grad_norm": 0.0},
         {"warmup_steps": 20, "steps": 10},
         {"layersync_pairs": (("a",),)},
+        {"seed": -1},
+        {"seed": 2**45},  # seed * 1_000_003 overflowed torch.manual_seed ("Overflow when unpacking long long")
+        {"seed": 1.5},
     ],
 )
 def test_bad_settings_are_config_errors(kwargs) -> None:
     with pytest.raises(ConfigError):
         TrainConfig(**kwargs).validate()
+
+
+def test_a_resume_folder_that_does_not_exist_is_refused_by_validate(tmp_path) -> None:
+    """Callers validate before they make a run folder: a typo in --resume must not leave an empty run behind."""
+    with pytest.raises(ConfigError, match=r"checkpoint folder .*missing.* given to resume does not exist"):
+        TrainConfig(resume=str(tmp_path / "missing")).validate()
+    assert TrainConfig(resume=tmp_path).validate().resume == tmp_path
+    assert TrainConfig(resume="auto").validate().resume == "auto"
 
 
 def test_lr_factor_warmup_then_cosine_and_constant() -> None:
@@ -66,3 +77,18 @@ def test_ema_warmup_recursion_matches_closed_form() -> None:
     for k, v in ema.state_dict().items():
         torch.testing.assert_close(v, ref[k], rtol=1e-6, atol=1e-6)
     assert not any(p.requires_grad for p in ema.module.parameters())
+
+
+def test_ema_decay_is_capped_by_the_configured_decay_after_the_warm_up() -> None:
+    """d_s = min(decay, (1 + s) / (10 + s)): with decay 0.5 the warm-up term wins for s < 8, the cap from s = 8 on."""
+    model = torch.nn.Linear(2, 2, bias=False)
+    ema = EMA(model, decay=0.5)
+    assert [ema.decay_at(s) for s in (0, 7, 8, 9, 100)] == pytest.approx([0.1, 8 / 17, 0.5, 0.5, 0.5])
+    with torch.no_grad():
+        for s in range(12):
+            before = ema.module.weight.clone()
+            model.weight.add_(1.0)
+            ema.update(model)
+            d = min(0.5, (1 + s) / (10 + s))
+            torch.testing.assert_close(ema.module.weight, d * before + (1 - d) * model.weight, rtol=0, atol=1e-6)
+    assert ema.updates == 12

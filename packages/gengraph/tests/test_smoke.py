@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gencore.testing import check_benchmark_scripts, check_console_script, check_out_folder_refused
+from gencore.testing import (
+    check_benchmark_scripts,
+    check_console_script,
+    check_engine_refusals_leave_no_folder,
+    check_out_folder_refused,
+)
 
 
 def test_console_script() -> None:
@@ -17,6 +22,11 @@ def test_benchmark_scripts_answer_help() -> None:
 
 def test_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
     check_out_folder_refused("gengraph", tmp_path, "train", "--data", "community-small", "--steps", "1")
+
+
+def test_train_checks_engine_settings_before_making_its_folder(tmp_path) -> None:
+    args = ("train", "--data", "community-small", "--steps", "1")
+    check_engine_refusals_leave_no_folder("gengraph", tmp_path, *args, flags=("--nproc", "--checkpoint-every"))
 
 
 def test_demo_report_lists_every_kernel_named_mmd_with_its_interval() -> None:

@@ -370,7 +370,7 @@ def test_binary_inputs_and_bad_references_are_one_line_and_write_nothing(tmp_pat
 
 def test_train_leaves_no_folder_behind_when_an_engine_setting_is_refused(tmp_path, capsys):
     data = write_sdf(tmp_path / "t.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "COC"])])
-    for flag, value in (("--checkpoint-every", "-5"), ("--nproc", "0")):
+    for flag, value in (("--checkpoint-every", "-5"), ("--nproc", "0"), ("--resume", str(tmp_path / "missing"))):
         out = tmp_path / "r"
         args = ["train", "--data", str(data), "--steps", "2", "--out", str(out), flag, value, "--no-progress"]
         assert main(args) == 2

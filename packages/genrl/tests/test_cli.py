@@ -12,7 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gencore.testing import check_benchmark_scripts, check_console_script, check_out_folder_refused
+from gencore.testing import (
+    check_benchmark_scripts,
+    check_console_script,
+    check_engine_refusals_leave_no_folder,
+    check_out_folder_refused,
+)
 from genrl.cli import main
 from genrl.dataset import DATA_NAME
 
@@ -27,6 +32,12 @@ def test_benchmark_scripts_answer_help() -> None:
 
 def test_train_refuses_an_unusable_out_folder_before_any_work(tmp_path) -> None:
     check_out_folder_refused("genrl", tmp_path, "train", "--agent", "value-flows", "--data", "d")
+
+
+def test_train_checks_engine_settings_before_making_its_folder(tmp_path) -> None:
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(tmp_path / "d")]) == 0
+    args = ("train", "--agent", "flow-bc", "--data", str(tmp_path / "d"), "--steps", "2")
+    check_engine_refusals_leave_no_folder("genrl", tmp_path, *args, flags=("--nproc", "--checkpoint-every"))
 
 
 def test_dataset_make_refuses_an_unusable_out_folder_before_any_episode(tmp_path) -> None:

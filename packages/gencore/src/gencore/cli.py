@@ -77,7 +77,7 @@ def cmd_toy_train(args: argparse.Namespace) -> int:
     from gencore.train import holds_settings, interruption
 
     cfg = _toy_config(args)
-    out = ensure_dir(args.out)
+    out = Path(args.out)
     finished = (out / "metrics.json").is_file() and (out / "config.json").is_file()
     if args.resume and finished and holds_settings(read_json(out / "config.json"), config_dict(cfg)):
         return report_finished(out)

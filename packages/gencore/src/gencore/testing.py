@@ -87,6 +87,26 @@ def check_out_folder_refused(package: str, tmp_path: Path, *args: str) -> None:
     assert occupied.read_text() == "keep" and sorted(p.name for p in tmp_path.iterdir()) == ["occupied"]
 
 
+def check_engine_refusals_leave_no_folder(
+    package: str, tmp_path: Path, *args: str, flags: tuple[str, ...] = ("--nproc", "--checkpoint-every", "--resume")
+) -> None:
+    """Assert that ``<package> *args --out F`` with a bad engine setting (``--nproc 0``, a negative
+    ``--checkpoint-every``, a ``--resume`` folder that does not exist; those of ``flags``) exits 2 with one
+    sentence and leaves no folder ``F`` behind: the settings are checked before the run folder is made."""
+    out = tmp_path / "run"
+    bad = {"--nproc": "0", "--checkpoint-every": "-5", "--resume": str(tmp_path / "missing")}
+    for flag in flags:
+        value = bad[flag]
+        proc = subprocess.run(
+            [sys.executable, "-m", f"{package}.cli", *args, flag, value, "--out", str(out)],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (flag, proc.stderr)
+        assert proc.stderr.strip().splitlines()[-1].count(": error: ") == 1, (flag, proc.stderr)
+        assert not out.exists(), f"{flag} {value} left {out} behind"
+
+
 def check_benchmark_scripts(folder: Path) -> None:
     """Assert that every script in ``folder`` that runs as ``__main__`` reads its arguments with argparse, never
     from ``sys.argv`` by hand, so that ``python <script> --help`` prints usage instead of running the benchmark

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-from gencore.checks import check_choice, check_points
+from gencore.checks import check_choice, check_int, check_points
 from gencore.couplings import COUPLINGS, SemidiscreteCoupling, make_coupling
 from gencore.data import DATASETS, get_dataset
 from gencore.errors import ConfigError, GenError
@@ -232,6 +232,8 @@ def train(
     with contextlib.ExitStack() as stack:
         out = Path(out_dir) if out_dir is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         train_cfg = engine_config(cfg, out, **engine).validate()
+        nproc = check_int(nproc, "nproc", low=1)  # engine settings are checked before the run folder is made
+        out.mkdir(parents=True, exist_ok=True)
         results = launch(_train_worker, cfg, data, train_cfg, nproc=nproc)
         info = results.get(0) or {"interrupted": True, "train_seconds": 0.0, "coupling_seconds": 0.0}
         interrupted = bool(info["interrupted"])

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, TensorDataset
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, GenError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
 from gencore.train import (
@@ -367,6 +368,8 @@ def train(
     :class:`VideoSet`).
     """
     cfg = cfg.validate()
+    check_int(nproc, "nproc", low=1)
+    _engine(cfg, Path(out_dir), cfg.steps, **engine)  # engine settings are checked before the run folder is made
     out = ensure_dir(out_dir)
     if engine.get("resume") is None and find_checkpoints(out / "checkpoints"):
         raise ConfigError(

@@ -142,13 +142,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     print(f"{report.summary()}; training on {len(mols)} molecules")
     engine = {k: v for k, v in {"resume": args.resume, "checkpoint_every": args.checkpoint_every}.items() if v}
     start = time.perf_counter()
-    made = not Path(args.out).exists()
-    try:
-        info = train_run(cfg, mols, args.out, nproc=args.nproc, data_name=args.data, **engine)
-    except Exception:
-        if made and Path(args.out).is_dir() and not any(Path(args.out).iterdir()):
-            Path(args.out).rmdir()  # a folder this command made for a run that never started (a bad engine setting)
-        raise
+    info = train_run(cfg, mols, args.out, nproc=args.nproc, data_name=args.data, **engine)
     if info["interrupted"]:
         raise interruption(args.out)
     if info.get("already_finished"):

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from gencore.io import ensure_dir, read_json, require_fields, write_json, write_text
 from gencore.train import TrainConfig, Trainer, holds_settings, launch, run_identity
@@ -94,18 +95,9 @@ def train_run(
     if len(molecules) < 2:
         raise InputError(f"training needs at least 2 molecules with coordinates, got {len(molecules)}.")
     molecules = model_view(molecules, cfg.hydrogens)
-    out = ensure_dir(out_dir)
     vocab = AtomVocabulary.from_molecules(molecules)
     tensors = molecule_tensors(molecules, vocab)
     batch = min(cfg.batch_size, len(molecules))
-    saved = read_json(out / "run.json") if engine.get("resume") and (out / "run.json").is_file() else {}
-    if (
-        (out / "model").is_dir()
-        and saved.get("interrupted") is False
-        and saved.get("data") == data_name
-        and holds_settings(saved.get("config") or {}, replace(cfg, batch_size=batch))
-    ):  # a finished run of these settings: nothing to train
-        return {"interrupted": False, "seconds": 0.0, "last_loss": float("nan"), "already_finished": True}
     train_cfg = TrainConfig(
         steps=cfg.steps,
         global_batch_size=batch,
@@ -117,10 +109,20 @@ def train_run(
         ema_decay=cfg.ema_decay,
         seed=cfg.seed,
         progress=cfg.progress,
-        out_dir=str(out),
+        out_dir=str(Path(out_dir)),
         identity=run_identity(cfg, RESUMABLE) | {"data": data_name},
         **engine,
     ).validate()
+    nproc = check_int(nproc, "nproc", low=1)  # engine settings are checked before the run folder is made
+    out = ensure_dir(out_dir)
+    saved = read_json(out / "run.json") if engine.get("resume") and (out / "run.json").is_file() else {}
+    if (
+        (out / "model").is_dir()
+        and saved.get("interrupted") is False
+        and saved.get("data") == data_name
+        and holds_settings(saved.get("config") or {}, replace(cfg, batch_size=batch))
+    ):  # a finished run of these settings: nothing to train
+        return {"interrupted": False, "seconds": 0.0, "last_loss": float("nan"), "already_finished": True}
     info = launch(_worker, replace(cfg, batch_size=batch), vocab.to_list(), tensors, train_cfg, nproc=nproc).get(0)
     info = info or {"interrupted": True, "seconds": 0.0, "last_loss": float("nan")}
     smiles = sorted({s for s in (canonical_smiles(m) for m in molecules) if s})

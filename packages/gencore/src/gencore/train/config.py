@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -165,6 +166,9 @@ class TrainConfig:
         ):
             if value not in options:
                 raise ConfigError(f"{name} must be one of {', '.join(options)}, got {value!r}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or not 0 <= self.seed < 2**32:
+            # each rank's seeds are derived as seed * 1_000_003 + rank, which must stay within torch's 64 bits
+            raise ConfigError(f"seed must be an integer in [0, 2**32), got {self.seed!r}.")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be a positive number, got {self.lr}.")
         if not self.weight_decay >= 0:
@@ -184,6 +188,8 @@ class TrainConfig:
                 raise ConfigError(f"layersync_pairs must hold (weak, strong) module-name pairs, got {pair!r}.")
         if isinstance(self.resume, str) and self.resume != "auto" and not self.resume:
             raise ConfigError("resume must be None, 'auto' or a checkpoint folder, got ''.")
+        if self.resume not in (None, "auto") and not Path(self.resume).is_dir():
+            raise ConfigError(f"checkpoint folder {str(self.resume)!r} given to resume does not exist.")
         return self
 
     def micro_batch_size(self, world_size: int) -> int:
