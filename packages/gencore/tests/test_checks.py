@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gencore.checks import check_int
+from gencore.checks import check_int, check_points
 from gencore.errors import ConfigError, InputError
 
 
@@ -38,3 +38,14 @@ def test_check_int_refuses_with_one_sentence_naming_the_argument_and_range(value
 def test_check_int_raises_the_requested_error_type():
     with pytest.raises(InputError, match="step must be a non-negative integer"):
         check_int(-2, "step", low=0, error=InputError)
+
+
+def test_check_points_refuses_complex_and_boolean_coordinates():
+    """A complex point set was cast to float64 by the metrics, silently dropping its imaginary part."""
+    from gencore.metrics import mmd
+
+    for x in (torch.randn(4, 2, dtype=torch.complex64), torch.ones(4, 2, dtype=torch.bool)):
+        with pytest.raises(InputError, match=rf"x must hold real coordinates .* got dtype {x.dtype}"):
+            mmd(x, torch.randn(4, 2))
+    points = torch.arange(8).view(4, 2)  # integer coordinates are real and stay accepted
+    assert check_points(points, "x") is points and check_points(points.double(), "x").dtype == torch.float64

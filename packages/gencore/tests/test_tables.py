@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from gencore.errors import InputError
 from gencore.tables import format_table, mean_sd, pivot
 
 
@@ -19,6 +22,12 @@ def test_pivot_and_markdown_table() -> None:
     md = format_table(rows, ["m", "s=0", "s=1"], markdown=True).splitlines()
     assert md[:2] == ["| m | s=0 | s=1 |", "|---|---|---|"]
     assert md[3] == "| b | 3.0000 |  |"
+
+
+def test_pivot_names_a_record_without_a_field_it_needs() -> None:
+    long = [{"m": "a", "s": 0, "v": 1.0}, {"m": "b", "s": 0}]  # was a bare KeyError: 'v'
+    with pytest.raises(InputError, match=r"record 1 has no field 'v'; pivot needs 'm', 's' and 'v'"):
+        pivot(long, "m", "s", "v")
 
 
 def test_text_table_aligns_number_columns_right_and_other_columns_left() -> None:

@@ -30,8 +30,10 @@ def check_ndim(x: torch.Tensor, ndim: int, name: str, shape_hint: str = "") -> t
 
 
 def check_points(x: torch.Tensor, name: str) -> torch.Tensor:
-    """Validate a point cloud ``[N, D]``: a finite 2-D floating tensor with N >= 1."""
+    """Validate a point cloud ``[N, D]``: a finite 2-D real (floating or integer) tensor with N >= 1."""
     check_finite(x, name)
+    if x.is_complex() or x.dtype == torch.bool:
+        raise InputError(f"{name} must hold real coordinates (a floating or integer tensor), got dtype {x.dtype}.")
     check_ndim(x, 2, name, "[N, D]")
     if x.shape[0] == 0:
         raise InputError(f"{name} is empty; expected at least one point.")

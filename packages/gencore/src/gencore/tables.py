@@ -7,6 +7,8 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from gencore.errors import InputError
+
 
 def _fmt(v: Any) -> str:
     """A float (Python or NumPy) with 4 decimals when ``1e-3 <= |v| < 1e4`` or ``v == 0``, else in scientific
@@ -48,7 +50,10 @@ def _is_number(v: Any) -> bool:
 def pivot(records: Sequence[Mapping[str, Any]], row: str, col: str, value: str) -> list[dict[str, Any]]:
     """Reshape long records into one row per ``row`` value with a column per ``col`` value."""
     out: dict[Any, dict[str, Any]] = {}
-    for r in records:
+    for k, r in enumerate(records):
+        missing = [key for key in (row, col, value) if key not in r]
+        if missing:
+            raise InputError(f"record {k} has no field {missing[0]!r}; pivot needs {row!r}, {col!r} and {value!r}.")
         out.setdefault(r[row], {row: r[row]})[f"{col}={r[col]}"] = r[value]
     return list(out.values())
 
