@@ -44,3 +44,22 @@ def test_epoch_indices_are_distributed_samplers() -> None:
                 sampler.set_epoch(epoch)
                 expected = list(sampler)[: batches.per_epoch * micro]
                 assert batches._epoch_indices(epoch).tolist() == expected
+
+
+def test_ranks_get_disjoint_slices_that_cover_the_epoch_but_a_dropped_remainder() -> None:
+    """drop_last semantics: per epoch each of W ranks takes floor(floor(n / W) / b) micro-batches of b samples, no
+    sample twice; the n mod (W b) samples left out (fewer than one micro-batch per rank) change with the epoch."""
+    n, world, micro = 103, 3, 5
+    ds = TensorDataset(torch.arange(n))
+    ranks = [RankBatches(ds, micro_batch_size=micro, rank=r, world_size=world, seed=7) for r in range(world)]
+    per_epoch = (n // world) // micro
+    dropped = []
+    for epoch in range(3):
+        seen = [torch.cat([next(b)[0] for _ in range(per_epoch)]) for b in ranks]
+        assert all(b.position == DataPosition(epoch, per_epoch) for b in ranks)
+        union = torch.cat(seen)
+        assert union.unique().numel() == union.numel() == per_epoch * micro * world  # disjoint
+        left = sorted(set(range(n)) - set(union.tolist()))
+        assert len(left) == n % (world * micro) < world * micro
+        dropped.append(left)
+    assert dropped[0] != dropped[1] != dropped[2]

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from gencore.io import load_tensors
-from gencore.train import find_checkpoints, launch, setup, teardown
-from gencore.train.example import main, worker
+from gencore.train import TrainConfig, Trainer, find_checkpoints, launch, setup, teardown
+from gencore.train.example import RegressionTask, main, regression_data, worker
 
 pytestmark = pytest.mark.distributed
 
@@ -61,6 +61,28 @@ def test_two_processes_equal_one_with_the_same_global_batch(tmp_path: Path) -> N
     ck = find_checkpoints(tmp_path / "b" / "checkpoints")
     assert [p.name for p in ck] == ["step-000000006", "step-000000003"]
     assert {"rng-rank0.safetensors", "rng-rank1.safetensors"} <= {p.name for p in ck[0].iterdir()}
+
+
+def _fit_from_a_rank_own_init(out_dir: str) -> dict[str, dict[str, torch.Tensor]]:
+    """A fit whose network each rank initialises differently (a task that leaves the seeding to DDP's broadcast)."""
+    cfg = TrainConfig(steps=3, global_batch_size=16, lr=1e-2, ema_decay=0.9, progress=False, out_dir=out_dir)
+    task = RegressionTask(seed=100 + int(os.environ.get("RANK", "0")))
+    res = Trainer(cfg, device="cpu").fit(task, regression_data(32))
+    return {
+        name: {k: v.detach().clone() for k, v in m.state_dict().items()}
+        for name, m in (("model", res.model), ("ema", res.ema))
+    }
+
+
+def test_the_ema_starts_from_the_weights_ddp_gives_every_rank(tmp_path: Path) -> None:
+    """DDP hands every rank rank 0's initial weights; the EMA copy was taken from each rank's own initialisation
+    before that, so rank 1's average disagreed with rank 0's (and with what a resume restores on every rank)."""
+    one = _fit_from_a_rank_own_init(str(tmp_path / "one"))  # rank 0's initialisation, the whole batch
+    two = launch(_fit_from_a_rank_own_init, str(tmp_path / "two"), nproc=2)
+    for name in ("model", "ema"):
+        for k, v in one[name].items():
+            assert torch.equal(two[0][name][k], two[1][name][k]), (name, k)
+            torch.testing.assert_close(two[1][name][k], v, rtol=0, atol=1e-6)
 
 
 def _gloo_threads() -> int:

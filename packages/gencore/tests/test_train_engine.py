@@ -80,6 +80,46 @@ def test_resume_from_checkpoint_is_bit_identical(tmp_path: Path) -> None:
     assert steps == list(range(1, 11))
 
 
+class _Augmented(torch.utils.data.Dataset):
+    """Rows read one at a time (the DataLoader path) with an augmentation drawn from the global torch RNG."""
+
+    def __init__(self, n: int) -> None:
+        self.rows = regression_data(n)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int):
+        x, y = self.rows[i]
+        return x + 0.1 * torch.randn(x.shape), y
+
+
+def test_resume_mid_epoch_with_accumulation_and_augmentation_is_bit_identical(tmp_path: Path) -> None:
+    """44 samples in micro-batches of 4: 11 per epoch, so step 6 (micro-batches 12-13) straddles epochs 0 and 1 and
+    its checkpoint sits one micro-batch into epoch 1; the augmentation draws must continue exactly too."""
+
+    def run(out: Path, **kw):
+        cfg = _cfg(out, steps=11, global_batch_size=8, grad_accum_steps=2, clip_grad_norm=0.5, checkpoint_every=3)
+        cfg = dataclasses.replace(cfg, **kw)
+        return Trainer(cfg, device="cpu").fit(RegressionTask(noise=0.3, dropout=0.2), _Augmented(44))
+
+    full = run(tmp_path / "full")
+    run(tmp_path / "part")
+    for p in find_checkpoints(tmp_path / "part" / "checkpoints"):
+        if p.name != "step-000000006":
+            shutil.rmtree(p)
+    state = json.loads((tmp_path / "part" / "checkpoints" / "step-000000006" / "state.json").read_text())
+    assert (state["extra"]["data_epoch"], state["extra"]["data_micro"]) == (1, 1)
+    resumed = run(tmp_path / "part", resume="auto")
+    _same(resumed.model, full.model)
+    _same(resumed.ema, full.ema)
+    logs = [
+        [json.loads(line) for line in (tmp_path / k / "metrics.jsonl").read_text().splitlines()]
+        for k in ("full", "part")
+    ]
+    assert [(r["step"], r["loss"], r["lr"]) for r in logs[1]] == [(r["step"], r["loss"], r["lr"]) for r in logs[0]]
+
+
 def test_a_data_set_smaller_than_a_batch_is_refused_before_out_dir_exists(tmp_path: Path) -> None:
     """A refused run leaves nothing behind: a corrected command must not find a half-made output folder."""
     out = tmp_path / "run"
@@ -94,6 +134,15 @@ def test_resuming_with_fewer_steps_than_done_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"step-000000004' has already trained 4 steps, more than the 3 asked for"):
         _run(_cfg(tmp_path, steps=3, resume="auto"))
     assert _run(_cfg(tmp_path, steps=4, resume="auto")).step == 4  # the same count, or more, continues
+
+
+def test_resuming_a_named_checkpoint_with_fewer_steps_than_done_is_refused(tmp_path: Path) -> None:
+    """As for resume='auto': the run returned the checkpoint's step-8 model as a 5-step run, and wrote nothing."""
+    _run(_cfg(tmp_path / "a", steps=8, checkpoint_every=4))
+    named = tmp_path / "a" / "checkpoints" / "step-000000008"
+    with pytest.raises(ConfigError, match=r"step-000000008' has already trained 8 steps, more than the 5 asked for"):
+        _run(_cfg(tmp_path / "b", steps=5, resume=named))
+    assert _run(_cfg(tmp_path / "c", steps=8, resume=tmp_path / "a" / "checkpoints" / "step-000000004")).step == 8
 
 
 def test_existing_checkpoints_need_resume(tmp_path: Path) -> None:
@@ -179,6 +228,38 @@ def test_nan_skip_drops_the_update(tmp_path: Path) -> None:
     records = [json.loads(line) for line in (tmp_path / "bad" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["skipped"] is True and records[-1]["loss"] == "nan"
     assert all(torch.isfinite(p).all() for p in bad.model.parameters())
+
+
+class _NormTask(RegressionTask):
+    """The example network with a BatchNorm layer, whose running statistics move in every forward pass."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.model = torch.nn.Sequential(
+            torch.nn.Linear(4, 16), torch.nn.BatchNorm1d(16), torch.nn.SiLU(), torch.nn.Linear(16, 4)
+        )
+
+
+def test_nan_skip_leaves_the_buffers_as_they_were(tmp_path: Path) -> None:
+    """A skipped step puts the BatchNorm statistics back too: a batch holding NaN made them NaN for good, and the
+    EMA copy (used for sampling) answered NaN to every input while the loss of later steps stayed finite."""
+
+    def run(out: Path, steps: int, data=None, **kw):
+        cfg = _cfg(out, steps=steps, warmup_steps=0, schedule="constant")
+        return Trainer(cfg, device="cpu").fit(_NormTask(**kw), data or regression_data(64))
+
+    ref = run(tmp_path / "ref", 3)
+    bad = run(tmp_path / "bad", 4, nan_at=(3,))  # the loss, not the forward, is NaN at step 3
+    assert bad.skipped_steps == [3]
+    _same(bad.model, ref.model)  # running mean, variance and num_batches_tracked included
+    _same(bad.ema, ref.ema)
+    x, y = regression_data(64).tensors
+    x = x.clone()
+    x[5, 0] = math.nan  # one corrupted sample: its batch's forward pass computes NaN statistics
+    hit = run(tmp_path / "data", 8, data=torch.utils.data.TensorDataset(x, y))
+    assert hit.skipped_steps and len(hit.skipped_steps) < 8 and math.isfinite(hit.last_loss)
+    assert all(torch.isfinite(b).all() for b in [*hit.model.buffers(), *hit.ema.buffers()])
+    assert torch.isfinite(hit.ema(torch.randn(3, 4))).all()
 
 
 def test_nan_stop_raises_naming_the_step(tmp_path: Path) -> None:
@@ -327,6 +408,19 @@ def test_tensorboard_scalars_match_the_jsonl_log(tmp_path: Path) -> None:
         scalars = events.Scalars(key)
         assert [e.step for e in scalars] == [r["step"] for r in records], key
         assert [e.value for e in scalars] == pytest.approx([r[key] for r in records], rel=1e-6), key
+
+
+def test_tensorboard_hides_the_events_after_the_resumed_step(tmp_path: Path) -> None:
+    """As the JSON lines are cut back on resume, TensorBoard must not plot the killed run's later steps twice."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    _run(_cfg(tmp_path, steps=8, checkpoint_every=4))
+    for p in find_checkpoints(tmp_path / "checkpoints")[:-1]:
+        shutil.rmtree(p)
+    _run(_cfg(tmp_path, steps=8, resume="auto"))
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    events = accumulator.EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("loss")] == [r["step"] for r in records] == list(range(1, 9))
 
 
 def test_fsdp_setting_is_validated_and_ignored_by_one_process(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 ``out_dir/metrics.jsonl`` gets one JSON object per logged step (``step``, ``loss``, ``lr``,
 ``grad_norm``, ``samples_per_s``, ``peak_memory_mb`` and the task's metrics). On resume the
 file is cut back to the records of steps up to the checkpoint's step, so a resumed run's log
-reads like an uninterrupted one. TensorBoard's event file trails the JSON lines by up to
+reads like an uninterrupted one; TensorBoard is told to hide the earlier events after that step
+(``purge_step``). TensorBoard's event file trails the JSON lines by up to
 ``MetricsLogger.TB_BATCH`` records (plus TensorBoard's own buffering) until the run ends; a
 killed run's JSON log is complete up to its last record.
 """
@@ -99,7 +100,13 @@ class MetricsLogger:
             from tensorboard.compat.proto.summary_pb2 import Summary
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(Path(out_dir) / "tensorboard"), max_queue=2 * self.TB_BATCH)
+            # TensorBoard hides the events an earlier (killed) run wrote after the resumed step, or all of them on a
+            # fresh start, as the JSON lines were cut: else it plots those steps twice
+            self._tb = SummaryWriter(
+                log_dir=str(Path(out_dir) / "tensorboard"),
+                max_queue=2 * self.TB_BATCH,
+                purge_step=(resume_step or 0) + 1,
+            )
             self._summary = Summary
         except ImportError:  # tensorboard not installed
             self._tb = None

@@ -10,9 +10,10 @@ One optimiser step at 0-based index ``s`` on each of ``W`` ranks:
    ``[sum_m loss_m / A, ||g||, stop]`` (the step's only host sync): the global mean loss (non-finite
    as soon as one rank's is) and whether any rank received SIGTERM/SIGINT.
 3. A non-finite loss or norm either
-   skips the update (``nan_policy="skip"``: no optimiser or EMA update, the schedule still
-   advances) or raises :class:`~gencore.errors.GenError` naming the step (``"stop"``); no
-   checkpoint is written from a corrupted state.
+   skips the update (``nan_policy="skip"``: no optimiser or EMA update, the model's buffers such as
+   BatchNorm statistics are put back as they were before the step, the schedule still advances) or
+   raises :class:`~gencore.errors.GenError` naming the step (``"stop"``); no checkpoint is written
+   from a corrupted state.
 4. Optimiser update with ``lr * lr_factor(s)`` (linear warm-up, then cosine or constant),
    EMA update with decay ``min(decay, (1+s)/(10+s))``.
 
@@ -206,7 +207,13 @@ class Trainer:
         if resume == "auto":
             ckpt.check_resume_steps(root, self.cfg.steps)
             return ckpt.load_latest(root)
-        return ckpt.load_checkpoint(Path(resume))
+        loaded = ckpt.load_checkpoint(Path(resume))
+        if loaded.step > self.cfg.steps:  # as check_resume_steps refuses for resume='auto'
+            raise ConfigError(
+                f"{str(loaded.path)!r} has already trained {loaded.step} steps, more than the {self.cfg.steps} asked "
+                f"for; pass --steps {loaded.step} or more to continue from it, or choose another checkpoint."
+            )
+        return loaded
 
     def _check_identity(self, loaded: ckpt.Checkpoint) -> None:
         """Refuse to resume a checkpoint whose run was defined by other settings (data, model, objective...)."""
@@ -270,6 +277,10 @@ class Trainer:
             sharding.shard(model, cfg.fsdp_units)
             sharding.shard(ema.module, cfg.fsdp_units)
         params = [p for p in model.parameters() if p.requires_grad]
+        # a skipped step leaves the buffers as they were too: the forward passes of a batch holding NaN would
+        # otherwise leave NaN BatchNorm statistics in the model and, through the average, in the EMA copy
+        buffers = [b for b in model.buffers() if b.numel()] if cfg.nan_policy == "skip" else []
+        buffers_before = [b.detach().clone() for b in buffers]
         opt = _build_optimizer(cfg, params, sharded=fsdp)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cfg.lr_factor(s))
         gen = torch.Generator(device=info.device)
@@ -328,6 +339,8 @@ class Trainer:
                 device_ids=[info.device.index] if info.device.type == "cuda" else None,
                 find_unused_parameters=cfg.find_unused_parameters,
             )
+            if loaded is None:  # DDP gave every rank rank 0's weights: the average starts from them too
+                ema.module.load_state_dict(model.state_dict())
         loss_fn = task.loss
         layersync = None
         if cfg.layersync_pairs:
@@ -354,6 +367,8 @@ class Trainer:
             model.train()
             for step in range(start, cfg.steps):
                 opt.zero_grad(set_to_none=True)
+                if buffers:
+                    torch._foreach_copy_(buffers_before, buffers)
                 accum = cfg.grad_accum_steps
                 loss_acc: torch.Tensor | None = None  # stays on the device: no host sync until the step's check
                 metric_acc: dict[str, Any] = {}
@@ -405,6 +420,8 @@ class Trainer:
                     )
                 else:
                     opt.zero_grad(set_to_none=True)
+                    if buffers:
+                        torch._foreach_copy_(buffers, buffers_before)
                     result.skipped_steps.append(step)
                 lr_used = opt.param_groups[0]["lr"]
                 sched.step()
