@@ -185,6 +185,9 @@ def test_train_sample_evaluate_end_to_end(tmp_path, task, backbone, strategy, ca
     (broken / "run.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "config"}))
     assert main([str(broken) if a == str(run) else a for a in sample]) == 2
     assert "run.json' lacks the field 'config'" in capsys.readouterr().err
+    (broken / "run.json").write_text(json.dumps(meta | {"sizes": {"3": float("inf")}}))  # was an OverflowError
+    assert main([str(broken) if a == str(run) else a for a in sample]) == 2
+    assert "run.json' has a malformed config, vocabulary or size table" in capsys.readouterr().err
     if torch.cuda.is_available():  # noise is drawn on the CPU stream, so the GPU repeats the CPU's conformers
         on_gpu = tmp_path / "gpu.sdf"
         assert main([str(on_gpu) if a == str(out) else a for a in sample] + ["--device", "cuda"]) == 0

@@ -299,3 +299,75 @@ def test_draw_sizes_follows_the_histogram_counts():
     for size, count in histogram.items():
         p = count / total
         assert abs((sizes == size).mean() - p) < 4 * (p * (1 - p) / n) ** 0.5, size
+
+
+def test_draw_sizes_refuses_non_finite_counts_and_fractional_sizes():
+    """A NaN or infinite count reached torch.multinomial (a RuntimeError), and a size of 2.5 atoms was silently
+    drawn as 2."""
+    g = torch.Generator().manual_seed(0)
+    for histogram in ({3: float("nan"), 4: 1}, {3: float("inf"), 4: 1}, {2.5: 1}, {3: 1, 4: -1}):
+        with pytest.raises(InputError, match="size histogram must map positive integer sizes"):
+            draw_sizes(histogram, 2, g)
+    with pytest.raises(ConfigError, match="number of sizes to draw must be a positive integer"):
+        draw_sizes({3: 1}, 2.5, g)
+    assert set(draw_sizes({np.int64(4): np.int64(2), 5: 0.5}, 50, g)) == {4, 5}  # NumPy and float weights are fine
+
+
+def test_samplers_refuse_an_infinite_noise_scale_and_a_fractional_conformer_count(model):
+    from conftest import embedded
+
+    from genmol.generation.flow import sample_conformers
+
+    with pytest.raises(ConfigError, match="noise scale must be non-negative and finite, got inf"):
+        sample_joint(model, VOCAB, [3], strategy="com", sampler="sde", noise_scale=float("inf"), steps=2)
+    conformer_model = build_backbone(GenConfig(task="conformer", hidden=8, layers=1), len(VOCAB))
+    with pytest.raises(ConfigError, match=r"conformers per molecule must be a positive integer, got 2\.5"):
+        sample_conformers(conformer_model, VOCAB, [embedded("CO", 0)], 2.5, strategy="com", steps=2)
+
+
+@pytest.mark.parametrize("strategy", ["com", "kabsch", "quotient", "quotient-aligned"])
+def test_ode_samplers_are_rotation_equivariant(strategy, monkeypatch):
+    """With an E(3)-equivariant network (EGNN), rotating the initial noise rotates every ODE sample and leaves its
+    atom types alone; the conformer sampler likewise with the harmonic prior's noise."""
+    from conftest import embedded
+
+    import genmol.generation.flow as flow
+    from genmol.se3 import random_rotations
+
+    rot = random_rotations(1, generator=torch.Generator().manual_seed(9))[0]
+    torch.manual_seed(0)
+    joint = build_backbone(GenConfig(hidden=16, layers=2), len(VOCAB))
+    conformer = build_backbone(GenConfig(task="conformer", hidden=16, layers=2), len(VOCAB))
+    graph = embedded("OCC=O", 0)
+
+    def run(rotate):
+        def noise(*args, **kwargs):
+            x = make(*args, **kwargs)
+            return x @ rot.T if rotate else x
+
+        make = flow.centered_noise
+        monkeypatch.setattr(flow, "centered_noise", noise)
+        mols = sample_joint(
+            joint, VOCAB, [5, 3, 6], strategy=strategy, steps=8, generator=torch.Generator().manual_seed(1)
+        )
+        monkeypatch.undo()
+        make = flow.prior_noise
+        monkeypatch.setattr(flow, "prior_noise", noise)
+        confs = flow.sample_conformers(
+            conformer,
+            VOCAB,
+            [graph],
+            2,
+            strategy=strategy,
+            steps=8,
+            prior="harmonic",
+            generator=torch.Generator().manual_seed(2),
+        )[0]
+        monkeypatch.undo()
+        return mols, confs
+
+    plain, turned = run(False), run(True)
+    for a, b in zip(plain[0] + plain[1], turned[0] + turned[1], strict=True):
+        assert a.atomic_numbers.tolist() == b.atomic_numbers.tolist()
+        np.testing.assert_allclose(a.coordinates @ rot.double().numpy().T, b.coordinates, atol=1e-4, rtol=0)
+    assert max(np.abs(m.coordinates).max() for m in plain[0]) > 0.1  # the samples moved away from the origin

@@ -161,7 +161,7 @@ def load_run(
         cfg = GenConfig(**meta["config"])
         vocab = AtomVocabulary([tuple(p) for p in meta["vocabulary"]])
         sizes = {int(k): int(v) for k, v in meta["sizes"].items()}
-    except (TypeError, ValueError, AttributeError) as exc:
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise InputError(f"{str(meta_path)!r} has a malformed config, vocabulary or size table ({exc}).") from None
     model = Backbone.from_pretrained(run / "model").to(device)
     return model, cfg, vocab, sizes

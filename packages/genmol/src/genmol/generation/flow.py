@@ -26,6 +26,7 @@ depend on the SE(3) strategy (:mod:`genmol.generation.strategies`).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -220,11 +221,13 @@ def size_histogram(molecules: Sequence[Molecule]) -> dict[int, int]:
 
 def draw_sizes(histogram: dict[int, int], n: int, generator: torch.Generator) -> list[int]:
     """``n`` molecule sizes drawn from a size histogram ``{atoms: count}`` (EDM's size distribution)."""
-    if n < 1:
-        raise ConfigError(f"the number of sizes to draw must be positive, got {n}.")
-    if not histogram or min(histogram) < 1 or min(histogram.values()) < 0 or sum(histogram.values()) <= 0:
+    check_int(n, "the number of sizes to draw", low=1)
+    sizes_ok = all(isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1 for k in histogram)
+    counts_ok = all(isinstance(c, numbers.Real) and math.isfinite(c) and c >= 0 for c in histogram.values())
+    if not (histogram and sizes_ok and counts_ok and sum(histogram.values()) > 0):
         raise InputError(
-            f"the size histogram must map positive sizes to counts with a positive total, got {histogram}."
+            "the size histogram must map positive integer sizes to finite non-negative counts with a positive "
+            f"total, got {histogram}."
         )
     sizes = torch.tensor(list(histogram), dtype=torch.long)
     probs = torch.tensor(list(histogram.values()), dtype=torch.float)
@@ -232,12 +235,13 @@ def draw_sizes(histogram: dict[int, int], n: int, generator: torch.Generator) ->
 
 
 def check_sampler(sampler: str, steps: int, noise_scale: float) -> None:
-    """One :class:`ConfigError` sentence unless ``sampler`` is known, ``steps >= 1`` and ``noise_scale >= 0``."""
+    """One :class:`ConfigError` sentence unless ``sampler`` is known, ``steps >= 1`` and ``noise_scale`` is finite
+    and ``>= 0``."""
     if sampler not in SAMPLERS:
         raise ConfigError(f"sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}.")
     check_int(steps, "steps", low=1)
-    if not noise_scale >= 0:
-        raise ConfigError(f"the SDE noise scale must be non-negative, got {noise_scale}.")
+    if not (noise_scale >= 0 and math.isfinite(noise_scale)):
+        raise ConfigError(f"the SDE noise scale must be non-negative and finite, got {noise_scale}.")
 
 
 @torch.no_grad()
@@ -332,8 +336,7 @@ def sample_conformers(
     check_strategy(strategy)
     check_sampler(sampler, steps, noise_scale)
     check_prior(prior)
-    if n_per_molecule < 1:
-        raise ConfigError(f"the number of conformers per molecule must be positive, got {n_per_molecule}.")
+    check_int(n_per_molecule, "the number of conformers per molecule", low=1)
     model.eval()
     dev = next(model.parameters()).device
     out = []
