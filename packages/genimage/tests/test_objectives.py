@@ -13,7 +13,7 @@ from genimage.config import ImageTrainConfig
 from genimage.models import DiT
 from genimage.runs import LoadedRun
 from genimage.sampling import generate
-from genimage.task import VP_T_EPS, ImageTask
+from genimage.task import VP_T_EPS, ImageTask, make_path
 
 SEED = 1234
 
@@ -144,3 +144,78 @@ def test_classifier_free_guidance_is_uncond_plus_w_times_cond_minus_uncond(objec
     assert float((v_cond - v_uncond).abs().max()) > 1e-3  # the branches differ
     assert torch.allclose(guided, v_uncond + w * (v_cond - v_uncond), atol=1e-5, rtol=1e-5)
     assert not torch.allclose(guided, v_cond + w * (v_uncond - v_cond), atol=1e-4)  # swapped branches
+
+
+class _GaussianPosterior(torch.nn.Module):
+    """The Bayes-optimal prediction on the objective's path for data ``N(mean, diag(var))``, in the suite's time
+    (the convention the sampler integrates), optionally scaled by ``gain`` or evaluated at the reversed time."""
+
+    def __init__(self, objective: str, mean: torch.Tensor, var: torch.Tensor, gain: float = 1.0, flip: bool = False):
+        super().__init__()
+        self.path, self.prediction, _ = make_path(objective)
+        self.mean, self.var, self.gain, self.flip = mean, var, gain, flip
+
+    def forward(self, x, t, y=None):
+        _, c = self.path.coefficients(1 - t if self.flip else t, x)
+        centred = (x - c.alpha * self.mean) / (c.alpha**2 * self.var + c.sigma**2)
+        x1, eps = self.mean + c.alpha * self.var * centred, c.sigma * centred
+        out = eps if self.prediction == "noise" else c.d_alpha * x1 + c.d_sigma * eps
+        return self.gain * out
+
+
+@pytest.mark.parametrize("objective", ["flow", "vp"])
+def test_the_model_the_sampler_integrates_exactly_minimises_the_training_loss(objective: str) -> None:
+    """The loss and the sampler share one path and one time convention (``t = 0`` noise, ``t = 1`` data): the
+    posterior-mean prediction that generates the Gaussian data law exactly (test_sampling) minimises the task's
+    loss on draws of that law; scaling it by 0.9 or 1.1, or running it with time reversed, costs loss."""
+    mean = torch.tensor([0.3, -0.2, 0.1, 0.5]).view(1, 2, 2)
+    var = torch.tensor([0.04, 0.09, 0.16, 0.01]).view(1, 2, 2)
+    x1 = mean + var.sqrt() * torch.randn(20000, 1, 2, 2, generator=torch.Generator().manual_seed(0))
+    task = _task(objective)
+    losses = {}
+    for name, kw in {"exact": {}, "0.9": {"gain": 0.9}, "1.1": {"gain": 1.1}, "reversed": {"flip": True}}.items():
+        loss, _ = task.loss(_GaussianPosterior(objective, mean, var, **kw), (x1,), torch.Generator().manual_seed(1))
+        losses[name] = float(loss)
+    assert losses["exact"] < min(losses["0.9"], losses["1.1"]), losses
+    assert losses["reversed"] > 2 * losses["exact"], losses
+
+
+def test_vp_sampling_stays_on_the_trained_times_and_ends_with_one_clean_estimate() -> None:
+    """The VP loss trains on ``t in [0, t_end)``; sampling evaluates the network on ``[0, t_end]`` only: the grid of
+    ``nfe`` evaluations up to ``t_end`` and one more at ``t_end`` for the clean estimate."""
+    config = {"prediction": "noise", "objective": "vp", "image_shape": [1, 2, 2], "sample_shape": [1, 2, 2]}
+    run = LoadedRun.from_parts(Recorder((3, 1, 2, 2)), config | {"t_end": 1 - VP_T_EPS, "num_classes": None})
+    generate(run, torch.zeros(3, 1, 2, 2), nfe=8, solver="heun")
+    times = [float(c[1]) for c in run.model.calls]
+    assert len(times) == 8 + 1 and times[0] == 0.0
+    assert max(times) == pytest.approx(1 - VP_T_EPS, abs=1e-7) and times[-1] == pytest.approx(1 - VP_T_EPS, abs=1e-7)
+    model = Recorder((4096, 1, 1, 1))
+    _task("vp").loss(model, (torch.zeros(4096, 1, 1, 1),), torch.Generator().manual_seed(SEED))
+    train_t = model.calls[0][1]
+    assert float(train_t.min()) >= 0.0 and 0.99 < float(train_t.max()) < 1 - VP_T_EPS
+
+
+def test_an_unknown_time_sampler_is_refused_before_a_latent_run_trains_its_vae(tmp_path) -> None:
+    """The time sampler was only built by the backbone's task, so a latent run with a misspelt one trained its
+    KL-VAE and wrote ``vae/`` before the error."""
+    from gencore.errors import ConfigError
+    from genimage.training import train
+
+    cfg = ImageTrainConfig(
+        data="digits", latent=True, time_sampler="logit-normal", vae_steps=2, steps=2, batch_size=8, vae_width=8,
+        warmup_steps=0, progress=False,
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match=r"unknown time sampler 'logit-normal'; expected one of: uniform, "):
+        train(cfg, tmp_path / "run")
+    assert not (tmp_path / "run" / "vae").exists()
+
+
+@pytest.mark.parametrize("name", ["vae_scale_weight", "vae_beta", "layersync_weight"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -0.1])
+def test_loss_weights_must_be_non_negative_and_finite(name, value) -> None:
+    """A NaN vae_scale_weight passed `< 0` and silently turned the scale-consistency term off; a NaN vae_beta made
+    the VAE's loss NaN."""
+    from gencore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"{name} must be a non-negative finite number, got {value}"):
+        ImageTrainConfig(**{name: value}).validate()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from gencore.checks import check_choice
 from gencore.errors import ConfigError
+from gencore.paths import TIME_SAMPLERS
 from gencore.train.config import SCHEDULES
 from genimage.data import DATA_SOURCES, VIDEO_SOURCES
 from genimage.models import DIT_SIZES
@@ -65,6 +67,7 @@ class ImageTrainConfig:
         check_choice(self.data, DATA_SOURCES, "data set")
         check_choice(self.model, BACKBONES, "model")
         check_choice(self.objective, OBJECTIVES, "objective")
+        check_choice(self.time_sampler, tuple(TIME_SAMPLERS), "time sampler")  # else a latent run trains its VAE first
         check_choice(self.dit_size, tuple(DIT_SIZES), "DiT size")
         check_choice(self.lwd_energy, LWD_ENERGY, "LWD energy source")
         check_choice(self.lr_schedule, SCHEDULES, "learning-rate schedule")
@@ -93,8 +96,10 @@ class ImageTrainConfig:
             raise ConfigError(f"channels must be 1 (grayscale) or 3 (RGB), got {self.channels}.")
         if not 0.0 <= self.lwd_floor <= 1.0:
             raise ConfigError(f"lwd_floor must be in [0, 1], got {self.lwd_floor}.")
-        if self.vae_scale_weight < 0 or self.vae_beta < 0 or self.layersync_weight < 0:
-            raise ConfigError("vae_scale_weight, vae_beta and layersync_weight must be non-negative.")
+        for name in ("vae_scale_weight", "vae_beta", "layersync_weight"):
+            value = getattr(self, name)
+            if not (0 <= value < math.inf):  # NaN turned the scale-consistency term off or made the loss NaN
+                raise ConfigError(f"{name} must be a non-negative finite number, got {value}.")
         if self.layersync_pairs and not self.layersync:  # a YAML file's pairs would otherwise be silently unused
             raise ConfigError(
                 "layersync_pairs is set but layersync is false; set layersync: true (the --layersync-pairs flag "

@@ -55,6 +55,12 @@ def _labels(run: LoadedRun, labels: torch.Tensor | None, n: int, cfg_scale: floa
         raise ConfigError(f"cfg_scale must be a finite number, got {cfg_scale!r}.")
     if cfg_scale != 1.0 and not run.num_classes:
         raise ConfigError(f"cfg_scale {cfg_scale} needs a class-conditional run; this run is unconditional (use 1).")
+    if cfg_scale != 1.0 and run.config.get("label_dropout") == 0 and not run.config.get("init_from"):
+        # the null class guidance subtracts was never a training label, so its "unconditional" velocity is arbitrary
+        raise ConfigError(
+            f"cfg_scale {cfg_scale} needs a run trained with label dropout; this run has label_dropout 0, so its "
+            "null class was never trained (use 1)."
+        )
     if labels is None:
         return None
     if not run.num_classes:
@@ -89,8 +95,8 @@ def generate(
     """Images (or videos) ``[N, *run.image_shape]`` in ``[-1, 1]`` from ``noise: [N, *run.sample_shape]``.
 
     ``labels: [N]`` class indices of a conditional run (None: unconditional); ``cfg_scale`` the
-    classifier-free guidance weight (1: none; other values need a conditional run); ``solver`` one of
-    euler, midpoint, heun, rk4. Labels given to an unconditional run are an :class:`InputError`.
+    classifier-free guidance weight (1: none; other values need a conditional run trained with label dropout);
+    ``solver`` one of euler, midpoint, heun, rk4. Labels given to an unconditional run are an :class:`InputError`.
     """
     _check_state(run, noise, "noise", run.sample_shape)
     device = next(run.model.parameters()).device
