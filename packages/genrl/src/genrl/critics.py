@@ -27,9 +27,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gencore.errors import ConfigError
 from genrl.networks import MLP, Ensemble
 
 Batch = dict[str, torch.Tensor]
+POSITIVE_INTS = ("hidden", "depth", "ensemble", "n_quantiles", "quantile_embed", "flow_steps", "q_noises")
 
 
 def bellman_mask(batch: Batch) -> torch.Tensor:
@@ -55,6 +57,25 @@ class CriticConfig:
     confidence_temp: float = 0.3  # Value Flows: temperature of the confidence weights
     bcfm_weight: float = 1.0  # Value Flows: bootstrapped conditional flow matching weight
     dcfm_weight: float = 1.0  # Value Flows: distributional conditional flow matching weight
+
+    def __post_init__(self) -> None:
+        """A setting that would train to garbage is one :class:`ConfigError` naming its field (a support with
+        ``return_min >= return_max`` reversed or emptied C51's atoms; ``huber_kappa = 0`` made the IQN loss NaN)."""
+        checks = {
+            **{k: (getattr(self, k) >= 1, "a positive integer") for k in POSITIVE_INTS},
+            "n_atoms": (self.n_atoms >= 2, "at least 2"),
+            "return_min": (
+                math.isfinite(self.return_min) and math.isfinite(self.return_max) and self.return_min < self.return_max,
+                "finite and below return_max",
+            ),
+            "huber_kappa": (0 < self.huber_kappa < math.inf, "finite and positive"),
+            "confidence_temp": (0 < self.confidence_temp < math.inf, "finite and positive"),
+            "bcfm_weight": (0 <= self.bcfm_weight < math.inf, "finite and non-negative"),
+            "dcfm_weight": (0 <= self.dcfm_weight < math.inf, "finite and non-negative"),
+        }
+        for name, (ok, expected) in checks.items():
+            if not ok:
+                raise ConfigError(f"critic config field {name!r} must be {expected}, got {getattr(self, name)!r}.")
 
 
 class ScalarCritic(nn.Module):

@@ -20,6 +20,7 @@ last transition; see :mod:`genrl.toy_mdp`).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,7 @@ from genrl.value_flow_critic import FlowReturnCritic
 CRITICS = {"c51": C51Critic, "iqn": IQNCritic, "value-flows": FlowReturnCritic}
 EVAL_SEED_OFFSET = 10_007  # evaluation noise has its own stream, so scoring never perturbs training
 NFE_PER_STEP = {"euler": 1, "midpoint": 2, "heun": 2, "rk4": 4}  # field evaluations per step of each solver
+TOY_POSITIVE_INTS = ("batch_size", "hidden", "depth", "n_episodes", "n_eval_samples")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,6 +63,23 @@ class ToyCriticConfig:
     return_bound: float = 2.0  # the critics' return range [-bound, bound] (C51's support); the law lies in +-1.9
     randomness: str = "reward"  # the toy chain's variant: a random last reward, or a random last transition
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """A setting that would train or score garbage is one :class:`ConfigError` naming its field (``tau = 0``
+        froze the target at its initialisation, ``huber_kappa = 0`` made IQN's loss NaN, a ``return_bound <= 0``
+        reversed or emptied C51's support)."""
+        checks = {
+            "steps": (self.steps >= 0, "a non-negative integer"),
+            **{k: (getattr(self, k) >= 1, "a positive integer") for k in TOY_POSITIVE_INTS},
+            "lr": (0 < self.lr < math.inf, "finite and positive"),
+            "tau": (0 < self.tau <= 1, "in (0, 1]"),
+            "dcfm_weight": (0 <= self.dcfm_weight < math.inf, "finite and non-negative"),
+            "huber_kappa": (0 < self.huber_kappa < math.inf, "finite and positive"),
+            "return_bound": (0 < self.return_bound < math.inf, "finite and positive"),
+        }
+        for name, (ok, expected) in checks.items():
+            if not ok:
+                raise ConfigError(f"toy critic config field {name!r} must be {expected}, got {getattr(self, name)!r}.")
 
     def chain(self) -> BimodalChain:
         return BimodalChain(randomness=self.randomness)

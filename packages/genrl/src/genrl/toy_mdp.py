@@ -56,6 +56,8 @@ class BimodalChain:
             raise ConfigError(f"a toy chain needs length >= 1, got {self.length}.")
         if not (math.isfinite(self.sigma) and self.sigma >= 0):  # a negative sd would make return_cdf a point mass
             raise ConfigError(f"the toy chain's sigma must be a finite non-negative number, got {self.sigma}.")
+        if not (math.isfinite(self.discount) and 0.0 <= self.discount <= 1.0):  # discount^j scales the mode's sd
+            raise ConfigError(f"the toy chain's discount must be in [0, 1], got {self.discount}.")
         if self.randomness == "transition" and self.length < 2:
             raise ConfigError(f"a toy chain with random transitions needs length >= 2, got {self.length}.")
 
