@@ -138,6 +138,23 @@ def test_solvers_agree_on_large_clustered_problems_and_auto_uses_the_network_sim
     assert calls == [1]  # only the large problem went to the network simplex
 
 
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 6), seed=st.integers(0, 10_000), shift=st.sampled_from([-1e6, -3.0, 0.0]))
+def test_network_simplex_answers_negative_costs_itself(n, seed, shift):
+    """POT's network simplex called every cost matrix with a negative entry infeasible (and warned): the
+    "network-simplex" method then silently ran the augmenting-path solver. Shifted costs keep the optimum."""
+    import warnings
+
+    rng = np.random.default_rng(seed)
+    c = rng.standard_normal((n, n)) + shift
+    best = min(sum(c[i, p[i]] for i in range(n)) for p in itertools.permutations(range(n)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sigma = assignment_module._network_simplex(c)
+    assert sigma is not None and sorted(sigma.tolist()) == list(range(n))
+    assert c[np.arange(n), sigma].sum() == pytest.approx(best, rel=1e-12, abs=1e-9)
+
+
 def test_assignment_falls_back_when_the_network_simplex_stops_early(monkeypatch):
     import ot
 
@@ -232,6 +249,34 @@ def test_sinkhorn_coupling_relative_epsilon_is_scale_free():
         SinkhornCoupling(-1.0)
 
 
+def test_sinkhorn_coupling_pairs_mode_joint_law_is_the_plan():
+    """Pairs mode: (i, j) ~ P jointly. Drawing j from the conditional of the wrong row (say the output
+    position instead of the sampled row i) leaves the row frequencies uniform but flattens the joint law."""
+    x0, x1 = _pair(8, 4)
+    coupling = SinkhornCoupling(0.05, sample="pairs", tol=1e-10)
+    plan = sinkhorn(x=x0, y=x1, epsilon=coupling.absolute_epsilon(x0, x1), tol=1e-12, return_plan=True).plan.numpy()
+    gen = torch.Generator().manual_seed(3)
+    counts = np.zeros((4, 4))
+    # 50 copies of each point: the plan of the copies is the 4 x 4 plan spread evenly over the copies
+    big0, big1 = x0.repeat(50, 1), x1.repeat(50, 1)
+    for _ in range(20):
+        a, b = coupling(big0, big1, generator=gen)
+        np.add.at(counts, (torch.cdist(a, x0).argmin(1).numpy(), torch.cdist(b, x1).argmin(1).numpy()), 1)
+    freq, total = counts / counts.sum(), counts.sum()
+    assert np.abs(plan - 1 / 16).max() > 0.1  # the plan is far from the product coupling
+    assert np.all(np.abs(freq - plan) <= 5 * np.sqrt(plan * (1 - plan) / total) + 1e-3)
+
+
+def test_sinkhorn_coupling_relative_epsilon_of_clouds_far_from_the_origin():
+    """The mean cost expanded as |x|^2 + |y|^2 - 2 <x, y> cancels for two float32 clouds at offset 1e4: epsilon
+    came out as 6e-9 instead of 0.39."""
+    g = torch.Generator().manual_seed(0)
+    x0, x1 = torch.randn(64, 4, generator=g, dtype=torch.float64), torch.randn(64, 4, generator=g, dtype=torch.float64)
+    want = 0.05 * float(((x0[:, None] - x1[None]) ** 2).sum(-1).mean())
+    c = SinkhornCoupling(0.05)
+    assert c.absolute_epsilon((x0 + 1e4).float(), (x1 + 1e4).float()) == pytest.approx(want, rel=1e-3)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_sinkhorn_coupling_of_identical_points_pairs_them(dtype):
     # no cost to scale a relative epsilon by: it used to become 0.05 x tiny, whose 1 / epsilon overflowed
@@ -260,6 +305,45 @@ def test_align_sets_equals_brute_force_within_each_set(seed):
         # the same rows, only reordered, and padding untouched
         assert sorted(out[b, idx].flatten().tolist()) == sorted(x0[b, idx].flatten().tolist())
         torch.testing.assert_close(out[b, ~mask[b]], x0[b, ~mask[b]])
+
+
+def test_align_sets_gradient_follows_the_permutation():
+    """The rows were moved under no_grad, so the gradient reached x0 unpermuted (row k got row k's upstream
+    gradient although output row k is some other noise row)."""
+    g = torch.Generator().manual_seed(5)
+    x0, x1 = (
+        torch.randn(2, 6, 3, generator=g, dtype=torch.float64),
+        torch.randn(2, 6, 3, generator=g, dtype=torch.float64),
+    )
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    leaf = x0.clone().requires_grad_()
+    out = align_sets(leaf, x1, mask)
+    w = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    (out * w).sum().backward()
+    src = torch.cdist(out.detach(), x0).argmin(-1)  # out[b, k] == x0[b, src[b, k]]
+    assert not torch.equal(src, torch.arange(6).expand(2, 6))  # a real permutation
+    torch.testing.assert_close(torch.gather(x0, 1, src.unsqueeze(-1).expand_as(x0)), out.detach())
+    want = torch.zeros_like(x0)
+    for b in range(2):
+        want[b].index_add_(0, src[b], w[b])
+    torch.testing.assert_close(leaf.grad, want)
+
+
+def test_align_sets_is_equivariant_to_reordering_the_data_rows():
+    g = torch.Generator().manual_seed(6)
+    x0, x1 = (
+        torch.randn(2, 7, 2, generator=g, dtype=torch.float64),
+        torch.randn(2, 7, 2, generator=g, dtype=torch.float64),
+    )
+    mask = torch.ones(2, 7, dtype=torch.bool)
+    mask[1, [1, 5]] = False
+    perm, other = torch.randperm(7, generator=g), torch.randperm(7, generator=g)
+    out = align_sets(x0, x1, mask)
+    # reordering the rows of both sets (and the mask) reorders the output alike, padding included
+    torch.testing.assert_close(align_sets(x0[:, perm], x1[:, perm], mask[:, perm]), out[:, perm])
+    # within a full set the noise order is irrelevant: each data row keeps its partner
+    torch.testing.assert_close(align_sets(x0[:, other], x1, mask)[0], out[0])
 
 
 def test_align_sets_undoes_a_permutation_and_takes_a_manifold_cost():

@@ -167,6 +167,31 @@ def test_absorb_without_annealing_reports_the_true_error_of_its_plan(dtype, rel_
             assert true_row < 1e-3 and true_col == pytest.approx(float(res.marginal_error), rel=0.05, abs=1e-4)
 
 
+@pytest.mark.parametrize("low_memory", [False, True])
+def test_float32_point_clouds_far_from_the_origin_keep_their_cost(low_memory):
+    """The cost of point clouds is expanded as |x|^2 + |y|^2 - 2 <x, y>: at offset 1000 in float32 that is
+    ~2e6 with a rounding step of 0.25, for costs of a few units. The translation-invariant cost must not care:
+    uncentred, the dense plan had 12 % of its mass misplaced and the low-memory run did not converge."""
+    x, y = _clouds(4, 48, 40)
+    eps = 0.05 * float(_cost(x, y).mean())
+    ref = sinkhorn(x=x, y=y, epsilon=eps, tol=1e-12, return_plan=True)
+    far = sinkhorn(
+        x=(x + 1e3).float(),
+        y=(y + 1e3).float(),
+        epsilon=eps,
+        tol=1e-5,
+        low_memory=low_memory,
+        return_plan=not low_memory,
+    )
+    assert far.converged
+    f0, g0 = _centered(ref.f, ref.g)
+    f1, g1 = _centered(far.f.double(), far.g.double())
+    torch.testing.assert_close(f1, f0, atol=2e-3, rtol=0)
+    torch.testing.assert_close(g1, g0, atol=2e-3, rtol=0)
+    if not low_memory:
+        assert float((far.plan.double() - ref.plan).abs().sum()) < 1e-3
+
+
 def test_float32_medium_problem_meets_tolerance():
     x, y = _clouds(3, 512, 384, d=8, dtype=torch.float32)
     res = sinkhorn(x=x, y=y, epsilon=0.05 * 2 * 8, tol=1e-4, return_plan=True)
@@ -197,3 +222,13 @@ def test_errors_and_strict_mode():
         sinkhorn(cost=c, epsilon=0.01, tol=1e-14, max_iters=3, strict=True, eps_scaling=None)
     res = sinkhorn(cost=c, epsilon=0.01, tol=1e-14, max_iters=3, eps_scaling=None)
     assert not res.converged and res.n_iters == 3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cpu_weights_with_a_cuda_cost():
+    x, y = _clouds(0, 6, 5)
+    c = _cost(x, y)
+    a = torch.rand(6, dtype=torch.float64) + 0.1
+    res = sinkhorn(a, None, c.cuda(), 0.5, tol=1e-10, return_plan=True)
+    ref = sinkhorn(a, None, c, 0.5, tol=1e-10, return_plan=True)
+    torch.testing.assert_close(res.plan.cpu(), ref.plan)

@@ -54,12 +54,16 @@ def optimal_assignment(cost: np.ndarray, *, method: str = "auto") -> np.ndarray:
 
 
 def _network_simplex(c: np.ndarray) -> np.ndarray | None:
-    """POT's exact solver on uniform weights; ``None`` when it does not return an optimal permutation."""
+    """POT's exact solver on uniform weights; ``None`` when it does not return an optimal permutation.
+
+    The cost is shifted to a minimum of 0 (every permutation's total moves by the same ``n * min``): on negative
+    costs POT's network simplex reports the problem infeasible (with a UserWarning) and would always fall back.
+    """
     import ot
 
     n = c.shape[0]
     w = np.full(n, 1.0 / n)
-    plan, log = ot.emd(w, w, c, numItermax=max(100_000, 100 * n * n), log=True)
+    plan, log = ot.emd(w, w, c - c.min(), numItermax=max(100_000, 100 * n * n), log=True)
     if log["warning"] is not None or log["result_code"] != 1:
         return None
     sigma = plan.argmax(axis=1).astype(np.int64)

@@ -194,7 +194,10 @@ class SemidiscreteCoupling(nn.Module):
 
     # ------------------------------------------------------------------ fitting
     def _noise(self, n: int, generator: torch.Generator | None) -> torch.Tensor:
-        return torch.randn(n, self.data.shape[1], generator=generator, device=self.data.device, dtype=self.data.dtype)
+        """``N(0, I)`` draws ``[n, D]``, made on the generator's device (a CPU generator may drive a CUDA fit)."""
+        where = draw_device(generator, self.data.device)
+        x = torch.randn(n, self.data.shape[1], generator=generator, device=where, dtype=self.data.dtype)
+        return x.to(self.data.device)
 
     def _soft_mass(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """``sum_i softmax_j((<x_i, y_j> + bias_j) / eps)`` -> ``[N]``, two chunked passes over the data."""

@@ -46,15 +46,14 @@ def align_sets(
         )
     cost = sq_euclidean_cost if cost is None else cost
     keep = mask.bool()
-    out = x0.clone()
+    # source row of every output row; the gather itself stays outside no_grad, so gradients follow the permutation
+    src = torch.arange(x0.shape[1], device=x0.device).expand(x0.shape[0], -1).clone()
     with torch.no_grad():
         for b in range(x0.shape[0]):
-            idx = keep[b].nonzero().squeeze(1)
+            idx = keep[b].nonzero().squeeze(1).to(x0.device)
             if idx.numel() < 2:
                 continue
             c = cost(x0[b, idx], x1[b, idx]).detach().to("cpu", torch.float64).numpy()
             sigma = torch.as_tensor(optimal_assignment(c), device=idx.device)  # noise row k goes to data row sigma[k]
-            src = torch.empty_like(idx)
-            src[sigma] = idx
-            out[b, idx] = x0[b, src]
-    return out
+            src[b, idx[sigma]] = idx
+    return torch.gather(x0, 1, src.unsqueeze(-1).expand_as(x0))
