@@ -285,3 +285,28 @@ def test_loss_recovered_against_losses_computed_by_hand(tmp_path):
 def test_evaluate_sae_refuses_a_store_of_another_width(store_dir):
     with pytest.raises(InputError, match="width 8, but the SAE takes d_in = 4"):
         evaluate_sae(make_sae("topk", d_in=4, width=16, k=2), ActivationStore(store_dir))
+
+
+def test_training_settings_that_would_train_nothing_are_refused_before_training(store_dir, tmp_path):
+    """``--l1-coeff inf`` used to run every step as a skipped non-finite step and save the untrained SAE."""
+    for cfg in (SAETrainConfig(arch="relu", l1_coeff=float("inf")), SAETrainConfig(aux_coeff=float("inf"))):
+        with pytest.raises(ConfigError, match="finite"):
+            cfg.validate()
+        with pytest.raises(ConfigError, match="finite"):
+            train_sae(cfg, store_dir, tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("skip", [-1, 6])
+def test_downstream_effect_refuses_skip_positions_outside_the_sequence(tmp_path, skip):
+    """A negative count used to splice only the last position (and report a NaN loss recovered)."""
+    from types import SimpleNamespace
+
+    from geninterp.metrics import downstream_effect
+
+    lm = SimpleNamespace(model=_TinyLM().eval(), kind="causal", max_len=64)
+    with ActivationWriter(tmp_path / "s", d_model=4, seq_len=6) as w:
+        w.write(torch.randn(2, 6, 4), torch.zeros(2, 6, dtype=torch.long))
+    sae = make_sae("topk", d_in=4, width=8, k=1)
+    with pytest.raises(ConfigError, match=r"skip_positions must be in 0\.\.5"):
+        downstream_effect(lm, "layer", sae, ActivationStore(tmp_path / "s"), skip_positions=skip)

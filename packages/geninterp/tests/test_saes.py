@@ -250,3 +250,54 @@ def test_non_integer_sizes_are_config_errors(field):
         make_sae("topk", **fields)
     with pytest.raises(ConfigError, match=field):
         make_sae("topk", **{**fields, field: True})
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_encoder_starts_as_the_decoder_transpose(arch):
+    """Initialisation (Gao et al. 2024; Anthropic, April 2024): unit-norm atoms, ``W_enc = W_dec^T``, zero biases."""
+    sae = build(arch)
+    torch.testing.assert_close(sae.W_dec.norm(dim=1), torch.ones(W))
+    torch.testing.assert_close(sae.W_enc, sae.W_dec.T, rtol=0, atol=0)
+    assert not sae.b_enc.any() and not sae.b_dec.any()
+
+
+@pytest.mark.parametrize("arch", ["topk", "temporal"])
+def test_k_equal_d_with_a_signed_identity_dictionary_reconstructs_exactly(arch):
+    """Atoms ``[I; -I]`` (width 2d), encoder their transpose, ``k = d``: at most d of each token's 2d pre-activations
+    ``(u_i, -u_i)`` are positive, so TopK keeps all of them and ``x_hat = x`` for any decoder bias and ``act_scale``;
+    the Temporal SAE's novel codes then reconstruct whatever its predicted part leaves, so it is exact too."""
+    fields = {"d_in": D, "width": 2 * D, "k": D, "act_scale": 0.3}
+    if arch == "temporal":
+        fields |= {"n_heads": 2, "attn_dim": 8}
+    torch.manual_seed(0)
+    sae = make_sae(arch, **fields).double()
+    signed = torch.cat([torch.eye(D), -torch.eye(D)]).double()
+    with torch.no_grad():
+        sae.W_dec.copy_(3 * signed)  # any positive row norms: the atoms are normalised
+        sae.W_enc.copy_(signed.T)
+        sae.b_enc.zero_()
+        sae.b_dec.normal_()
+    x = 5 * inputs(sae).double() + 2
+    out = sae(x)
+    torch.testing.assert_close(out.recon, x, rtol=0, atol=1e-12)
+    assert int((out.codes > 0).sum(-1).max()) <= D
+
+
+def test_objective_settings_that_would_train_nothing_are_refused():
+    """An infinite coefficient makes every loss non-finite (the engine would skip every step and save the untrained
+    SAE); a fractional aux_k cannot pick latents."""
+    with pytest.raises(ConfigError, match="l1_coeff must be a non-negative finite number"):
+        make_objective("relu", l1_coeff=float("inf"))
+    with pytest.raises(ConfigError, match="aux_coeff must be a non-negative finite number"):
+        make_objective("topk", aux_coeff=float("inf"))
+    with pytest.raises(ConfigError, match="aux_k must be a positive integer"):
+        make_objective("topk", aux_k=2.5)
+    with pytest.raises(ConfigError, match="dead_after_tokens at least 1"):
+        make_objective("topk", dead_after_tokens=0)
+
+
+@pytest.mark.parametrize(("n_heads", "attn_dim"), [(2, 0), (2.0, 4), (True, 4)])
+def test_temporal_attention_sizes_must_be_positive_integers(n_heads, attn_dim):
+    """``attn_dim = 0`` used to build zero-width queries and keys (uniform attention), a float a traceback."""
+    with pytest.raises(ConfigError, match="n_heads and attn_dim must be positive integers"):
+        make_sae("temporal", d_in=D, width=W, k=K, n_heads=n_heads, attn_dim=attn_dim)

@@ -150,6 +150,8 @@ def downstream_effect(
 
     if max_sequences < 1:
         raise ConfigError(f"the downstream effect needs max_sequences >= 1, got {max_sequences}.")
+    if not 0 <= skip_positions < store.seq_len:
+        raise ConfigError(f"skip_positions must be in 0..{store.seq_len - 1}, got {skip_positions}.")
     n = min(max_sequences, len(store))
     tokens = torch.stack([store.tokens(i) for i in range(n)])
     clean = run_model(lm, tokens)

@@ -70,7 +70,18 @@ class SAETrainConfig:
             raise ConfigError(f"k ({self.k}) must not exceed width ({self.width}).")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be positive, got {self.lr}.")
+        _objective(self)  # its settings (l1_coeff, aux_k, ...) checked before any process starts
         return self
+
+
+def _objective(cfg: SAETrainConfig) -> Any:
+    return make_objective(
+        cfg.arch,
+        l1_coeff=cfg.l1_coeff,
+        aux_k=cfg.aux_k,
+        aux_coeff=cfg.aux_coeff,
+        dead_after_tokens=cfg.dead_after_tokens,
+    )
 
 
 class SAETask:
@@ -193,13 +204,7 @@ def _fit_worker(cfg: SAETrainConfig, acts: str, out: str, seqs: int, engine: dic
     store = ActivationStore(acts)
     train_view, _ = store.split(cfg.eval_fraction)
     sae = build_sae_for_store(cfg, train_view)  # the held-out sequences never shape act_scale or b_dec
-    objective = make_objective(
-        cfg.arch,
-        l1_coeff=cfg.l1_coeff,
-        aux_k=cfg.aux_k,
-        aux_coeff=cfg.aux_coeff,
-        dead_after_tokens=cfg.dead_after_tokens,
-    )
+    objective = _objective(cfg)
     settings = {
         "steps": cfg.steps,
         "global_batch_size": seqs,

@@ -14,6 +14,7 @@ pass a DDP-wrapped module while attributes are read from the plain one.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ import torch.distributed as dist
 
 from gencore.errors import ConfigError
 from gencore.train.distributed import group_size
-from geninterp.saes.base import SAEOutput, SparseAutoencoder
+from geninterp.saes.base import SAEOutput, SparseAutoencoder, _is_count
 from geninterp.saes.topk import topk_relu
 
 
@@ -45,8 +46,8 @@ class L1Objective:
     l1_coeff: float = 5e-3
 
     def __post_init__(self) -> None:
-        if not self.l1_coeff >= 0:
-            raise ConfigError(f"l1_coeff must be non-negative, got {self.l1_coeff}.")
+        if not (self.l1_coeff >= 0 and math.isfinite(self.l1_coeff)):
+            raise ConfigError(f"l1_coeff must be a non-negative finite number, got {self.l1_coeff}.")
 
     def __call__(
         self, model: SparseAutoencoder, x: torch.Tensor, forward: Callable[..., SAEOutput] | None = None
@@ -71,10 +72,13 @@ class TopKObjective:
     dead_after_tokens: int = 100_000  # a latent silent for this many training tokens counts as dead
 
     def __post_init__(self) -> None:
-        if self.aux_k is not None and self.aux_k < 1:
+        if self.aux_k is not None and not _is_count(self.aux_k):
             raise ConfigError(f"aux_k must be a positive integer or None, got {self.aux_k}.")
-        if not self.aux_coeff >= 0 or self.dead_after_tokens < 1:
-            raise ConfigError("aux_coeff must be non-negative and dead_after_tokens positive.")
+        if not (self.aux_coeff >= 0 and math.isfinite(self.aux_coeff)) or not self.dead_after_tokens >= 1:
+            raise ConfigError(
+                f"aux_coeff must be a non-negative finite number and dead_after_tokens at least 1, "
+                f"got {self.aux_coeff} and {self.dead_after_tokens}."
+            )
 
     @torch.no_grad()
     def _update_dead(self, model: SparseAutoencoder, codes: torch.Tensor) -> torch.Tensor:

@@ -51,7 +51,11 @@ class TemporalSAEConfig(SAEConfig):
         super().validate()
         if not (_is_count(self.k) and self.k <= self.width):
             raise ConfigError(f"k must be in [1, width={self.width}], got {self.k}.")
-        if self.n_heads < 1 or self.attn_dim % self.n_heads or self.width % self.n_heads:
+        if not (_is_count(self.n_heads) and _is_count(self.attn_dim)):
+            raise ConfigError(
+                f"n_heads and attn_dim must be positive integers, got {self.n_heads} and {self.attn_dim}."
+            )
+        if self.attn_dim % self.n_heads or self.width % self.n_heads:
             raise ConfigError(
                 f"attn_dim ({self.attn_dim}) and width ({self.width}) must be divisible by n_heads ({self.n_heads})."
             )
