@@ -26,6 +26,7 @@ from gencore.train import (
 from gencore.train.config import DEFAULTS_KEY
 from gencore.train.data import data_shard
 from gencore.train.example import RegressionTask, regression_data
+from gencore.train.trainer import MAX_SKIPS_IN_A_ROW
 
 
 def _cfg(tmp: Path, **kw) -> TrainConfig:
@@ -228,6 +229,22 @@ def test_nan_skip_drops_the_update(tmp_path: Path) -> None:
     records = [json.loads(line) for line in (tmp_path / "bad" / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["skipped"] is True and records[-1]["loss"] == "nan"
     assert all(torch.isfinite(p).all() for p in bad.model.parameters())
+
+
+def test_nan_skip_gives_up_when_the_model_stops_training(tmp_path: Path) -> None:
+    """A run whose every step was skipped finished "successfully" and saved its untrained weights (an infinite
+    loss weight did this to an SAE); a long streak of skips means the weights, which skipped steps leave alone,
+    keep failing."""
+    with pytest.raises(GenError, match=r"steps 0 to 2 were all skipped .* the model is not training"):
+        _run(_cfg(tmp_path / "all", steps=3), nan_at=(0, 1, 2))
+    assert not find_checkpoints(tmp_path / "all" / "checkpoints")
+    streak = tuple(range(4, 4 + MAX_SKIPS_IN_A_ROW))
+    with pytest.raises(GenError, match=rf"steps 4 to {3 + MAX_SKIPS_IN_A_ROW} were all skipped"):
+        _run(_cfg(tmp_path / "streak", steps=40), nan_at=streak)
+    sparse = _run(_cfg(tmp_path / "sparse", steps=40), nan_at=tuple(range(0, 40, 2)))  # half, never in a row
+    assert sparse.skipped_steps == list(range(0, 40, 2))
+    shorter = _run(_cfg(tmp_path / "shorter", steps=40), nan_at=streak[:-1])
+    assert shorter.skipped_steps == list(streak[:-1])
 
 
 class _NormTask(RegressionTask):

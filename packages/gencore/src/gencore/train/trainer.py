@@ -11,7 +11,8 @@ One optimiser step at 0-based index ``s`` on each of ``W`` ranks:
    as soon as one rank's is) and whether any rank received SIGTERM/SIGINT.
 3. A non-finite loss or norm either
    skips the update (``nan_policy="skip"``: no optimiser or EMA update, the model's buffers such as
-   BatchNorm statistics are put back as they were before the step, the schedule still advances) or
+   BatchNorm statistics are put back as they were before the step, the schedule still advances; 20
+   skipped steps in a row, or every step of the fit, raise :class:`~gencore.errors.GenError`) or
    raises :class:`~gencore.errors.GenError` naming the step (``"stop"``); no checkpoint is written
    from a corrupted state.
 4. Optimiser update with ``lr * lr_factor(s)`` (linear warm-up, then cosine or constant),
@@ -69,6 +70,9 @@ from gencore.train.ema import EMA
 from gencore.train.layersync import LayerSync
 from gencore.train.metrics_log import MetricsLogger, metrics_to_floats, peak_memory_mb
 from gencore.train.signals import signal_received, stop_signals
+
+#: ``nan_policy="skip"`` gives up after this many consecutive skipped steps (or when every step of a fit was skipped)
+MAX_SKIPS_IN_A_ROW = 20
 
 
 @dataclass
@@ -363,6 +367,7 @@ class Trainer:
         last_saved = start if loaded is not None else -1
         t_last, steps_since = time.perf_counter(), 0
         has_sample = callable(getattr(task, "sample", None))
+        streak = 0  # consecutive skipped steps
         try:
             model.train()
             for step in range(start, cfg.steps):
@@ -412,6 +417,7 @@ class Trainer:
                 if finite:
                     opt.step()
                     ema.update(model)
+                    streak = 0
                 elif cfg.nan_policy == "stop":
                     raise GenError(
                         f"non-finite loss or gradient at step {step} (loss {loss_value}, "
@@ -423,6 +429,16 @@ class Trainer:
                     if buffers:
                         torch._foreach_copy_(buffers, buffers_before)
                     result.skipped_steps.append(step)
+                    streak += 1
+                    if streak >= MAX_SKIPS_IN_A_ROW or streak == cfg.steps - start:
+                        # a model whose weights no skipped step changes keeps failing: stop instead of finishing a
+                        # run (and saving weights) that never trained
+                        raise GenError(
+                            f"steps {step + 1 - streak} to {step} were all skipped for a non-finite loss or gradient "
+                            f"(last loss {loss_value}, grad norm {gnorm_value}): the model is not training; check "
+                            "the data and the settings (learning rate, loss weights). No checkpoint was written "
+                            "from this state."
+                        )
                 lr_used = opt.param_groups[0]["lr"]
                 sched.step()
                 done = step + 1
