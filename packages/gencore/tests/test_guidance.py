@@ -211,3 +211,9 @@ def test_guidance_without_an_interval_never_reads_the_time_back() -> None:
     torch.testing.assert_close(rg(X, 0.5), X)
     with pytest.raises((RuntimeError, NotImplementedError)):  # an interval must read t to compare it
         ClassifierFreeGuidance(model, 3.0, cond={"label": "cat"}, null_cond={"label": None}, interval=(0.0, 1.0))(X, t)
+
+
+def test_reward_guidance_rejects_a_non_finite_scale() -> None:
+    for scale in (float("nan"), float("inf")):  # would turn every sample into NaN
+        with pytest.raises(ConfigError, match="scale must be a finite number"):
+            RewardGuidance(lambda x, t: -x, reward, scale)

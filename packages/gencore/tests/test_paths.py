@@ -234,3 +234,14 @@ def test_bridge_generator_reproducible_and_errors() -> None:
         BrownianBridgePath(1.0, t_eps=0.0)
     with pytest.raises(InputError, match="noise"):
         path.sample(x0, x1, t, noise=torch.randn(6, 3))
+
+
+def test_velocity_conversions_at_the_end_of_vp_without_beta_min() -> None:
+    # VP with beta_min = 0 has a finite d_sigma = -sqrt(beta_max / 2) at t = 1; it was NaN, so every conversion
+    # from a velocity there was NaN. At t = 1: x_t = x1 and v = d_sigma eps.
+    path = AffineGaussianPath(VPSchedule(beta_min=0.0, beta_max=20.0))
+    g = _gen(9)
+    x, v = torch.randn(3, 2, generator=g, dtype=F64), torch.randn(3, 2, generator=g, dtype=F64)
+    t = torch.ones(3, dtype=F64)
+    torch.testing.assert_close(path.convert(v, x, t, "velocity", "data"), x)
+    torch.testing.assert_close(path.convert(v, x, t, "velocity", "noise"), -v / math.sqrt(10.0))

@@ -210,3 +210,13 @@ def test_make_schedule_and_config_errors() -> None:
         time_shift(0.5, 0.0)
     with pytest.raises(ConfigError, match="shift"):
         ShiftedSchedule(LinearSchedule(), -2.0)
+
+
+def test_vp_without_beta_min_has_a_finite_sigma_derivative_at_data() -> None:
+    # with beta_min = 0, d sigma / dt = -alpha^2 beta / (2 sigma) is 0 / 0 at t = 1; its limit is -sqrt(beta_max / 2)
+    sched = VPSchedule(beta_min=0.0, beta_max=20.0)
+    out = sched(torch.tensor([1.0 - 1e-6, 1.0], dtype=torch.float64))
+    assert out.sigma[1] == 0.0
+    assert out.d_sigma[1].item() == pytest.approx(-math.sqrt(10.0), rel=1e-12)
+    assert out.d_sigma[0].item() == pytest.approx(-math.sqrt(10.0), rel=1e-4)  # continuous at t = 1
+    assert VPSchedule()(torch.tensor(1.0, dtype=torch.float64)).d_sigma == -math.inf  # beta_min > 0: unchanged

@@ -381,3 +381,61 @@ def test_backward_order_nonautonomous(method: str) -> None:
     ]
     order = math.log2(float(errs[0] / errs[1]))
     assert abs(order - ORDERS[method]) < 0.3, order
+
+
+def test_python_float_grid_keeps_double_precision() -> None:
+    # a list of Python floats (doubles) was built into a float32 tensor before being cast to the state's float64,
+    # so the integration ended at 0.30000001192... instead of 0.3
+    grid = [0.0, 0.1, 0.3]
+    x0 = torch.zeros(2, 1, dtype=DT)
+    for method in FIXED_STEP_METHODS:
+        sol = solve_ode(lambda x, t: torch.ones_like(x), x0, grid, method=method)
+        assert sol.times.tolist() == grid
+        torch.testing.assert_close(sol.x, torch.full_like(x0, 0.3), atol=1e-15, rtol=0)
+    em = euler_maruyama(lambda x, t: torch.ones_like(x), 0.0, x0, grid)
+    assert em.times.tolist() == grid
+    torch.testing.assert_close(em.x, torch.full_like(x0, 0.3), atol=1e-15, rtol=0)
+
+
+def test_dopri5_pure_relative_tolerance_with_zero_components() -> None:
+    # atol = 0 is allowed; a state entry that is exactly zero made the starting-step heuristic 0 / 0 = NaN, and the
+    # solver then spent max_steps rejected steps (60002 evaluations) before raising ConvergenceError
+    x0 = torch.tensor([[1.0, 0.0, 0.0]], dtype=DT)
+
+    def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return torch.stack([-x[:, 0], x[:, 0], torch.zeros_like(x[:, 2])], 1)  # the last entry stays exactly 0
+
+    f = Counter(field)
+    sol = dopri5(f, x0, rtol=1e-8, atol=0.0)
+    exact = torch.tensor([[math.exp(-1.0), 1.0 - math.exp(-1.0), 0.0]], dtype=DT)
+    torch.testing.assert_close(sol.x, exact, atol=1e-7, rtol=0)
+    assert sol.nfe == f.calls < 1000, sol.nfe
+    back = dopri5(field, sol.x, 1.0, 0.0, rtol=1e-8, atol=0.0)
+    torch.testing.assert_close(back.x, x0, atol=1e-7, rtol=0)
+
+
+def test_euler_maruyama_keeps_the_state_dtype() -> None:
+    # a float64 per-coordinate diffusion promoted a float32 state to float64 after the first step
+    x0 = torch.zeros(100, 2)
+    grid = uniform_grid(4, dtype=torch.float32)
+    runs = [
+        euler_maruyama(
+            lambda x, t: -x,
+            lambda t, dt=dt: torch.tensor([1.0, 0.5], dtype=dt),
+            x0,
+            grid,
+            generator=torch.Generator().manual_seed(0),
+        )
+        for dt in (torch.float64, torch.float32)
+    ]
+    assert runs[0].x.dtype == torch.float32
+    assert torch.equal(runs[0].x, runs[1].x)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_euler_maruyama_cpu_generator_gives_the_same_path_for_cuda_state() -> None:
+    x0 = torch.zeros(64, 3, dtype=DT)
+    cpu = euler_maruyama(lambda x, t: -x, 0.7, x0, steps=5, generator=torch.Generator().manual_seed(3))
+    gpu = euler_maruyama(lambda x, t: -x, 0.7, x0.cuda(), steps=5, generator=torch.Generator().manual_seed(3))
+    assert gpu.x.is_cuda
+    torch.testing.assert_close(gpu.x.cpu(), cpu.x)

@@ -182,6 +182,8 @@ class RewardGuidance:
         self.model = model
         self.reward = reward
         self.scale = float(scale)
+        if not math.isfinite(self.scale):
+            raise ConfigError(f"the reward guidance scale must be a finite number, got {scale!r}.")
         self.schedule = schedule if schedule is not None else LinearSchedule()
         self.path = AffineGaussianPath(self.schedule)
         self.interval = _check_interval(interval)

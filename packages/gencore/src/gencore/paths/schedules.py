@@ -21,6 +21,7 @@ Schedules (references):
   it keeps a tiny data residual ``alpha_0 = exp(-(beta_min + beta_max) / 4)`` (about 6.6e-3 for the
   defaults), as in DDPM. ``d sigma / dt = -alpha^2 beta / (2 sigma)`` diverges like ``s^{-1/2}`` as
   ``t -> 1`` (it is ``-inf`` at exactly ``t = 1``); train velocity targets on ``t <= 1 - 1e-5`` or so.
+  With ``beta_min = 0`` it stays finite and tends to ``-sqrt(beta_max / 2)``.
 - :class:`VESchedule` -- variance exploding (Song & Ermon 2019; Song et al. 2021): ``alpha = 1``,
   ``sigma`` geometric from ``sigma_max`` at ``t = 0`` to ``sigma_min`` at ``t = 1``:
   ``sigma_t = sigma_max^(1 - t) * sigma_min^t``.
@@ -114,7 +115,8 @@ class VPSchedule(Schedule):
 
     ``alpha_t = exp(-B(s) / 2)``, ``B(s) = beta_min s + (beta_max - beta_min) s^2 / 2``,
     ``sigma_t = sqrt(1 - alpha_t^2)``; ``d alpha/dt = alpha beta(s) / 2``,
-    ``d sigma/dt = -alpha^2 beta(s) / (2 sigma)`` (``-inf`` at ``t = 1``). Residual at ``t = 0``:
+    ``d sigma/dt = -alpha^2 beta(s) / (2 sigma)`` (``-inf`` at ``t = 1``; ``-sqrt(beta_max / 2)`` there when
+    ``beta_min = 0``). Residual at ``t = 0``:
     ``alpha_0 = exp(-(beta_min + beta_max) / 4)``.
     """
 
@@ -136,7 +138,12 @@ class VPSchedule(Schedule):
         alpha = torch.exp(-0.5 * integral)
         sigma = torch.sqrt(-torch.expm1(-integral))  # accurate 1 - alpha^2 near t = 1
         d_alpha = 0.5 * beta * alpha
-        d_sigma = -alpha * d_alpha / sigma
+        # At t = 1 (sigma = 0) the formula is -beta_min / 0 = -inf; with beta_min = 0 it is 0 / 0, whose limit
+        # is finite: sigma ~ s sqrt(beta_max / 2), so d sigma / dt -> -sqrt(beta_max / 2).
+        at_data = sigma == 0
+        limit = -math.inf if self.beta_min > 0 else -math.sqrt(0.5 * self.beta_max)
+        safe_sigma = torch.where(at_data, torch.ones_like(sigma), sigma)
+        d_sigma = torch.where(at_data, torch.full_like(sigma, limit), -alpha * d_alpha / safe_sigma)
         return ScheduleOutput(alpha, sigma, d_alpha, d_sigma)
 
 

@@ -56,6 +56,12 @@ def _rms(z: torch.Tensor) -> float:
     return float(torch.sqrt(torch.mean(z.detach().double() ** 2)))
 
 
+def _scaled_rms(z: torch.Tensor, scale: torch.Tensor) -> float:
+    """RMS of ``z / scale``; an exact zero counts as zero even where ``scale`` is zero (``atol = 0``, zero state)."""
+    z = z.detach()
+    return _rms(torch.where(z == 0, torch.zeros_like(z), z / scale))
+
+
 def _weighted(h: float, coeffs: tuple[float, ...], ks: list[torch.Tensor]) -> torch.Tensor | None:
     """``h * sum_i coeffs_i k_i`` over the non-zero coefficients (``None`` when all are zero)."""
     acc = None
@@ -173,7 +179,7 @@ def dopri5(
         nfe += 6
         err_vec = _weighted(h, _E, ks)
         scale = atol + rtol * torch.maximum(x.detach().abs(), x_new.detach().abs())
-        err = _rms(err_vec.detach() / scale)
+        err = _scaled_rms(err_vec, scale)
         if not math.isfinite(err):
             err = math.inf
         if err <= 1.0:
@@ -212,14 +218,17 @@ def dopri5(
 def _initial_step(f, x0, f0, t0, direction, rtol, atol, tt) -> tuple[float, int]:
     """Hairer's starting step (Solving ODEs I, II.4): returns ``(|h|, evaluations used)``."""
     scale = atol + rtol * x0.detach().abs()
-    d0 = _rms(x0 / scale)
-    d1 = _rms(f0 / scale)
-    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    d0 = _scaled_rms(x0, scale)
+    d1 = _scaled_rms(f0, scale)
+    # the ratios are inf where a zero component has zero tolerance (atol = 0): fall back to a small step
+    usable = 1e-5 <= d0 < math.inf and 1e-5 <= d1 < math.inf
+    h0 = 0.01 * d0 / d1 if usable else 1e-6
     x1 = x0.detach() + (direction * h0) * f0.detach()
     f1 = f(x1, tt(t0 + direction * h0))
-    d2 = _rms((f1 - f0) / scale) / h0
+    d2 = _scaled_rms(f1 - f0, scale) / h0
     if max(d1, d2) <= 1e-15:
         h1 = max(1e-6, h0 * 1e-3)
     else:
         h1 = (0.01 / max(d1, d2)) ** (1.0 / 5.0)
-    return min(100.0 * h0, h1), 1
+    h = min(100.0 * h0, h1)
+    return (h if 0.0 < h < math.inf else 1e-6), 1

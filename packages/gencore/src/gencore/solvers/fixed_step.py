@@ -75,7 +75,8 @@ def resolve_grid(grid: torch.Tensor | Sequence[float] | None, steps: int | None,
         grid = uniform_grid(steps, dtype=torch.float64)
     elif steps is not None:
         raise ConfigError("give grid or steps, not both.")
-    grid = torch.as_tensor(grid)
+    if not torch.is_tensor(grid):  # Python floats are doubles: torch's float32 default would round them
+        grid = torch.as_tensor(grid, dtype=torch.float64)
     if not grid.is_floating_point():
         grid = grid.to(torch.float64)
     if grid.dim() != 1 or grid.shape[0] < 2:

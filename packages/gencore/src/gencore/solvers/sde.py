@@ -10,7 +10,8 @@ noise increment still has variance ``|h_i|`` -- this is the convention of revers
 diffusion samplers whose drift already contains the score correction.
 
 Randomness comes only from ``generator`` (``None``: torch's global RNG), drawn in grid order,
-one ``[B, ...]`` normal draw per noisy step, so a fixed seed reproduces the path exactly.
+one ``[B, ...]`` normal draw per noisy step on the generator's device, so a fixed seed reproduces
+the path exactly (a CPU generator gives the same path for a CUDA state).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from gencore.errors import InputError
+from gencore.rng import randn_like_with
 from gencore.solvers.fixed_step import VectorField, resolve_grid
 
 __all__ = ["SDESolution", "euler_maruyama"]
@@ -81,7 +83,9 @@ def euler_maruyama(
         x_next = x + hs[i] * drift(x, t)
         if noise_last_step or i < n - 1:
             g = diffusion(t) if callable(diffusion) else diffusion
-            z = torch.randn(x.shape, generator=generator, dtype=x.dtype, device=x.device)
+            if torch.is_tensor(g):  # a float64 or CPU tensor must not change the state's dtype or device
+                g = g.to(device=x.device, dtype=x.dtype)
+            z = randn_like_with(x, generator)  # on the generator's device: a CPU seed gives the same path on CUDA
             x_next = x_next + (g * sqrt_h[i]) * z
         x = x_next
         if traj is not None:
