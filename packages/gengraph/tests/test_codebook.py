@@ -175,3 +175,46 @@ def test_quantiser_uses_the_geodesic_nearest_code_commitment_and_tangent_straigh
     j_log = torch.autograd.functional.jacobian(g.logmap0, z.detach()[i])
     torch.testing.assert_close(grad[i], j_log.T @ j_exp.T @ w)
     assert grad[torch.arange(60) != i].abs().max() == 0
+
+
+def test_kmeans_init_puts_one_code_on_the_frechet_mean_of_each_separated_cluster() -> None:
+    """Four tight clusters (geodesic radius ~0.35), far apart and placed without symmetry on the ball: k-means++
+    seeding with squared geodesic distances puts one seed in each, and the Lloyd iterations move each code onto
+    its cluster's Frechet mean (a long Karcher iteration as the oracle). Assigning to the farthest code, seeding
+    uniformly (two seeds in one cluster) or skipping the Lloyd iterations leaves a code off its cluster's mean."""
+    g = BallGeometry(2).double()
+    gen = torch.Generator().manual_seed(0)
+    directions = torch.tensor([[2.5, 0.0], [-1.2, 1.6], [0.4, -2.2], [-2.0, -1.0]], dtype=torch.float64)
+    centres = g.expmap0(directions)
+    clusters = []
+    for c in centres:  # Euclidean offsets of ~0.3 / lambda_c: ~0.3 in geodesic distance
+        u = 0.3 * torch.randn(25, 2, generator=gen, dtype=torch.float64) / g.lambda_x(c)
+        clusters.append(g.manifold.expmap(c.expand(25, -1), u))
+    z = torch.cat(clusters)
+    ones = torch.ones(1, 25, dtype=torch.float64)
+    means = torch.stack([g.frechet_mean(x, ones, x[:1], iters=100)[0] for x in clusters])
+    cb = ManifoldCodebook(g, 4).double()
+    cb.kmeans_init(z, torch.Generator().manual_seed(1))
+    nearest = g.pairwise_dist(means, cb.codes).argmin(-1)
+    assert sorted(nearest.tolist()) == [0, 1, 2, 3]  # one code per cluster
+    assert float(g.manifold.dist(cb.codes[nearest], means).max()) < 1e-6
+    assert torch.equal(cb.assign(z), nearest.repeat_interleave(25))
+
+
+def test_usage_is_an_ema_of_the_code_shares_and_dead_codes_fall_below_the_threshold_share() -> None:
+    """``usage <- decay usage + (1 - decay) counts / M``, and a code dies when its usage falls below
+    ``dead_threshold / K``: with K = 4, decay 0.5 and threshold 0.3 (0.075), two unused codes go 0.25 -> 0.125
+    (alive, untouched) -> 0.0625 (restarted at a batch latent, usage back to 1 / K)."""
+    g = BallGeometry(2).double()
+    cb = ManifoldCodebook(g, 4, decay=0.5, dead_threshold=0.3).double()
+    cb.codes.copy_(torch.tensor([[0.2, 0.0], [-0.2, 0.0], [0.0, 0.9], [0.0, -0.9]], dtype=torch.float64))
+    cb.initialised.fill_(True)
+    z = torch.tensor([[0.21, 0.0], [0.19, 0.01], [0.2, -0.01], [-0.2, 0.0]], dtype=torch.float64)
+    assign = torch.tensor([0, 0, 0, 1])
+    far = cb.codes[2:].clone()
+    cb.ema_update(z, assign, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(cb.usage, torch.tensor([0.5, 0.25, 0.125, 0.125], dtype=torch.float64))
+    assert torch.equal(cb.codes[2:], far)
+    cb.ema_update(z, assign, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(cb.usage, torch.tensor([0.625, 0.25, 0.25, 0.25], dtype=torch.float64))
+    assert float(torch.cdist(cb.codes[2:], z).min(-1).values.max()) < 1e-12

@@ -537,6 +537,7 @@ def test_training_losses_take_the_engines_cuda_generator(kind: str) -> None:
     with torch.no_grad():
         zq, _, _ = ae.eval().quantise(ae.encode(edges, nodes, mask), mask)
     prior = SetVelocity(ae.geometry, hidden=16, layers=1).to(cuda)
+    prior.fit_centre(zq, mask)  # its weights were made on the CPU
     for coupling in COUPLINGS:
         loss = latent_flow_loss(prior, ae.geometry, zq, mask, gen, coupling)
         assert loss.device.type == "cuda" and torch.isfinite(loss)
@@ -723,3 +724,77 @@ def test_ggball_edge_probability_is_fermi_dirac_in_the_decoders_distance() -> No
     p = logits.softmax(-1)[..., 1]
     torch.testing.assert_close(p, torch.sigmoid((1.3 - d) / torch.tensor(-0.5).exp()), rtol=1e-5, atol=1e-6)
     assert p.min() < 0.01 and p.max() > 0.8  # both regimes are exercised
+
+
+class _ToCentre(SetVelocity):
+    """The exact marginal field of data that is one point, in the prior's centred coordinates where that point is
+    the origin: the geodesic velocity ``log_x(0) / (1 - t)`` (t = 0 noise, t = 1 data)."""
+
+    def forward(self, x, t, *, mask):
+        t = torch.as_tensor(t, dtype=x.dtype).expand(x.shape[0])[:, None, None]
+        return self.geometry.manifold.logmap(x, torch.zeros_like(x)) / (1 - t).clamp_min(1e-6) * mask[..., None]
+
+
+@pytest.mark.parametrize("kind", ["ball", "euclidean"])
+def test_the_exact_field_of_a_one_point_law_has_zero_loss_and_samples_that_point(kind: str) -> None:
+    """When every latent is one point ``p`` the conditional and marginal fields agree, so the field that flows each
+    point along its geodesic to ``p`` in the time left has zero flow-matching loss under either coupling, and the
+    sampler (Euler exactly; midpoint to round-off) carries the base noise onto ``p``. A loss that ran the path from
+    data to noise, read the time as ``1 - t`` or skipped the centring would give it a positive loss."""
+    geo = make_geometry(kind, 3)
+    p = geo.expmap0(torch.tensor([1.5, -0.7, 0.4]))
+    x1 = p.expand(2, 5, 3).clone()
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    x1[1, 3:] = geo.expmap0(torch.randn(2, 3, generator=torch.Generator().manual_seed(0)))  # padding: elsewhere
+    net = _ToCentre(geo, hidden=8, layers=1).eval()
+    net.fit_centre(x1, mask)
+    for coupling in COUPLINGS:
+        assert float(latent_flow_loss(net, geo, x1, mask, torch.Generator().manual_seed(1), coupling)) < 1e-9
+    for method in ("euler", "midpoint"):
+        z = sample_latent_sets(net, geo, mask, steps=4, method=method, generator=torch.Generator().manual_seed(2))
+        assert float(geo.manifold.dist(z[mask], p.expand(8, -1)).max()) < 1e-5
+
+
+def test_a_codebook_the_warm_up_never_initialised_is_refused_not_quantised_to_one_point(tmp_path, capsys) -> None:
+    """With ``vq_warmup`` at or past the training steps the k-means initialisation never ran: the all-zero codebook
+    put every node of every graph on the origin (one code) and the run trained its prior on that, silently. The
+    run config refuses it, and an autoencoder in that state refuses to quantise."""
+    from gengraph.experiment import RunConfig
+
+    edges, nodes, mask = _batch()
+    model = GGBall(GGBallConfig(hidden=16, codebook_size=8, vq_warmup=5))
+    g = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        model(edges, nodes, mask, g)
+    model.eval()
+    with pytest.raises(ConfigError, match=r"never initialised.*vq_warmup \(5 steps\)"):
+        model.quantise(model.encode(edges, nodes, mask), mask)
+    with pytest.raises(ConfigError, match="never initialised"):
+        model(edges, nodes, mask)
+    RunConfig(steps=3, vq_warmup=2).validate()
+    RunConfig(model="digress", steps=3, vq_warmup=3).validate()  # DiGress has no codebook
+    for bad in (3, 10, -1):
+        with pytest.raises(ConfigError, match=r"vq_warmup must lie in \[0, steps\) = \[0, 3\)"):
+            RunConfig(steps=3, vq_warmup=bad).validate()
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("vq_warmup: 10\n")
+    argv = ["train", "--data", "community-small", "--steps", "3", "--config", str(cfg), "--no-progress"]
+    assert main([*argv, "--out", str(tmp_path / "run")]) == 2
+    assert "vq_warmup must lie in [0, steps) = [0, 3), got 10" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_digress_config_is_checked_when_the_denoiser_is_built() -> None:
+    """A width that the heads do not divide, or no node types, built a denoiser that failed inside its first
+    forward pass with a reshape or one-hot traceback; each is now one sentence naming the field."""
+    for bad, match in (
+        ({"hidden": 30}, r"hidden \(30\) must be a multiple of heads \(4\)"),
+        ({"n_node_types": 0}, "n_node_types must be"),
+        ({"heads": 0}, "heads must be"),
+        ({"layers": -1}, "layers must be"),
+        ({"edge_weight": -1.0}, "edge_weight must be >= 0"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            DigressDenoiser(DigressConfig(**bad))
+    DigressDenoiser(DigressConfig(hidden=12, heads=3, layers=0))

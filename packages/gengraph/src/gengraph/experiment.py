@@ -94,6 +94,9 @@ class RunConfig:
             )
         if self.prior_steps is not None and self.prior_steps < 1:
             raise ConfigError(f"prior_steps must be a positive integer (or unset: 5 x steps), got {self.prior_steps}.")
+        if self.model != "digress" and self.vq_warmup is not None and not 0 <= self.vq_warmup < self.steps:
+            # the codebook is k-means initialised on the first step after the warm-up: none, and it stays all zeros
+            raise ConfigError(f"vq_warmup must lie in [0, steps) = [0, {self.steps}), got {self.vq_warmup}.")
         return self
 
 

@@ -36,6 +36,7 @@ from torch.nn import functional as F
 from gencore.checks import check_int
 from gencore.discrete import model_device
 from gencore.discrete.marginal import MarginalTransitionDiffusion
+from gencore.errors import ConfigError
 from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
 from gencore.rng import draw_device
@@ -107,6 +108,13 @@ class DigressDenoiser(Pretrained, nn.Module):
 
     def __init__(self, config: DigressConfig) -> None:
         super().__init__()
+        for name in ("n_node_types", "n_edge_types", "n_max", "hidden", "heads"):
+            check_int(getattr(config, name), name, low=1)
+        check_int(config.layers, "layers", low=0)
+        if config.hidden % config.heads:  # the attention splits the width into heads
+            raise ConfigError(f"hidden ({config.hidden}) must be a multiple of heads ({config.heads}).")
+        if not config.edge_weight >= 0:
+            raise ConfigError(f"edge_weight must be >= 0, got {config.edge_weight}.")
         self.config = c = config
         self.kx, self.ke = c.n_node_types, c.n_edge_types + 1
         self.time = SinusoidalTimeEmbedding(32, scale=30.0, max_period=30.0)

@@ -197,6 +197,11 @@ class GGBall(Pretrained, nn.Module):
         flat = z.reshape(-1, d)
         if update:
             self.codebook.update(flat[mask.reshape(-1)].detach(), generator)
+        elif not bool(self.codebook.initialised):  # its all-zero codes would put every node on one point
+            raise ConfigError(
+                f"the codebook was never initialised: the autoencoder must train past its vq_warmup "
+                f"({self.config.vq_warmup} steps) before it can quantise."
+            )
         zq, idx, commit = self.codebook(flat)
         return zq.view(b, n, d), idx.view(b, n), commit.view(b, n)
 

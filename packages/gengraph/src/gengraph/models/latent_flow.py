@@ -104,7 +104,8 @@ class SetVelocity(nn.Module):
         """Set the centre to the Frechet mean of the real nodes' latents ``x1[mask]``."""
         z = x1[mask]
         g = self.geometry
-        self.centre.copy_(g.frechet_mean(z, torch.ones(1, z.shape[0], dtype=z.dtype), z[:1], iters=iters)[0])
+        ones = torch.ones(1, z.shape[0], dtype=z.dtype, device=z.device)
+        self.centre.copy_(g.frechet_mean(z, ones, z[:1], iters=iters)[0])
 
     def centred(self, x: torch.Tensor) -> torch.Tensor:
         """``(-mu) (+) x``: the latents in the flow's coordinates."""
