@@ -7,7 +7,17 @@ import math
 import pytest
 import torch
 
-from gencore.manifolds import ManifoldMLP, PoincareBall, Sphere, Torus, log_likelihood, riemannian_divergence
+from gencore.errors import ConfigError
+from gencore.manifolds import (
+    SO3,
+    Lorentz,
+    ManifoldMLP,
+    PoincareBall,
+    Sphere,
+    Torus,
+    log_likelihood,
+    riemannian_divergence,
+)
 
 
 def _net(m, seed=0):
@@ -84,3 +94,49 @@ def test_change_of_variables_on_the_ball_uses_the_wrapped_normal_base():
     mass = float((res.log_prob.exp() * vol).sum())
     # mass beyond radius 0.97 (hyperbolic radius ~4.2, i.e. 7 base stds) is negligible; the flow is mild
     assert abs(mass - 1) < 5e-3
+
+
+def test_lorentz_divergence_of_the_gradient_of_a_linear_function():
+    """On the hyperboloid <x, x>_L = -k (curvature -1/k) f(x) = <a, x>_L has Hess f = (f / k) g, so the divergence of
+    its gradient (the Minkowski-orthogonal projection of a) is n f / k; the trace runs in the Minkowski projector."""
+    m = Lorentz(3, k=2.0)
+    a = torch.tensor([1.3, 0.2, -0.4, 0.5], dtype=torch.float64)
+    x = m.random_base(16, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    _, div = riemannian_divergence(m, lambda x, t: a.expand_as(x), x, torch.tensor(0.0, dtype=torch.float64))
+    torch.testing.assert_close(div, 3 * m.linner(a.expand_as(x), x) / 2.0, atol=1e-10, rtol=1e-10)
+
+
+def test_so3_divergences_of_invariant_and_gradient_fields():
+    """Left-invariant fields R hat(w) are divergence-free (Killing fields); the matrix entries f = tr(A^T R) are
+    eigenfunctions of the Laplacian of the metric tr(U^T V) / 2 with eigenvalue -2, and grad f = 2 proju(R, A)."""
+    m = SO3()
+    x = m.random_base(8, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    t = torch.tensor(0.0, dtype=torch.float64)
+    w = torch.tensor([0.3, -0.7, 1.1], dtype=torch.float64)
+    from gencore.manifolds.spaces import hat
+
+    _, div = riemannian_divergence(m, lambda x, t: (x.reshape(-1, 3, 3) @ hat(w)).reshape(-1, 9), x, t)
+    assert div.abs().max() < 1e-12
+    a = torch.randn(9, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    _, div = riemannian_divergence(m, lambda x, t: 2 * m.proju(x, a.expand_as(x)), x, t)
+    torch.testing.assert_close(div, -2 * (x * a).sum(-1), atol=1e-12, rtol=1e-12)
+
+
+def test_log_likelihood_refuses_bad_probe_counts():
+    # zero probes averaged to a NaN divergence, hence a NaN log-likelihood, without a word
+    m = Sphere(2)
+    x = m.random_base(4, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    for n in (0, -1, 1.5):
+        with pytest.raises(ConfigError, match="n_probes"):
+            log_likelihood(m, _net(m), x, steps=2, estimator="hutchinson", n_probes=n)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_hutchinson_probes_come_from_a_cuda_generator():
+    # the probes were drawn on the CPU from the given generator, which a CUDA generator refuses
+    m = Sphere(2)
+    net = _net(m).cuda()
+    x = m.random_base(4, generator=torch.Generator().manual_seed(11), dtype=torch.float64).cuda()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    res = log_likelihood(m, net, x, steps=2, estimator="hutchinson", generator=gen)
+    assert res.log_prob.device.type == "cuda" and torch.isfinite(res.log_prob).all()

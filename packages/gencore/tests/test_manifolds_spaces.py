@@ -10,7 +10,16 @@ import pytest
 import torch
 
 from gencore.errors import ConfigError
-from gencore.manifolds import SO3, Euclidean, Lorentz, PoincareBall, Sphere, Torus, WrappedNormalMixture
+from gencore.manifolds import (
+    SO3,
+    Euclidean,
+    Lorentz,
+    PoincareBall,
+    Sphere,
+    Torus,
+    VonMisesFisherMixture,
+    WrappedNormalMixture,
+)
 from gencore.manifolds.spaces import rodrigues, so3_log
 
 MANIFOLDS = {
@@ -303,6 +312,28 @@ def test_wrapped_normal_mixture_density_is_normalised_on_the_ball_and_refused_wh
             WrappedNormalMixture(m, mu, stds=[0.5]).log_prob(mu)
 
 
+def test_mixture_means_off_the_manifold_are_refused():
+    """An unnormalised sphere mean (2 e_z) drew samples at half the requested spread, a ball mean outside the unit
+    disk piled them on the boundary with log-densities near -4000, a zero vMF mean gave NaN samples: all silently."""
+    with pytest.raises(ConfigError, match="points of the sphere"):
+        WrappedNormalMixture(Sphere(2), torch.tensor([[0.0, 0.0, 2.0]]), stds=[0.5])
+    with pytest.raises(ConfigError, match="points of the ball"):
+        WrappedNormalMixture(PoincareBall(2), torch.tensor([[1.5, 0.0]]), stds=[0.5])
+    with pytest.raises(ConfigError, match="points of the lorentz"):
+        WrappedNormalMixture(Lorentz(2), torch.tensor([[2.0, 0.0, 0.0]]), stds=[0.5])
+    with pytest.raises(ConfigError, match="non-zero"):
+        VonMisesFisherMixture(torch.zeros(1, 3), kappas=[1.0])
+    # points of the manifold pass: an unwrapped torus angle names the same point
+    WrappedNormalMixture(Sphere(2), torch.tensor([[0.6, 0.0, 0.8]]), stds=[0.5])
+    WrappedNormalMixture(Torus(2), torch.tensor([[3.5, -4.0]]), stds=[0.5])
+    sample = WrappedNormalMixture(Sphere(2), torch.tensor([[0.0, 0.0, 1.0]]), stds=[0.3]).sample(
+        4000, generator=torch.Generator().manual_seed(17), dtype=torch.float64
+    )
+    # d(x, mu) = |xi| inside the injectivity radius, so E d(x, mu)^2 = 2 std^2 on S^2 (sampling error ~0.003)
+    d2 = Sphere(2).dist(sample, torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)).square().mean()
+    assert abs(float(d2) - 2 * 0.3**2) < 0.01
+
+
 @pytest.mark.parametrize("name", list(MANIFOLDS))
 def test_network_outputs_are_read_in_an_orthonormal_frame(name):
     # a network output's size must mean the same anywhere: on the Lorentz model its Minkowski coordinates used
@@ -349,3 +380,105 @@ def test_so3_transport_matches_numerical_parallel_transport_along_the_geodesic()
     # left translation (isometric, maps log_x y to -log_y x) is far from it
     left = m._f(m._m(y) @ m._m(x).transpose(-1, -2) @ m._m(v))
     assert bool(((left - exact).norm(dim=-1) > 0.1).all())
+
+
+def test_so3_projection_has_the_polar_factors_derivative_and_finite_gradients_on_rotations():
+    """The SVD's backward divides by s_i^2 - s_j^2, which is 0/0 on rotations (all s = 1): gradients through projx,
+    hence through every solver step on SO(3), were NaN. The derivative of the nearest rotation must match finite
+    differences on generic matrices (det > 0 and < 0), and on a rotation it is the orthogonal tangent projection."""
+    m = SO3()
+    g = torch.Generator().manual_seed(15)
+    raw = torch.randn(6, 9, generator=g, dtype=torch.float64)
+    dets = torch.linalg.det(raw.reshape(-1, 3, 3))
+    assert bool((dets > 0).any()) and bool((dets < 0).any())
+    assert torch.autograd.gradcheck(m.projx, (raw.clone().requires_grad_(True),))
+    r = m.random_base(6, generator=g, dtype=torch.float64).requires_grad_(True)
+    c = torch.randn(6, 9, generator=g, dtype=torch.float64)
+    (grad,) = torch.autograd.grad((m.projx(r) * c).sum(), r)
+    assert torch.isfinite(grad).all()
+    torch.testing.assert_close(grad, m.proju(r.detach(), c), atol=1e-12, rtol=0)
+    # forward mode too (flow maps take jvp through the manifold's operations)
+    _, tangent = torch.func.jvp(m.projx, (r.detach(),), (c,))
+    torch.testing.assert_close(tangent, m.proju(r.detach(), c), atol=1e-12, rtol=0)
+
+
+def test_lorentz_refuses_a_non_positive_base_std():
+    # base_std = 0 reached math.log(0) in the base density: a bare "math domain error"
+    for std in (0.0, -1.0):
+        with pytest.raises(ConfigError, match="base_std"):
+            Lorentz(2, base_std=std)
+
+
+def _midpoints(lo: float, hi: float, n: int) -> tuple[torch.Tensor, float]:
+    h = (hi - lo) / n
+    return lo + (torch.arange(n, dtype=torch.float64) + 0.5) * h, h
+
+
+def _sphere_mass(n: int) -> float:
+    """Quadrature of the base density over S^1, S^2, S^3 in (hyper)spherical angles with their volume element."""
+    m = Sphere(n)
+    k = 400
+    psi, dpsi = _midpoints(0, math.pi, k)
+    phi, dphi = _midpoints(0, 2 * math.pi, k)
+    if n == 1:
+        pts, vol = torch.stack([phi.cos(), phi.sin()], -1), torch.full_like(phi, dphi)
+    elif n == 2:
+        a, b = torch.meshgrid(psi, phi, indexing="ij")
+        pts = torch.stack([a.sin() * b.cos(), a.sin() * b.sin(), a.cos()], -1)
+        vol = a.sin() * dpsi * dphi
+    else:
+        psi, dpsi = _midpoints(0, math.pi, 300)
+        phi, dphi = _midpoints(0, 2 * math.pi, 8)
+        a, c, b = torch.meshgrid(psi, psi, phi, indexing="ij")
+        pts = torch.stack([a.cos(), a.sin() * c.cos(), a.sin() * c.sin() * b.cos(), a.sin() * c.sin() * b.sin()], -1)
+        vol = a.sin().square() * c.sin() * dpsi * dpsi * dphi
+    return float((m.base_log_prob(pts.reshape(-1, n + 1)).exp() * vol.reshape(-1)).sum())
+
+
+def _lorentz_mass(m: Lorentz) -> float:
+    """The hyperboloid as the graph x_0 = sqrt(k + |s|^2) over s in R^2: volume element sqrt(k / (k + |s|^2)) ds
+    (the induced Minkowski metric), radii spread out as |s| = sqrt(k) sinh(u) for the quadrature only."""
+    u, du = _midpoints(0, 7, 3000)
+    th, dth = _midpoints(0, 2 * math.pi, 64)
+    uu, tt = torch.meshgrid(u, th, indexing="ij")
+    rho = math.sqrt(m.k) * torch.sinh(uu)
+    s = torch.stack([rho * tt.cos(), rho * tt.sin()], -1).reshape(-1, 2)
+    x = torch.cat([torch.sqrt(m.k + s.square().sum(-1, keepdim=True)), s], -1)
+    vol = torch.sqrt(m.k / (m.k + rho.square())) * rho * math.sqrt(m.k) * torch.cosh(uu) * du * dth
+    return float((m.base_log_prob(x).exp() * vol.reshape(-1)).sum())
+
+
+def _so3_mass() -> float:
+    """Rotations in exponential coordinates w (|w| = angle <= pi): the volume element of the metric tr(U^T V) / 2 is
+    2 (1 - cos |w|) / |w|^2 d^3 w; the base density is evaluated at rotations about random axes."""
+    m = SO3()
+    th, dth = _midpoints(0, math.pi, 2000)
+    axis = torch.nn.functional.normalize(torch.randn(2000, 3, generator=torch.Generator().manual_seed(16)), dim=-1)
+    pts = m._f(rodrigues(th[:, None] * axis.double()))
+    return float((m.base_log_prob(pts).exp() * 4 * math.pi * 2 * (1 - th.cos()) * dth).sum())
+
+
+@pytest.mark.parametrize("case", ["sphere1", "sphere2", "sphere3", "torus", "so3", "lorentz_k", "ball_c"])
+def test_base_densities_integrate_to_one_over_the_riemannian_volume(case):
+    """The uniform densities 1 / vol(M) (S^n, T^n, SO(3) of volume 8 pi^2) and the wrapped normals of a curvature
+    other than -1 (k = 2 on the hyperboloid, c = 0.5 on the ball), against quadrature in coordinates of their own."""
+    if case.startswith("sphere"):
+        mass = _sphere_mass(int(case[-1]))
+    elif case == "torus":
+        t = Torus(2)
+        a, h = _midpoints(-math.pi, math.pi, 50)
+        pts = torch.stack(torch.meshgrid(a, a, indexing="ij"), -1).reshape(-1, 2)
+        mass = float(t.base_log_prob(pts).exp().sum() * h * h)
+    elif case == "so3":
+        mass = _so3_mass()
+    elif case == "lorentz_k":
+        mass = _lorentz_mass(Lorentz(2, k=2.0, base_std=0.7))
+    else:
+        ball = PoincareBall(2, c=0.5, base_std=0.7)
+        r, dr = _midpoints(0, (1 - 1e-9) / math.sqrt(0.5), 800)
+        th, dth = _midpoints(0, 2 * math.pi, 200)
+        rr, tt = torch.meshgrid(r, th, indexing="ij")
+        pts = torch.stack([rr * tt.cos(), rr * tt.sin()], -1).reshape(-1, 2)
+        vol = ball.lambda_x(pts, keepdim=False).square() * rr.reshape(-1) * dr * dth
+        mass = float((ball.base_log_prob(pts).exp() * vol).sum())
+    assert abs(mass - 1) < 1e-4, mass

@@ -37,6 +37,8 @@ class VonMisesFisherMixture:
         means = torch.as_tensor(means, dtype=torch.float64)
         if means.dim() != 2 or means.shape[1] != 3:
             raise ConfigError(f"vMF means must have shape [K, 3] (points of S^2), got {tuple(means.shape)}.")
+        if not bool((means.norm(dim=-1) > 0).all()) or not bool(torch.isfinite(means).all()):
+            raise ConfigError("vMF means must be finite non-zero directions in R^3 (a zero mean gave NaN samples).")
         self.means = means / means.norm(dim=-1, keepdim=True)
         self.kappas = torch.as_tensor(kappas, dtype=torch.float64)
         if self.kappas.shape != (means.shape[0],) or not (self.kappas > 0).all():
@@ -78,6 +80,11 @@ class WrappedNormalMixture:
         means = torch.as_tensor(means)
         if means.dim() != 2 or means.shape[1] != manifold.ambient_dim:
             raise ConfigError(f"means must have shape [K, {manifold.ambient_dim}], got {tuple(means.shape)}.")
+        on = manifold.projx(means.to(torch.float64))
+        if not isinstance(manifold, Torus) and not torch.allclose(on, means.to(torch.float64), rtol=1e-6, atol=1e-6):
+            # a mean off the manifold (an unnormalised direction, a point outside the ball) gave wrongly spread or
+            # boundary-piled samples and meaningless densities, silently; angles on the torus are wrapped anyway
+            raise ConfigError(f"means must be points of the {manifold.name} manifold (unchanged by its projx).")
         self.manifold, self.means = manifold, means
         self.stds = torch.as_tensor(stds, dtype=torch.float64)
         if self.stds.shape != (means.shape[0],) or not (self.stds > 0).all():

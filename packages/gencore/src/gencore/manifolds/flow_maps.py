@@ -38,6 +38,7 @@ from gencore.manifolds.base import Manifold
 from gencore.manifolds.interpolants import geodesic_interpolant
 from gencore.manifolds.loss import rfm_loss
 from gencore.nn import broadcast_time, expand_like
+from gencore.rng import rand_with
 
 GFM_LOSSES = ("lsd", "esd", "psd")
 
@@ -109,14 +110,14 @@ def gfm_loss(
 
     Times are drawn from ``generator``: ``t_diag ~ U(0, 1)``; ``(s, t)`` the sorted pair of two uniforms; the
     self-distillation points are ``x_s`` on the geodesic from ``x0`` to ``x1``.
-    Returns the total loss and the two parts as floats.
+    Returns the total loss and the two parts as detached scalar tensors (no host sync in a training step).
     """
     check_choice(method, GFM_LOSSES, "flow-map loss")
     m = fm.manifold
     b = x0.shape[0]
-    dt = dict(dtype=x0.dtype, device=x0.device)
-    t_diag = torch.rand(b, generator=generator, **dt)
-    st = torch.rand(b, 2, generator=generator, **dt).sort(dim=-1).values
+    # drawn on the generator's device (a CPU generator also serves CUDA data, with the same draws)
+    t_diag = rand_with((b,), generator, device=x0.device, dtype=x0.dtype)
+    st = rand_with((b, 2), generator, device=x0.device, dtype=x0.dtype).sort(dim=-1).values
     s, t = st[:, 0], st[:, 1]
     l_diag = diagonal_loss(fm, x0, x1, t_diag)
     xs, _ = geodesic_interpolant(m, x0, x1, s)

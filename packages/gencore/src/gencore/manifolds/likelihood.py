@@ -28,10 +28,11 @@ from dataclasses import dataclass
 
 import torch
 
-from gencore.checks import check_choice
+from gencore.checks import check_choice, check_int
 from gencore.errors import ConfigError
 from gencore.manifolds.base import Manifold
 from gencore.manifolds.solvers import solve_manifold_ode
+from gencore.rng import draw_device
 
 ESTIMATORS = ("exact", "hutchinson")
 
@@ -89,9 +90,13 @@ def log_likelihood(
     generator: torch.Generator | None = None,
 ) -> ManifoldLikelihood:
     """``log p_1(x1)`` of the flow ``model(x, t)`` w.r.t. the Riemannian volume (see the module docstring)."""
+    check_choice(estimator, ESTIMATORS, "divergence estimator")
+    n_probes = check_int(n_probes, "n_probes", low=1)  # 0 probes averaged to a NaN divergence
     probes = None
-    if estimator == "hutchinson":
-        probes = torch.randn((n_probes, *x1.shape), generator=generator, dtype=x1.dtype).to(x1.device)
+    if estimator == "hutchinson":  # drawn where the generator lives (without one, the CPU), used on x1's device
+        probes = torch.randn(
+            (n_probes, *x1.shape), generator=generator, dtype=x1.dtype, device=draw_device(generator)
+        ).to(x1.device)
 
     def f(x, t):
         return riemannian_divergence(manifold, model, x, t, estimator=estimator, probes=probes)

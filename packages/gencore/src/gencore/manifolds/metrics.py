@@ -9,6 +9,7 @@ block by block; the unbiased estimator (U-statistic) is used by default, as in :
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -62,7 +63,13 @@ def geodesic_mmd(
     if not (torch.isfinite(x).all() and torch.isfinite(y).all()):
         raise InputError("MMD inputs contain NaN or inf.")
     x, y = x.detach().double().cpu(), y.detach().double().cpu()
-    hs = bandwidths or [c * median_geodesic_distance(manifold, y) for c in BANDWIDTH_MULTIPLIERS]
+    if bandwidths:
+        hs = [float(h) for h in bandwidths]
+        if not all(0 < h < math.inf for h in hs):
+            raise InputError(f"MMD bandwidths must be positive finite geodesic lengths, got {list(bandwidths)}.")
+    else:
+        med = median_geodesic_distance(manifold, y)
+        hs = [c * (med if med > 0 else 1.0) for c in BANDWIDTH_MULTIPLIERS]  # identical points: unit lengths
     coef = torch.tensor([-0.5 / h**2 for h in hs], dtype=torch.float64)
     ub = estimator == "unbiased"
     kxx = _kernel_sum(manifold, x, x, coef, ub) / (n * (n - 1) if ub else n * n)

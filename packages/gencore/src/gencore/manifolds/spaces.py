@@ -357,6 +357,8 @@ class Lorentz(Manifold):
         self.ambient_dim = dim + 1
         if not k > 0:
             raise ConfigError(f"the Lorentz model needs k > 0, got {k}.")
+        if not base_std > 0:
+            raise ConfigError(f"base_std must be positive, got {base_std}.")
         self.geo = geoopt.Lorentz(k=k)
         self.k = float(k)
         self.base_std = float(base_std)
@@ -519,11 +521,22 @@ class SO3(Manifold):
         return m.reshape(*m.shape[:-2], 9)
 
     def projx(self, x):
-        u, _, vh = torch.linalg.svd(self._m(x))
+        # the nearest rotation r = U diag(1, 1, det(U V^T)) V^T, from an SVD that is not differentiated: its
+        # backward divides by s_i^2 - s_j^2, which vanishes on rotations (NaN gradients through every solver
+        # step). The differential of r, from skew(r^T m) = 0, is r hat(w) with (tr(s) I - s) w = vee(r^T dm - dm^T r),
+        # s = r^T m = V diag(d sigma) V^T; it is attached through dm = m - sg[m] (value zero), so the value is the
+        # SVD's exactly and the gradient is finite wherever the eigenvalues sigma'_j + sigma'_k stay positive.
+        m = self._m(x)
+        u, sv, vh = torch.linalg.svd(m.detach())
         det = torch.linalg.det(u @ vh)
-        d = torch.ones_like(u[..., 0])
-        d = torch.cat([d[..., :2], det[..., None]], -1)
-        return self._f(u @ torch.diag_embed(d) @ vh)
+        d = torch.cat([torch.ones_like(sv[..., :2]), det[..., None]], -1)
+        r = u @ torch.diag_embed(d) @ vh
+        sd = sv * d
+        den = (sd.sum(-1, keepdim=True) - sd).clamp_min(eps_for(m))
+        a = r.transpose(-1, -2) @ (m - m.detach())
+        k = vee(a - a.transpose(-1, -2))
+        w = (vh.transpose(-1, -2) @ ((vh @ k[..., None])[..., 0] / den)[..., None])[..., 0]
+        return self._f(r + r @ hat(w))
 
     def proju(self, x, u):
         a = self._m(x).transpose(-1, -2) @ self._m(u)
