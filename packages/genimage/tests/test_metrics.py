@@ -328,3 +328,90 @@ def test_frechet_with_many_more_features_than_samples() -> None:
     assert frechet_distance(b, a) == pytest.approx(fd, abs=tol)
     assert abs(frechet_distance(a, a)) < tol
     assert abs(frechet_distance(a, a)) < 1e-9  # the null space's round-off made it -2e-6 here
+
+
+def test_frechet_of_one_dimensional_features_is_the_closed_form() -> None:
+    # 1-D Gaussians: FD = (mu_a - mu_b)^2 + (s_a - s_b)^2 with the ddof = 1 standard deviations; np.cov returns a
+    # 0-d array for one feature, which eigh refused (LinAlgError) before
+    g = torch.Generator().manual_seed(40)
+    a = torch.randn(50, 1, generator=g, dtype=torch.float64)
+    b = 2.0 * torch.randn(60, 1, generator=g, dtype=torch.float64) + 1.0
+    x, y = a[:, 0].numpy(), b[:, 0].numpy()
+    expected = (x.mean() - y.mean()) ** 2 + (x.std(ddof=1) - y.std(ddof=1)) ** 2
+    assert frechet_distance(a, b) == pytest.approx(expected, rel=1e-12)
+
+
+def test_efflite0_input_matches_the_statistics_the_network_was_trained_on() -> None:
+    """Photos fed as ``efflite0_features`` feeds them (pixels / 127.5 - 1, resized to 224) give the stem
+    convolution the per-channel output variance stored in its batch norm's running statistics (the network's
+    ImageNet training inputs, TF-Lite scaled ``(pixel - 127) / 128``): median ratio 0.91 over the seven photos
+    shipped with scikit-image, scikit-learn and matplotlib. Pixels in [0, 1] give 0.23, ImageNet mean/std
+    normalisation (the architecture package's README) 4.4, twice the range 3.6."""
+    from matplotlib import cbook
+    from PIL import Image
+    from skimage import data
+    from sklearn.datasets import load_sample_images
+
+    from genimage.metrics import efflite0_features
+    from genimage.metrics.efflite import efficientnet_lite0
+
+    photos = [data.chelsea(), data.coffee(), data.astronaut(), data.rocket(), *load_sample_images().images]
+    with cbook.get_sample_data("grace_hopper.jpg") as f:
+        photos.append(np.asarray(Image.open(f).convert("RGB")))
+    net = efficientnet_lite0()
+    seen = []
+    hook = net._conv_stem.register_forward_hook(lambda mod, inp, out: seen.append(out.detach().double()))
+    try:
+        for p in photos:  # each at its own size, resized by efflite0_features
+            efflite0_features(torch.from_numpy(np.array(p)).permute(2, 0, 1)[None].float() / 127.5 - 1.0)
+    finally:
+        hook.remove()
+    ratio = torch.cat(seen).var(dim=(0, 2, 3)) / net._bn0.running_var.double()
+    assert 0.5 < float(ratio.median()) < 2.0
+
+
+def test_cached_reference_features_belong_to_the_reference_evaluated(digits_run, monkeypatch, tmp_path) -> None:
+    """Two reference sets of one shape and size, evaluated with one cache folder: the second gets its own
+    features (the cache key named only the run's data, the shape, n and the seed: it got the first set's)."""
+    import genimage.evaluate as ev
+    from genimage.data import ImageSet, load_image_set
+    from genimage.runs import load_run
+
+    def fake_sample_images(run, n, labels, **kw):
+        return torch.rand(n, *run.image_shape, generator=torch.Generator().manual_seed(0)) * 2 - 1
+
+    monkeypatch.setattr(ev, "sample_images", fake_sample_images)
+    run = load_run(digits_run)
+    data = load_image_set("digits")
+    first = ImageSet(data.images[:40], None, None, name="first")
+    second = ImageSet(data.images[40:80], None, None, name="second")
+    kw = {"n": 12, "input_px": 32, "bpd_images": 0, "progress": False}
+    ev.evaluate_run(run, reference=first, cache_dir=tmp_path, **kw)
+    cached = ev.evaluate_run(run, reference=second, cache_dir=tmp_path, **kw)
+    fresh = ev.evaluate_run(run, reference=second, cache_dir=None, **kw)
+    for key in ("fd_efflite0", "kid_efflite0", "precision_knn", "recall_knn"):
+        assert cached[key] == fresh[key]
+
+
+def test_the_cached_classifier_belongs_to_the_labelled_set_evaluated(digits_run, monkeypatch, tmp_path) -> None:
+    """A labelled ``reference`` set named like the run's data trains its own classifier; a later evaluation
+    against another set of that name, with the same cache folder, does not load it (the folder named only the
+    data and the image size, so it did, and scored the second set with the first set's classifier)."""
+    import genimage.evaluate as ev
+    from genimage.data import ImageSet, load_image_set
+    from genimage.runs import load_run
+
+    def fake_sample_images(run, n, labels, **kw):
+        return torch.rand(n, *run.image_shape, generator=torch.Generator().manual_seed(0)) * 2 - 1
+
+    monkeypatch.setattr(ev, "sample_images", fake_sample_images)
+    run = load_run(digits_run)
+    data = load_image_set("digits")
+    small = ImageSet(data.images[:200], data.labels[:200], data.class_names, name=data.name)
+    other = ImageSet(data.images[200:600], data.labels[200:600], data.class_names, name=data.name)
+    kw = {"n": 12, "input_px": 32, "bpd_images": 0, "progress": False}
+    ev.evaluate_run(run, reference=small, cache_dir=tmp_path, **kw)
+    cached = ev.evaluate_run(run, reference=other, cache_dir=tmp_path, **kw)
+    fresh = ev.evaluate_run(run, reference=other, cache_dir=None, **kw)
+    assert cached["classifier_accuracy"] == fresh["classifier_accuracy"]
+    assert cached["fd_classifier"] == pytest.approx(fresh["fd_classifier"], rel=1e-12)

@@ -93,6 +93,14 @@ def _choose(data: ImageSet | VideoSet, n: int, seed: int) -> ImageSet | VideoSet
     return data.subset(idx)
 
 
+def _digest(*tensors: torch.Tensor) -> str:
+    """SHA-256 of tensors' values (float32 bytes, in order), for cache keys."""
+    h = hashlib.sha256()
+    for x in tensors:
+        h.update(x.detach().cpu().float().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
 def _cached_features(cache: Path | None, key: dict[str, Any], compute) -> torch.Tensor:
     if cache is None:
         return compute()
@@ -147,14 +155,17 @@ def evaluate_run(
         batch_size=batch_size,
         progress=progress,
     )
+    video = isinstance(ref, VideoSet)
     key = {
         "data": run.config.get("data"),
         "path": run.config.get("data_path"),
         "shape": list(ref.shape),
         "n": len(ref),
         "seed": seed,
+        # the reference pixels themselves: a ``reference`` set of the same shape, or files changed under data_path,
+        # used to get the cached features of the set first evaluated
+        "content": _digest(ref.videos if video else ref.images),
     }
-    video = isinstance(ref, VideoSet)
     real_x = ref.frames() if video else ref.images
     fake_x = fake.transpose(1, 2).flatten(0, 1) if video else fake
     real_f = _cached_features(cache, key | {"px": input_px}, lambda: efflite0_features(real_x, input_px=input_px))
@@ -177,7 +188,9 @@ def evaluate_run(
     if video:
         record |= temporal_scores(ref.videos, fake, cache, key, input_px)
     elif ref.labels is not None and data.num_classes:
-        clf_dir = None if cache is None else cache / f"classifier-{data.name}-{ref.shape[1]}px"
+        clf_dir = None
+        if cache is not None:  # named by the training set's content: another set of one name trains its own
+            clf_dir = cache / f"classifier-{data.name}-{ref.shape[1]}px-{_digest(data.images, data.labels)[:16]}"
         net, acc = classifier_for(data, clf_dir, seed=0)
         record["fd_classifier"] = frechet_distance(classifier_features(net, ref.images), classifier_features(net, fake))
         record["classifier_accuracy"] = acc

@@ -37,7 +37,7 @@ def _check(a: torch.Tensor, b: torch.Tensor) -> None:
 def gaussian_stats(features: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """``(mean [D], covariance [D, D])`` in float64 (unbiased covariance)."""
     f = features.detach().cpu().double().numpy()
-    return f.mean(axis=0), np.cov(f, rowvar=False)
+    return f.mean(axis=0), np.atleast_2d(np.cov(f, rowvar=False))  # np.cov gives a 0-d array for D = 1
 
 
 def _rank_cut(w: np.ndarray) -> np.ndarray:
