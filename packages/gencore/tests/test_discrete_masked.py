@@ -14,6 +14,7 @@ from gencore.discrete import (
     ExactDenoiser,
     LinearDiscreteSchedule,
     MaskedDiffusion,
+    TokenDenoiser,
     all_sequences,
     ctmc_jump,
     discrete_schedule,
@@ -259,3 +260,19 @@ def test_bad_inputs_raise_one_sentence_errors():
         process.sample(lambda f, t: f[..., :K], 2, L, steps=0)
     with pytest.raises(ConfigError):
         MaskedDiffusion(0)
+
+
+def test_a_denoiser_of_the_wrong_width_is_refused_not_scored_zero():
+    """K + 1 logits (the input width) used to pass: no position counted as masked, so loss and bound were
+    exactly 0 nats and the sampler emitted the mask token as data."""
+    process = MaskedDiffusion(K)
+    torch.manual_seed(0)
+    wide = TokenDenoiser(process.input_dim, K + 1, L, hidden=8, depth=1, heads=2)
+    x0 = all_sequences(K, L)
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ConfigError, match="logits of shape"):
+        process.nll_bound(wide, x0, n_time=2, generator=g)
+    with pytest.raises(ConfigError, match="logits of shape"):
+        process.loss(wide, x0, generator=g)
+    with pytest.raises(ConfigError, match="logits of shape"):
+        process.sample(wide, 4, L, steps=2, generator=g)

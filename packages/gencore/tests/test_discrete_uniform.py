@@ -10,6 +10,7 @@ import torch
 
 from gencore.discrete import (
     ExactDenoiser,
+    TokenDenoiser,
     UniformDiffusion,
     all_sequences,
     uniform_elbo_integrand,
@@ -185,3 +186,16 @@ def test_configuration_errors():
         UniformDiffusion(3, sampler="gibbs")
     with pytest.raises(ConfigError):
         UniformDiffusion(3, t_range=(0.0, 1.0))
+
+
+def test_a_denoiser_of_the_wrong_width_is_refused():
+    """K + 1 logits used to be scored as a (K + 1)-token process: a finite, meaningless bound."""
+    process = UniformDiffusion(K)
+    torch.manual_seed(0)
+    wide = TokenDenoiser(process.input_dim, K + 1, L, hidden=8, depth=1, heads=2)
+    x0 = all_sequences(K, L)
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ConfigError, match="logits of shape"):
+        process.nll_bound(wide, x0, n_time=2, generator=g)
+    with pytest.raises(ConfigError, match="logits of shape"):
+        process.sample(wide, 4, L, steps=2, generator=g)

@@ -377,6 +377,8 @@ def test_sample_returns_tokens_with_nfe_equal_to_steps_and_checks_arguments():
         proc.sample(model, 2, 5, steps=5)
     with pytest.raises(InputError):
         proc.loss(model, torch.full((2, 6), 4))
+    with pytest.raises(ConfigError, match="logits of shape"):  # K + 1 outputs: the input width, not the output's
+        proc.sample(TokenDenoiser(proc.input_dim, 5, 6, hidden=16, depth=1, heads=2), 2, 6, steps=5)
     with pytest.raises(ConfigError):
         LearnableForwardProcess(4, 6, steps=0)
     with pytest.raises(ConfigError):

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from gencore.discrete.ctmc import stratified_bound, stratified_times
-from gencore.errors import InputError
+from gencore.errors import ConfigError, InputError
 
 
 @dataclass
@@ -42,6 +42,21 @@ def check_tokens(x0: torch.Tensor, vocab_size: int, name: str = "x0") -> torch.T
     if x0.numel() and (int(x0.min()) < 0 or int(x0.max()) >= vocab_size):
         raise InputError(f"{name} tokens must lie in [0, {vocab_size}), got range [{int(x0.min())}, {int(x0.max())}].")
     return x0.long()
+
+
+def check_logits(logits: torch.Tensor, positions: tuple[int, ...], width: int, process: str) -> torch.Tensor:
+    """Raise :class:`ConfigError` unless the denoiser's ``logits`` have shape ``[*positions, width]`` (``[B, L, K]``).
+
+    A denoiser one output too wide (``K + 1``, the masked process's input width) otherwise passes silently:
+    masked diffusion would never see a masked position in the loss and report a bound of 0 nats.
+    """
+    expected = (*positions, width)
+    if tuple(logits.shape) != expected:
+        raise ConfigError(
+            f"the {process} process needs a denoiser returning logits of shape {expected} "
+            f"({width} per position), got {tuple(logits.shape)}."
+        )
+    return logits
 
 
 class DiscreteProcess(ABC):

@@ -1,16 +1,23 @@
 """Classifier-free guidance for discrete denoisers.
 
-Classifier-free guidance (Ho & Salimans 2022) carried to discrete diffusion as in Nisonoff et
-al. 2024, "Unlocking Guidance for Discrete State-Space Diffusion and Flow Models", and Schiff et
-al. 2024, "Simple Guidance Mechanisms for Discrete Diffusion Models": the clean-token posterior
-is tilted log-linearly,
+Classifier-free guidance (Ho & Salimans 2022) carried to discrete diffusion by tilting the
+clean-token posterior log-linearly,
 
     p_w(x0_i | x_t, y) ∝ p(x0_i | x_t, y)^w p(x0_i | x_t)^(1 - w),
 
 i.e. the guided logits are ``w * cond + (1 - w) * uncond`` (``= uncond + w (cond - uncond)``;
-per-position constants of either set of logits cancel in the softmax). ``w = 1`` returns the
-conditional logits exactly (``1.0 * a + 0.0 * b == a`` in floating point), ``w = 0`` the
-unconditional ones, ``w > 1`` sharpens towards the class. The unconditional branch uses the
+per-position constants of either set of logits cancel in the softmax). For masked diffusion this is
+the classifier-free guidance of Schiff et al. 2024, "Simple Guidance Mechanisms for Discrete
+Diffusion Models" (the reverse step is linear in the clean-token prediction). It is not the same
+object as two related recipes: Nisonoff et al. 2024, "Unlocking Guidance for Discrete State-Space
+Diffusion and Flow Models", tilt the reverse *rates*, ``R_w = R(.|y)^w R^(1 - w)``, unnormalised,
+which for masked diffusion also scales the total unmasking rate by ``sum_c p(c|y)^w p(c)^(1 - w)``
+(>= 1 for ``w > 1``); and for uniform noise Schiff et al. tilt the reverse transition
+``q(x_s | x_t)`` rather than the clean-token prediction. Tilting the prediction keeps one wrapper
+for every process and sampler here.
+
+``w = 1`` returns the conditional logits exactly (``1.0 * a + 0.0 * b == a`` in floating point),
+``w = 0`` the unconditional ones, ``w > 1`` sharpens towards the class. The unconditional branch uses the
 null label (``TokenDenoiser``'s label ``num_classes``).
 
 :class:`GuidedDenoiser` is itself a ``model(features, t, y=...)``, so every sampler of

@@ -75,7 +75,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
+from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_tokens
 from gencore.discrete.ctmc import evaluations_per_call
 from gencore.errors import ConfigError, InputError
 
@@ -487,7 +487,7 @@ class LearnableForwardProcess(FewStepForward):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``p_theta(z_{s-1} | z_s)`` ``[N, L, S]`` and the posterior rows ``[N, L, K, S]`` at ``z_s``."""
         t = 1.0 - step.to(zfeat.dtype) / self.steps
-        logits = model(zfeat, t, **cond)
+        logits = check_logits(model(zfeat, t, **cond), zfeat.shape[:2], self.vocab_size, self.name)
         lik = torch.einsum("nlkj,nlj->nlk", logm[step], zfeat)  # log q(z_s^i | x^i = k)
         weights = torch.softmax(logits + lik, dim=-1)
         rows = torch.einsum("nlj,nlkjm->nlkm", zfeat, post[step - 1])

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gencore.discrete.base import DiscreteSample, ELBOProcess, check_tokens
+from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     discrete_schedule,
@@ -137,7 +137,7 @@ class MaskedDiffusion(ELBOProcess):
         x0 = check_tokens(x0, self.vocab_size)
         t = self._clip(t.to(device=x0.device, dtype=torch.float32))
         x_t = self.corrupt(x0, t, generator=generator)
-        logits = model(self.features(x_t), t, **cond)
+        logits = check_logits(model(self.features(x_t), t, **cond), x_t.shape, self.vocab_size, self.name)
         integrand = masked_elbo_integrand(logits, x_t, x0, self.schedule.alpha(t), self.schedule.alpha_prime(t))
         return integrand / x0.shape[1]
 
@@ -163,7 +163,7 @@ class MaskedDiffusion(ELBOProcess):
         nfe = 0
         for k in range(steps):
             t = torch.full((n,), float(grid[k]), device=device)
-            logits = model(self.features(x), t, **cond)
+            logits = check_logits(model(self.features(x), t, **cond), x.shape, self.vocab_size, self.name)
             nfe += evaluations_per_call(model)
             a_t, a_s = alphas[k], (1.0 if k == steps - 1 else alphas[k + 1])
             p_unmask = (a_s - a_t) / (1.0 - a_t) if a_t < 1.0 else 1.0

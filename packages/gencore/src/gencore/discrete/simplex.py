@@ -27,7 +27,8 @@ larger value) the Griffiths (1984) normal approximation ``A_inf ~ N(mu, s^2)`` i
 ``s^2 = (2 eta / tau)(eta+beta)^2 (1 + eta/(eta+beta) - 2 eta) / beta^2`` (``2/(3 tau)`` when
 ``beta -> 0``). Its error in the mean identity is 5e-4 at ``tau = 0.08`` and ``O(tau)`` below
 (8e-6 at 0.01). It is discretised on 41 integer nodes ``round(mu) + r j``, ``|j| <= 20``, stride
-``r = max(1, round(8 s / 20))``, spanning at least ``mu +- 6.9 s``. Either way the lineage law
+``r = max(1, round(8 s / 20))``, spanning at least ``mu +- 5.3 s`` (the least, at ``s`` just below 3.75
+where the stride is still 1; the normal mass left out is below 1.1e-7). Either way the lineage law
 is a weighted node set, and the sampler and every density below use the same one, so the
 loss is exactly the score of what is sampled.
 

@@ -64,7 +64,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.checks import check_choice
-from gencore.discrete.base import DiscreteSample, ELBOProcess, check_tokens
+from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     ctmc_jump,
@@ -181,7 +181,8 @@ class UniformDiffusion(ELBOProcess):
         x0 = check_tokens(x0, self.vocab_size)
         t = t.to(device=x0.device, dtype=torch.float32).clamp(*self.t_range)
         x_t = self.corrupt(x0, t, generator=generator)
-        probs = torch.softmax(model(self.features(x_t), t, **cond).double(), dim=-1)
+        logits = check_logits(model(self.features(x_t), t, **cond), x_t.shape, self.vocab_size, self.name)
+        probs = torch.softmax(logits.double(), dim=-1)
         integrand = uniform_elbo_integrand(probs, x_t, x0, self.schedule.alpha(t), self.schedule.alpha_prime(t))
         return integrand / x0.shape[1]
 
@@ -229,7 +230,8 @@ class UniformDiffusion(ELBOProcess):
         nfe = 0
         for k in range(steps):
             t = torch.full((n,), float(grid[k]), device=device)
-            probs = torch.softmax(model(self.features(x), t, **cond).double(), dim=-1)
+            logits = check_logits(model(self.features(x), t, **cond), x.shape, self.vocab_size, self.name)
+            probs = torch.softmax(logits.double(), dim=-1)
             nfe += evaluations_per_call(model)
             a_t = alphas[k]
             if k == steps - 1:

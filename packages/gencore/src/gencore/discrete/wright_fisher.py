@@ -56,7 +56,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_tokens
+from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_tokens
 from gencore.discrete.ctmc import evaluations_per_call, sample_categorical, stratified_times
 from gencore.errors import ConfigError
 
@@ -142,8 +142,9 @@ class WrightFisherProcess(DiscreteProcess):
 
     def posterior(self, model: nn.Module, state: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
         """Log of the model posterior ``p(x0_l = b | x_tau)`` ``[B, L, K]`` float64 (likelihood-augmented)."""
-        logits = model(self.features(state, t), t.float(), **cond).to(torch.float64)
-        return torch.log_softmax(logits + self.log_likelihood(state, self.tau(t)), dim=-1)
+        logits = model(self.features(state, t), t.float(), **cond)
+        logits = check_logits(logits, state.shape[:2], self.vocab_size, self.name)
+        return torch.log_softmax(logits.to(torch.float64) + self.log_likelihood(state, self.tau(t)), dim=-1)
 
     # ------------------------------------------------------------------ loss and bound
     @abstractmethod
