@@ -165,6 +165,23 @@ def test_sliced_is_reproducible_with_a_generator_and_validates():
         sliced_wasserstein(x, y, projections=torch.ones(2, 2))
 
 
+@pytest.mark.parametrize("bad", [1.9, True, None, "8"])
+def test_sliced_rejects_non_integer_projection_counts(bad):
+    # int() would silently truncate 1.9 to one direction and accept "8"; None would raise a TypeError
+    x, y = _randn(20, 2, 0), _randn(20, 2, 1)
+    with pytest.raises(InputError, match="n_projections must be a positive integer"):
+        sliced_wasserstein(x, y, n_projections=bad, generator=_gen(0))
+
+
+def test_transport_rejects_non_tensor_projections_and_bad_max_points():
+    x, y = _randn(20, 2, 0), _randn(20, 2, 1)
+    with pytest.raises(InputError, match=r"projections must be a torch\.Tensor"):
+        sliced_wasserstein(x, y, projections=np.ones((3, 2)))
+    for bad in (None, "100", 0):
+        with pytest.raises(InputError, match="max_points must be a positive integer"):
+            wasserstein2(x, y, max_points=bad)
+
+
 # -------------------------------------------------------------------------------------------- MMD
 
 

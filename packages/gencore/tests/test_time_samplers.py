@@ -94,3 +94,13 @@ def test_draws_stay_below_one_in_the_output_dtype() -> None:
     t = make_time_sampler("beta", a=1.0, b=0.1)(20000, generator=torch.Generator().manual_seed(0), dtype=torch.float32)
     below_one = torch.nextafter(torch.tensor(1.0), torch.tensor(0.0))
     assert float(t.max()) < 1.0 and float((t == below_one).float().mean()) > 0.1
+
+
+def test_draws_stay_below_one_when_t_max_rounds_to_one_in_the_output_dtype() -> None:
+    # 1 - 1e-8 is below 1 in float64 but rounds to 1.0 in float32, so float32 draws near it must be clamped too
+    t_max = 1.0 - 1e-8
+    assert torch.tensor(t_max, dtype=torch.float32) == 1.0
+    t = BetaTime(1.0, 0.1, t_max=t_max)(20000, generator=_gen(0), dtype=torch.float32)
+    assert float(t.max()) < 1.0
+    t64 = BetaTime(1.0, 0.1, t_max=t_max)(20000, generator=_gen(0), dtype=torch.float64)
+    assert float(t64.max()) <= t_max

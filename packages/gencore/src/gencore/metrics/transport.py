@@ -29,6 +29,7 @@ import math
 import numpy as np
 import torch
 
+from gencore.checks import check_int
 from gencore.couplings.assignment import optimal_assignment
 from gencore.errors import InputError
 from gencore.metrics._pairwise import _BLOCK_ELEMENTS, as_point_pair, distances
@@ -58,6 +59,7 @@ def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, max_points: int = 8192) ->
             f"exact W2 needs equal-size sets, got x with {xd.shape[0]} and y with {yd.shape[0]} points; "
             "subsample one of them or use sliced_wasserstein."
         )
+    max_points = check_int(max_points, "max_points", low=1, error=InputError)
     if xd.shape[0] > max_points:
         raise InputError(
             f"exact W2 on {xd.shape[0]} points exceeds max_points={max_points} (an N x N cost matrix and "
@@ -124,10 +126,13 @@ def sliced_wasserstein(
     xd, yd = as_point_pair(x, y)
     dim = xd.shape[1]
     if projections is None:
-        if int(n_projections) < 1:
-            raise InputError(f"n_projections must be a positive integer, got {n_projections}.")
-        theta = _random_directions(int(n_projections), dim, generator, xd.device)
+        n_projections = check_int(n_projections, "n_projections", low=1, error=InputError)
+        theta = _random_directions(n_projections, dim, generator, xd.device)
     else:
+        if not torch.is_tensor(projections):
+            raise InputError(
+                f"projections must be a torch.Tensor of shape [P, {dim}], got {type(projections).__name__}."
+            )
         if projections.dim() != 2 or projections.shape[1] != dim or projections.shape[0] < 1:
             raise InputError(f"projections must have shape [P, {dim}] with P >= 1, got {tuple(projections.shape)}.")
         theta = projections.detach().to(device=xd.device, dtype=torch.float64)

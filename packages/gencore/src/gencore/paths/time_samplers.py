@@ -10,7 +10,8 @@ Every sampler is ``sampler(n, *, generator=None, device=None, dtype=None) -> Ten
 only from ``generator`` (torch's global RNG when None); numbers are drawn on the generator's device and
 then moved, so a seed gives the same times whatever ``device`` is asked for. ``t_min``/``t_max``
 (keyword-only) rescale the draw affinely to ``[t_min, t_max]``, e.g. to keep VP velocity targets away
-from the ``t = 1`` singularity. With ``t_max = 1`` a draw never equals 1 in the output dtype (a float64 draw
+from the ``t = 1`` singularity. With ``t_max = 1`` (or a ``t_max`` that rounds to 1 in the output dtype, such as
+``1 - 1e-8`` in float32) a draw never equals 1 in the output dtype (a float64 draw
 just below 1 rounded to exactly 1 in float32, where ``sigma_t = 0``: for ``Beta(1, 0.1)`` 18 % of the time).
 Beta draws use Marsaglia & Tsang's (2000) gamma sampler in log space so
 that they can take a ``torch.Generator`` (``torch.distributions.Beta`` cannot).
@@ -60,7 +61,9 @@ class TimeSampler(ABC):
             u = self.t_min + (self.t_max - self.t_min) * u
         out_device = device if device is not None else u.device
         out = u.to(device=out_device, dtype=dtype or torch.get_default_dtype())
-        if self.t_max == 1.0:  # a draw just below 1 rounds to exactly 1 in the output dtype, where sigma_t = 0
+        # a draw just below 1 rounds to exactly 1 in the output dtype (where sigma_t = 0) when t_max is 1 or
+        # itself rounds to 1 there (1 - 1e-8 in float32)
+        if torch.tensor(self.t_max, dtype=out.dtype) >= 1.0:
             out = out.clamp(max=torch.nextafter(torch.ones((), dtype=out.dtype), torch.zeros((), dtype=out.dtype)))
         return out
 
