@@ -8,8 +8,10 @@ from collections import defaultdict
 import numpy as np
 import pytest
 from conftest import embedded
+from rdkit import Chem
 from rdkit.Chem import rdMolTransforms
 
+from genmol.chem.molecule import Molecule
 from genmol.metrics.chemistry import mmff_strain
 from genmol.metrics.geometry import bond_angles, bond_lengths, distribution_distance
 
@@ -77,3 +79,32 @@ def test_strain_of_a_heavy_atom_geometry_relaxes_only_the_added_hydrogens_first(
         assert heavy.num_hs.any() and mmff_strain(heavy) == pytest.approx(0.0, abs=1e-2)
         stretched = heavy.with_coordinates(heavy.coordinates * 1.05)
         assert mmff_strain(stretched) > 1.0
+
+
+@pytest.mark.parametrize("smiles", ["c1ccccc1", "Cc1ccncc1O", "c1cc[nH]c1C#N"])
+def test_bond_types_do_not_depend_on_writing_a_ring_kekule_or_aromatic(smiles):
+    """Bonds inferred from distances are Kekule, training molecules read from SDF are aromatic: the same geometry
+    must give the same bond types, or the bond-length W1 of the data against itself is not zero (with Kekule
+    'C-C:1'/'C-C:2' against aromatic 'C-C:ar' no ring type was shared and the ring bonds dropped out)."""
+    aromatic = embedded(smiles, 0)
+    rd = aromatic.to_rdkit()
+    Chem.Kekulize(rd, clearAromaticFlags=True)
+    kekule = Molecule.from_rdkit(rd)
+    assert 1.5 in aromatic.bond_orders and 1.5 not in kekule.bond_orders
+    a, k = bond_lengths([aromatic]), bond_lengths([kekule])
+    assert set(a) == set(k) and "C-C:ar" in a
+    for key in a:
+        np.testing.assert_array_equal(np.sort(a[key]), np.sort(k[key]))
+    d = distribution_distance(k, a)
+    assert d["mean"] == 0.0 and d["C-C:ar"] == 0.0
+
+
+def test_a_molecule_that_does_not_sanitise_keeps_its_bond_orders():
+    """No aromaticity to perceive: the orders as given (a pentavalent carbon; an aromatic ring with no Kekule form)."""
+    xyz = np.vstack([np.zeros(3), np.eye(3), -np.eye(3)[:2]])
+    ch5 = Molecule([6, 1, 1, 1, 1, 1], [0] * 6, [[0, k] for k in range(1, 6)], [1.0] * 5, [0] * 6, xyz)
+    assert set(bond_lengths([ch5])) == {"C-H:1"}
+    angle = np.linspace(0, 2 * np.pi, 6)[:5]
+    ring_xyz = np.stack([1.2 * np.cos(angle), 1.2 * np.sin(angle), np.zeros(5)], 1)
+    ring = Molecule([6] * 5, [0] * 5, [[i, (i + 1) % 5] for i in range(5)], [1.5] * 5, [1] * 5, ring_xyz)
+    assert set(bond_lengths([ring])) == {"C-C:ar"}

@@ -209,3 +209,12 @@ def test_coverage_refuses_a_threshold_that_is_not_a_positive_rmsd(threshold):
     ref = [embedded("CCO", 1)]
     with pytest.raises(ConfigError, match="threshold"):
         coverage_recall(ref, ref, threshold=threshold)
+
+
+def test_a_molecule_without_atoms_is_invalid():
+    """RDKit sanitises an empty molecule, but it has no SMILES (MOSES counts it invalid); it used to raise validity
+    while uniqueness, over the valid SMILES, left it out."""
+    empty = Molecule([], [], np.zeros((0, 2)), [], [], np.zeros((0, 3)))
+    ev = evaluate_molecules([empty, embedded("CCO", 0)], strain=False, with_fcd=False)
+    assert not ev.rows[0]["valid"] and "no atoms" in ev.rows[0]["error"]
+    assert ev.summary["validity"] == 0.5 and ev.summary["uniqueness"] == 1.0

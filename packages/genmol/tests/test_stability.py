@@ -97,7 +97,25 @@ def test_implicit_hydrogens_leave_a_non_kekulisable_ring_alone():
 
 # (pyrrole is left out: its aromatic ring without the N-H count has no Kekule structure, the ambiguity RDKit
 # reports for "c1cc[n]c1"; generated molecules carry Kekule orders from distances, never aromatic ones)
-@pytest.mark.parametrize("smiles", ["CCO", "c1ccccc1", "c1cc[nH+]cc1", "C[N+](=O)[O-]", "CC#N", "OC(F)F", "C1CC1=O"])
+@pytest.mark.parametrize(
+    "smiles",
+    [
+        "CCO",
+        "c1ccccc1",
+        "c1cc[nH+]cc1",
+        "C[N+](=O)[O-]",
+        "CC#N",
+        "OC(F)F",
+        "C1CC1=O",
+        # elements with several valences fill to the lowest one at or above the current valence
+        "CS",
+        "CSSC",
+        "CS(C)=O",
+        "CS(=O)(=O)O",
+        "CP",
+        "CP(C)(=O)O",
+    ],
+)
 def test_implicit_hydrogens_restore_the_counts_rdkit_derives(smiles):
     heavy = Molecule.from_smiles(smiles)
     bare = Molecule(heavy.atomic_numbers, heavy.formal_charges, heavy.bonds, heavy.bond_orders, [0] * heavy.num_atoms)
@@ -132,3 +150,14 @@ def test_implicit_hydrogen_counts_survive_an_sdf_round_trip(tmp_path):
     for m, r in zip(mols, back, strict=True):
         np.testing.assert_array_equal(r.num_hs, m.num_hs)
     assert stability(back[0]).molecule_stable and not stability(back[1]).molecule_stable
+
+
+@pytest.mark.parametrize("smiles", ["C[As](C)C", "C[As](=O)(O)O", "O=[As](O)(O)c1ccc(O)cc1"])
+def test_arsenic_of_edms_geom_tables_has_valences(smiles):
+    """The bond table (genmol.generation.bonds) assigns As bonds, as EDM's GEOM tables do; the valence table had no
+    As entry, so every As atom was unstable ("no valence table entry") whatever its bonds."""
+    rec = stability(h(smiles))
+    assert rec.molecule_stable, rec.unstable
+    heavy = Molecule.from_smiles(smiles)
+    bare = Molecule(heavy.atomic_numbers, heavy.formal_charges, heavy.bonds, heavy.bond_orders, [0] * heavy.num_atoms)
+    np.testing.assert_array_equal(with_implicit_hydrogens(bare).num_hs, heavy.num_hs)  # RDKit's counts

@@ -1,12 +1,12 @@
 """Graph-level metrics: RDKit validity, connectivity, uniqueness, novelty, FCD, MMFF strain.
 
-Validity is RDKit sanitisation of the molecule exactly as given (no hydrogens added or removed);
-connectivity is a single bond-graph fragment; uniqueness is the fraction of distinct canonical SMILES
-among valid molecules; novelty the fraction of unique valid SMILES absent from a reference set (the
-GuacaMol / MOSES definitions). Both compare SMILES without stereochemistry, as EDM, GeoLDM and MiDi do: a
-3-D molecule's SMILES carries the chirality and E/Z of its coordinates, which a model that treats mirror
-images alike picks at random, so with stereo a training molecule's mirror image would count as novel.
-FCD is the Frechet ChemNet Distance (Preuer et al. 2018) computed by
+Validity is RDKit sanitisation of the molecule exactly as given (no hydrogens added or removed; a molecule
+without atoms is invalid); connectivity is a single bond-graph fragment; uniqueness is the fraction of
+distinct canonical SMILES among valid molecules; novelty the fraction of unique valid SMILES absent from a
+reference set (the GuacaMol / MOSES definitions). Both compare SMILES without stereochemistry, as EDM,
+GeoLDM and MiDi do: a 3-D molecule's SMILES carries the chirality and E/Z of its coordinates, which a model
+that treats mirror images alike picks at random, so with stereo a training molecule's mirror image would
+count as novel. FCD is the Frechet ChemNet Distance (Preuer et al. 2018) computed by
 ``fcd-torch`` with the ChemNet weights it ships. MMFF strain (kcal/mol) is the MMFF94 energy of the
 given conformer minus that of the nearest local minimum (hydrogen atoms as given; hydrogens held as counts
 are placed and relaxed with the heavy atoms fixed first; the conformer is optimised in place of a copy).
@@ -98,6 +98,10 @@ def mmff_strain(mol: Molecule, *, max_iters: int = 2000) -> float:
 
 
 def is_valid(mol: Molecule) -> tuple[bool, str]:
+    """``(True, "")`` when RDKit sanitises the molecule as given, else ``(False, reason)``; a molecule without
+    atoms is invalid (RDKit would sanitise it, but its SMILES is empty: MOSES' rule)."""
+    if mol.num_atoms == 0:
+        return False, "the molecule has no atoms"
     try:
         Chem.SanitizeMol(mol.to_rdkit(sanitize=False))
     except Exception as exc:

@@ -59,6 +59,7 @@ ALLOWED_VALENCES: dict[tuple[int, int], tuple[int, ...]] = {
     (16, 1): (3,),
     (16, -1): (1,),
     (17, 0): (1,),
+    (33, 0): (3, 5),  # As, in EDM's GEOM tables (genmol.generation.bonds), valences as its congener P
     (35, 0): (1,),
     (53, 0): (1,),
 }

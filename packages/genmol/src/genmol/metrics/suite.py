@@ -55,7 +55,12 @@ ROW_KEYS = (
 
 @dataclass
 class Reference:
-    """What samples are compared with: training SMILES (novelty, FCD) and 3-D molecules (geometry)."""
+    """What samples are compared with: training SMILES (novelty, FCD) and 3-D molecules (geometry).
+
+    ``smiles`` must be canonical as :func:`~genmol.metrics.chemistry.canonical_smiles` writes them (the run
+    folder's ``train_smiles.txt`` is): novelty compares strings, so another spelling of a training molecule
+    would count as novel.
+    """
 
     smiles: list[str] = field(default_factory=list)
     molecules: list[Molecule] = field(default_factory=list)
