@@ -133,13 +133,15 @@ def test_medium_replay_is_the_sac_replay_buffer_with_its_episode_ends() -> None:
 
     ds, card = make_dataset("Pendulum-v1", "medium-replay", 400, seed=2, train_steps=400, progress=False)
     assert card["policy"]["name"] == "medium-replay" and card["policy"]["train_steps"] == 400
+    assert card["first_episode_cut"] is False  # the whole buffer starts with the run's first reset
     assert ds.episode_starts.tolist() == [0, 200] and not ds.terminals.any()
     assert np.flatnonzero(ds.truncations).tolist() == [199, 399]
     for start, stop in ds.episode_bounds():  # consecutive rows chain within an episode
         np.testing.assert_array_equal(ds.next_observations[start : stop - 1], ds.observations[start + 1 : stop])
     assert (np.abs(ds.actions) <= 2.0).all()
-    last, _ = make_dataset("Pendulum-v1", "medium-replay", 150, seed=2, train_steps=400, progress=False)
+    last, last_card = make_dataset("Pendulum-v1", "medium-replay", 150, seed=2, train_steps=400, progress=False)
     np.testing.assert_array_equal(last.observations, ds.observations[-150:])  # the last 150 of the same run
+    assert last_card["first_episode_cut"] is True and last_card["n_complete_episodes"] == 0
     assert last.episode_starts.tolist() == [0] and last.truncations[-1]
     with pytest.raises(ConfigError, match="cannot exceed its training budget"):
         make_dataset("Pendulum-v1", "medium-replay", 500, seed=2, train_steps=400, progress=False)
@@ -210,6 +212,25 @@ def test_replay_dataset_reads_terminations_and_resets_off_the_buffer() -> None:
     assert ds.truncations.tolist() == [False, False, False, True, True]
     with pytest.raises(ConfigError, match="between 1 and"):
         replay_dataset(buf, 6)
+
+
+def test_a_replay_window_starting_mid_episode_leaves_that_episode_out_of_the_returns() -> None:
+    """Rows 2..6 of a buffer holding episodes [0..3] and [4..6], both terminated: the first episode of the window
+    holds only the last 2 of its 4 steps, so its terminal does not make its return (2) an episode's return."""
+    from genrl.generate import replay_dataset, replay_starts_mid_episode
+    from genrl.training import ReplayBuffer
+
+    buf = ReplayBuffer(1, 1, capacity=8)
+    for o, r, term in [(0, 1, False), (1, 1, False), (2, 1, False), (3, 1, True), (10, 2, False), (11, 2, False)]:
+        buf.add(np.array([o]), np.zeros(1), float(r), term, np.array([o + 1.0]))
+    buf.add(np.array([12.0]), np.zeros(1), 2.0, True, np.array([13.0]))
+    window = replay_dataset(buf, 5)
+    assert window.episode_starts.tolist() == [0, 2] and window.terminals.tolist() == [0, 1, 0, 0, 1]
+    assert replay_starts_mid_episode(buf, 5) and not replay_starts_mid_episode(buf, 7)
+    assert not replay_starts_mid_episode(buf, 3)  # row 3 terminated: the window starts with episode [4..6]
+    card = make_card(window, max_episode_steps=1000, first_episode_cut=replay_starts_mid_episode(buf, 5))
+    assert card["n_complete_episodes"] == 1 and card["returns"] == {"mean": 6.0, "std": 0.0, "min": 6.0, "max": 6.0}
+    np.testing.assert_array_equal(window.episode_returns(), [2.0, 6.0])  # without the flag both ends look complete
 
 
 def test_edited_card_fields_are_clear_errors(tmp_path, pendulum_dataset) -> None:

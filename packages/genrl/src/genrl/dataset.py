@@ -103,20 +103,24 @@ class OfflineDataset:
         stops = [*self.episode_starts[1:].tolist(), len(self)]
         return list(zip(self.episode_starts.tolist(), stops))
 
-    def episode_returns(self, complete_only: bool = True, time_limit: int | None = None) -> np.ndarray:
+    def episode_returns(
+        self, complete_only: bool = True, time_limit: int | None = None, first_episode_cut: bool = False
+    ) -> np.ndarray:
         """Undiscounted return of each episode.
 
         ``complete_only`` keeps the episodes that ended on their own: by a terminal, or, given the environment's
         ``time_limit``, by a truncation after exactly that many steps (a collection's end is flagged as a
         truncation too, so that learners bootstrap through it, but it cuts its episode short); without a
-        ``time_limit`` any flagged end counts.
+        ``time_limit`` any flagged end counts. ``first_episode_cut`` says that the data begins part-way through
+        its first episode (a window of a longer recording, such as the end of a replay buffer), which is then
+        left out as well.
         """
         out = []
-        for start, stop in self.episode_bounds():
+        for e, (start, stop) in enumerate(self.episode_bounds()):
             ended = self.terminals[stop - 1] or (
                 self.truncations[stop - 1] and (time_limit is None or stop - start == time_limit)
             )
-            if complete_only and not ended:
+            if complete_only and (not ended or (e == 0 and first_episode_cut)):
                 continue
             out.append(float(self.rewards[start:stop].sum()))
         return np.asarray(out, dtype=np.float64)
@@ -210,10 +214,14 @@ def _stats(x: np.ndarray) -> dict[str, float] | None:
 
 
 def make_card(ds: OfflineDataset, **fields: Any) -> dict[str, Any]:
-    """The dataset card: ``fields`` (env_id, env_version, policy, seed, ...) plus sizes and return statistics."""
+    """The dataset card: ``fields`` (env_id, env_version, policy, seed, ...) plus sizes and return statistics
+    (of the complete episodes; ``max_episode_steps`` and ``first_episode_cut`` among ``fields`` say which those
+    are, see :meth:`OfflineDataset.episode_returns`)."""
     from genrl import __version__
 
-    returns = ds.episode_returns(time_limit=fields.get("max_episode_steps"))
+    returns = ds.episode_returns(
+        time_limit=fields.get("max_episode_steps"), first_episode_cut=bool(fields.get("first_episode_cut"))
+    )
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

@@ -11,7 +11,8 @@ Behaviour policies:
 * ``medium-replay`` — as in D4RL, the replay buffer of that SAC's training (default budget 20,000): every
   transition it saw on the way to "medium", from the random warm-up (the first ``min(5000, budget / 10)``
   steps) to the last update. ``steps`` takes the last ``steps`` transitions (at most the budget; equal to it,
-  the whole buffer), so the first episode may start mid-way. Episode ends are read off the buffer: a row ends
+  the whole buffer), so the first episode may start mid-way (the card's ``first_episode_cut`` then says so and
+  its return statistics leave that episode out). Episode ends are read off the buffer: a row ends
   its episode when it terminates or when its next observation is not the next row's observation (a reset);
   the ends that are not terminations are truncations.
 * ``medium-expert`` — as in D4RL, medium data followed by expert data, half the transitions each (the medium
@@ -181,6 +182,16 @@ def replay_dataset(buffer: Any, steps: int) -> OfflineDataset:
     )
 
 
+def replay_starts_mid_episode(buffer: Any, steps: int) -> bool:
+    """Whether :func:`replay_dataset`'s last ``steps`` rows begin part-way through an episode: the row before
+    them neither terminated nor was followed by a reset (its next observation is the first row's observation)."""
+    first = buffer.size - steps
+    if first == 0:
+        return False
+    d = buffer.data
+    return not d["terminals"][first - 1] and bool((d["next_observations"][first - 1] == d["observations"][first]).all())
+
+
 def make_dataset(
     env_id: str,
     policy: str | None = None,
@@ -224,6 +235,7 @@ def make_dataset(
         )
         return ds, card
     behaviour: dict[str, Any] = {"name": policy}
+    window: dict[str, Any] = {}  # medium-replay: whether the data begins part-way through an episode
     if policy == "random":
         ds, env = collect(env_id, None, steps, seed, progress)
     else:
@@ -249,6 +261,7 @@ def make_dataset(
         behaviour.update(algorithm="sac", train_steps=budget, eval_return_mean=_sac_return(agent, env_id, seed))
         if policy == "medium-replay":
             ds, env = replay_dataset(replay, steps), make_env(env_id)
+            window["first_episode_cut"] = replay_starts_mid_episode(replay, steps)
         elif policy == "medium-expert":
             medium = snaps[medium_at]
             behaviour.update(medium_train_steps=medium_at, medium_eval_return_mean=_sac_return(medium, env_id, seed))
@@ -266,6 +279,7 @@ def make_dataset(
         max_episode_steps=None if spec is None else spec.max_episode_steps,
         policy=behaviour,
         seed=seed,
+        **window,
         action_low=env.action_space.low.astype(float).tolist(),
         action_high=env.action_space.high.astype(float).tolist(),
         **_versions(),
