@@ -275,3 +275,101 @@ def test_emd_and_l2_metrics_match_a_pairwise_oracle() -> None:
             sign * np.mean([[k(a, b) for b in q] for a in p]) for sign, p, q in ((1, fx, fx), (1, fy, fy), (-2, fx, fy))
         )
         assert ours[key] == pytest.approx(expected, rel=1e-9, abs=1e-12), key
+
+
+def test_mmd_values_on_tiny_sets_are_hand_computed() -> None:
+    """The biased squared MMD of {a, b} against {a} is ``(1 - k(a, b)) / 2`` (not its square root, nor the
+    U-statistic ``-k(a, b)``). Degree histograms: P3 ``[0, 2/3, 1/3]`` and K4 ``[0, 0, 0, 1]`` (TV 1, EMD 5/3);
+    clustering: paw ``{0, 1/3, 1, 1}`` and diamond ``{2/3, 2/3, 1, 1}`` in bins 0, 33, 66 and 99 of 100 (TV 1/2, EMD
+    24.75 bins / 100); mean orbit counts: P3 ``(4/3, 2/3, 1/3, 0, ...)`` and K4 ``(3, 0, 0, 3, 0, ..., 1)`` (squared
+    L2 120/9, TV 10/3)."""
+    p3 = Graph(n_nodes=3, edges=[[0, 1], [1, 2]])
+    k4 = Graph(n_nodes=4, edges=[[i, j] for i in range(4) for j in range(i + 1, 4)])
+    paw = Graph(n_nodes=4, edges=[[0, 1], [1, 2], [0, 2], [0, 3]])
+    diamond = Graph(n_nodes=4, edges=[[0, 1], [1, 2], [2, 3], [3, 0], [0, 2]])
+
+    def half(d2: float, sigma: float) -> float:
+        return (1 - np.exp(-d2 / (2 * sigma**2))) / 2
+
+    cases = {
+        "degree_mmd_gaussian_tv": ((p3, k4), half(1.0, 1.0)),
+        "degree_mmd_gaussian_emd": ((p3, k4), half((5 / 3) ** 2, 1.0)),
+        "clustering_mmd_gaussian_tv": ((paw, diamond), half(0.25, 0.1)),
+        "clustering_mmd_gaussian_emd": ((paw, diamond), half(0.2475**2, 0.1)),
+        "orbit_mmd_gaussian": ((p3, k4), half(120 / 9, 30.0)),
+        "orbit_mmd_gaussian_tv": ((p3, k4), half((10 / 3) ** 2, 30.0)),
+    }
+    for key, ((a, b), expected) in cases.items():
+        assert graph_mmd([a, b], [a], [key])[key] == pytest.approx(expected, rel=1e-12), key
+
+
+def test_isolated_nodes_match_polygraph() -> None:
+    """Isolated nodes count in the degree histogram (degree 0), have clustering 0 and Laplacian eigenvalue 0 and
+    orbit counts 0, as in PolyGraph's descriptors on the same graphs."""
+    descriptors = pytest.importorskip("polygraph.utils.descriptors")
+    graphs = [
+        Graph(n_nodes=6, edges=[[0, 1], [1, 2], [0, 2]]),
+        Graph(n_nodes=5, edges=[[0, 1], [1, 2], [2, 3]]),
+        Graph(n_nodes=7, edges=[[0, 1], [0, 2], [0, 3], [3, 4]]),
+        Graph(n_nodes=4, edges=[[0, 1], [1, 2], [2, 3], [3, 0], [0, 2]]),
+    ]
+    h = [g.to_networkx() for g in graphs]
+    deg = descriptors.SparseDegreeHistogram()(h).toarray()
+    ours = degree_histograms(graphs).numpy()
+    np.testing.assert_allclose(ours, deg[:, : ours.shape[1]], atol=1e-15)
+    assert deg[:, ours.shape[1] :].sum() == 0
+    np.testing.assert_allclose(clustering_histograms(graphs).numpy(), descriptors.ClusteringHistogram(100)(h))
+    np.testing.assert_allclose(spectral_histograms(graphs).numpy(), descriptors.EigenvalueHistogram()(h))
+    np.testing.assert_allclose(orbit_counts(graphs).numpy(), descriptors.OrbitCounts()(h))
+
+
+def test_uniqueness_and_novelty_are_up_to_isomorphism() -> None:
+    """A relabelled copy is neither unique nor novel; two triangles and a hexagon share a Weisfeiler-Lehman hash
+    (both 2-regular on 6 nodes) but are not isomorphic, so the exact test keeps them apart. The relabelled
+    55-node lobster is one on which VF2 (``nx.is_isomorphic``, used before) backtracked for minutes: the check
+    is given 20 s."""
+    import signal
+
+    rng = np.random.default_rng(0)
+    lobster = nx.random_lobster_graph(20, 0.7, 0.7, seed=3)
+    a = Graph.from_networkx(lobster)
+    b = Graph(n_nodes=a.n_nodes, edges=torch.from_numpy(rng.permutation(a.n_nodes))[a.edges])
+    assert a.edges.tolist() != b.edges.tolist()
+
+    def too_slow(*_):
+        raise TimeoutError("the isomorphism test of two relabelled 55-node lobsters ran past 20 s.")
+
+    previous = signal.signal(signal.SIGALRM, too_slow)
+    signal.alarm(20)
+    try:
+        assert vun([a, b], [], "lobster") == {"valid": 1.0, "unique": 0.5, "novel": 1.0, "vun": 0.5}
+        assert vun([b], [a], "lobster")["novel"] == 0.0
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    triangles = Graph.from_networkx(nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3)))
+    hexagon = Graph.from_networkx(nx.cycle_graph(6))
+    assert vun([triangles, hexagon], [triangles], None) == {"valid": 0.5, "unique": 1.0, "novel": 0.5, "vun": 0.5}
+
+
+def test_validity_rules_reject_what_they_should() -> None:
+    """Planar: connected and planar (K5 and K3,3 are not, nor two disjoint paths). Tree: a forest or a cycle is
+    not one. Lobster: a caterpillar with legs of two edges is one; a spider with three legs of three edges is a
+    tree that is not (its backbone after two leaf removals is a star)."""
+    from gengraph.metrics import is_valid
+
+    two_paths = nx.disjoint_union(nx.path_graph(3), nx.path_graph(2))
+    assert is_valid(nx.path_graph(5), "planar") and is_valid(nx.grid_2d_graph(3, 3), "planar")
+    for g in (nx.complete_graph(5), nx.complete_bipartite_graph(3, 3), two_paths):
+        assert not is_valid(g, "planar")
+    for g in (two_paths, nx.cycle_graph(5)):
+        assert not is_valid(g, "tree") and not is_valid(g, "lobster")
+    lobster = nx.path_graph(5)
+    for v in range(5):  # each backbone node gets a leg of two edges
+        lobster.add_edges_from([(v, f"{v}a"), (f"{v}a", f"{v}b")])
+    spider = nx.Graph(
+        [(0, f"{leg}{i}") if i == 1 else (f"{leg}{i - 1}", f"{leg}{i}") for leg in "xyz" for i in (1, 2, 3)]
+    )
+    assert nx.is_tree(spider) and is_valid(lobster, "lobster") and is_valid(spider, "tree")
+    assert not is_valid(spider, "lobster")
+    assert not is_valid(nx.empty_graph(0), None) and not is_valid(nx.empty_graph(2), None)
