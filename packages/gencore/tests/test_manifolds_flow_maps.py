@@ -242,9 +242,9 @@ def test_gfm_loss_draws_its_times_from_a_cpu_generator_for_cuda_data():
     # the times were drawn with the given generator on the data's device, which a CPU generator refuses
     s2 = Sphere(2)
     torch.manual_seed(0)
-    fm = GeneralisedFlowMap(s2, ManifoldMLP(s2, n_times=2, hidden=16)).double().cuda()
+    fm = GeneralisedFlowMap(s2, ManifoldMLP(s2, n_times=2, hidden=16)).double().to("cuda")
     x0 = s2.random_base(8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     x1 = s2.random_base(8, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    loss, _ = gfm_loss(fm, x0.cuda(), x1.cuda(), "psd", generator=torch.Generator().manual_seed(3))
+    loss, _ = gfm_loss(fm, x0.to("cuda"), x1.to("cuda"), "psd", generator=torch.Generator().manual_seed(3))
     ref, _ = gfm_loss(fm.cpu(), x0, x1, "psd", generator=torch.Generator().manual_seed(3))
     torch.testing.assert_close(loss.cpu(), ref)

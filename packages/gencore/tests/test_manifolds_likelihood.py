@@ -135,8 +135,8 @@ def test_log_likelihood_refuses_bad_probe_counts():
 def test_hutchinson_probes_come_from_a_cuda_generator():
     # the probes were drawn on the CPU from the given generator, which a CUDA generator refuses
     m = Sphere(2)
-    net = _net(m).cuda()
-    x = m.random_base(4, generator=torch.Generator().manual_seed(11), dtype=torch.float64).cuda()
+    net = _net(m).to("cuda")
+    x = m.random_base(4, generator=torch.Generator().manual_seed(11), dtype=torch.float64).to("cuda")
     gen = torch.Generator(device="cuda").manual_seed(0)
     res = log_likelihood(m, net, x, steps=2, estimator="hutchinson", generator=gen)
     assert res.log_prob.device.type == "cuda" and torch.isfinite(res.log_prob).all()

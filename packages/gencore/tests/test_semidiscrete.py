@@ -252,7 +252,7 @@ def test_a_coupling_fitted_on_the_cpu_pairs_cuda_noise_on_cuda(fitted16: Semidis
 def test_a_cuda_coupling_fits_with_a_cpu_generator() -> None:
     """The noise of the fit is drawn on the generator's device, as everywhere else in gencore: a CPU seed
     drives a CUDA fit (torch.randn with a CPU generator and device="cuda" raised)."""
-    data = _skewed_data(8).cuda()
+    data = _skewed_data(8).to("cuda")
     sd = SemidiscreteCoupling(data)
     diag = sd.fit(200, 256, generator=torch.Generator().manual_seed(0), warn=False)
     assert sd.potential.device.type == "cuda" and torch.isfinite(sd.potential).all() and diag.chi2 < 0.05

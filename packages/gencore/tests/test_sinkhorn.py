@@ -229,6 +229,6 @@ def test_cpu_weights_with_a_cuda_cost():
     x, y = _clouds(0, 6, 5)
     c = _cost(x, y)
     a = torch.rand(6, dtype=torch.float64) + 0.1
-    res = sinkhorn(a, None, c.cuda(), 0.5, tol=1e-10, return_plan=True)
+    res = sinkhorn(a, None, c.to("cuda"), 0.5, tol=1e-10, return_plan=True)
     ref = sinkhorn(a, None, c, 0.5, tol=1e-10, return_plan=True)
     torch.testing.assert_close(res.plan.cpu(), ref.plan)

@@ -436,6 +436,6 @@ def test_euler_maruyama_keeps_the_state_dtype() -> None:
 def test_euler_maruyama_cpu_generator_gives_the_same_path_for_cuda_state() -> None:
     x0 = torch.zeros(64, 3, dtype=DT)
     cpu = euler_maruyama(lambda x, t: -x, 0.7, x0, steps=5, generator=torch.Generator().manual_seed(3))
-    gpu = euler_maruyama(lambda x, t: -x, 0.7, x0.cuda(), steps=5, generator=torch.Generator().manual_seed(3))
+    gpu = euler_maruyama(lambda x, t: -x, 0.7, x0.to("cuda"), steps=5, generator=torch.Generator().manual_seed(3))
     assert gpu.x.is_cuda
     torch.testing.assert_close(gpu.x.cpu(), cpu.x)
