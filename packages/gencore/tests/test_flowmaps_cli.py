@@ -59,6 +59,7 @@ def test_bad_method_exits_2_with_one_sentence(tmp_path) -> None:
         ("cmt_lr", -1.0, "cmt_lr must be positive, got -1.0."),
         ("ema_decay", 1.0, "ema_decay must be in [0, 1), got 1.0."),
         ("meanflow_ratio", 1.5, "meanflow_ratio must be in [0, 1], got 1.5."),
+        ("meanflow_weight_power", float("nan"), "meanflow_weight_power must be >= 0, got nan."),
     ],
 )
 def test_each_bad_rate_is_named(field: str, value: float, message: str) -> None:

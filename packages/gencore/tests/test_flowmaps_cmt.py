@@ -65,7 +65,7 @@ def test_pair_targets_are_points_and_velocities_of_the_same_teacher_trajectory()
     data = teacher_trajectories(velocity, noise, steps=8, method="midpoint")
     grid = torch.linspace(0.0, 1.0, 9, dtype=torch.float64)
     torch.testing.assert_close(data.times, grid)
-    assert data.states.shape == (9, 64, 2) and data.velocities.shape == (9, 64, 2)
+    assert data.states.shape == (9, 64, 2) and data.velocities.shape == (8, 64, 2)
     full = solve_ode(velocity, noise, steps=8, method="midpoint", return_trajectory=True)
     torch.testing.assert_close(data.states, full.trajectory)
     x, s, t, u = data.pair_batch(4000, torch.Generator().manual_seed(2), diagonal=0.3)
@@ -128,8 +128,9 @@ def test_pair_mid_training_learns_the_whole_two_time_map() -> None:
 
 
 def test_bad_settings() -> None:
-    with pytest.raises(ConfigError):
-        teacher_trajectories(velocity, _noise(), steps=0)
+    for steps in (0, 2.5, True):  # a float or bool was reported as solve_ode's "n_steps"
+        with pytest.raises(ConfigError, match=r"^steps must"):
+            teacher_trajectories(velocity, _noise(), steps=steps)
     with pytest.raises(ConfigError):
         teacher_trajectories(velocity, _noise(), steps=4).pair_batch(8, diagonal=1.5)
 
@@ -148,3 +149,18 @@ def test_bad_flow_map_config_is_refused_before_any_training() -> None:
         with pytest.raises(ConfigError):
             FlowMapConfig(**kwargs).validate()
     FlowMapConfig(nfe=(1, 4)).validate()
+
+
+def test_trajectories_of_a_teacher_undefined_at_t1_never_evaluate_it_there() -> None:
+    """A velocity converted from a data prediction, ``(x1_hat - x) / (1 - t)``, is undefined at ``t = 1``: the
+    midpoint solver never evaluates it there, and neither may the stored velocities (they used to, and raised)."""
+
+    def strict(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if bool((torch.as_tensor(t) >= 1.0).any()):
+            raise ZeroDivisionError("1 - t = 0")
+        return velocity(x, t)
+
+    data = teacher_trajectories(strict, _noise(), steps=8, method="midpoint")
+    torch.testing.assert_close(data.endpoints, teacher_trajectories(velocity, _noise(), steps=8).endpoints)
+    for k in range(8):
+        torch.testing.assert_close(data.velocities[k], velocity(data.states[k], data.times[k]))

@@ -219,3 +219,16 @@ def test_bad_meanflow_settings_raise_one_config_error() -> None:
     for kwargs in bad:
         with pytest.raises(ConfigError):
             MeanFlow(**kwargs)
+
+
+def test_loss_with_a_stochastic_path_draws_its_noise_from_the_generator() -> None:
+    """The Brownian bridge draws ``eps`` per sample: with the path ignoring ``generator`` it came from the global
+    RNG, so the same seed gave a different loss on every call."""
+    from gencore.paths.bridge import BrownianBridgePath
+
+    mf = MeanFlow(BrownianBridgePath(sigma=0.5))
+    x1 = MEAN + STD * torch.randn(64, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    first = mf.loss(exact_u, x1, generator=torch.Generator().manual_seed(1))
+    torch.randn(10)  # moves the global RNG
+    second = mf.loss(exact_u, x1, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(first, second, rtol=0, atol=0)

@@ -192,3 +192,43 @@ def test_bad_step_counts_raise_one_config_error() -> None:
         policy_rollout(mix, _x(2), 0.0, 0.5, 2.5)
     with pytest.raises(ConfigError, match="substeps"):
         sample_policy(exact_posterior, _x(2), 1, substeps=0)
+
+
+@pytest.mark.parametrize("t", [0.0, 0.3, 0.6])
+def test_float32_velocity_of_the_narrowest_components_matches_the_float64_reference(t: float) -> None:
+    """At PolicyNet's smallest variance (std 2.5e-3) the posterior log-weights held two terms of size
+    ``|mu|^2 / sigma^2 ~ 6e5`` that cancel: in float32 the velocity was off by 0.04 (of 5); now ~1e-6."""
+    from gencore.flowmaps.piflow import LOG_VAR_RANGE
+
+    std = float(torch.exp(torch.tensor(LOG_VAR_RANGE[0] / 2)))
+    x = _x()
+    mix = GaussianMixture.shared(WEIGHTS.float(), MEANS.float(), std, x.shape[0])
+    v = policy_velocity(mix, x.float(), t, torch.zeros(x.shape, dtype=torch.float32), 0.0)
+    ref = gmm_velocity_reference(x, t, WEIGHTS, MEANS, std)
+    torch.testing.assert_close(v.double(), ref, rtol=1e-5, atol=1e-4)
+
+
+def test_reference_velocity_normalises_unnormalised_weights_at_t0_as_it_does_later() -> None:
+    x = _x(8)
+    unnormalised = 4.0 * WEIGHTS
+    at_zero = gmm_velocity_reference(x, 0.0, unnormalised, MEANS, STD)
+    torch.testing.assert_close(at_zero, gmm_velocity_reference(x, 0.0, WEIGHTS, MEANS, STD), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(at_zero, gmm_velocity_reference(x, 1e-7, unnormalised, MEANS, STD), rtol=0, atol=1e-5)
+
+
+def test_policy_velocity_refuses_times_outside_its_range() -> None:
+    x = _x(4)
+    mix = GaussianMixture.shared(WEIGHTS, MEANS, STD, 4)
+    # t = 1 divided by zero; t < t_src made the precision a + 1/sigma^2 negative (NaN log-weights)
+    for t, t_src in ((1.0, 0.0), (0.2, 0.5), (0.5, -0.1), (float("nan"), 0.0)):
+        with pytest.raises(InputError, match="t_src <= t < 1"):
+            policy_velocity(mix, x, t, x, t_src)
+    with pytest.raises(InputError):
+        policy_velocity(mix, x, torch.tensor([0.5, 0.5, 1.0, 0.5], dtype=torch.float64), x, 0.0)
+    assert bool(torch.isfinite(policy_velocity(mix, x, 0.5, x, 0.5)).all())  # t = t_src is allowed
+
+
+def test_non_integer_substeps_or_points_are_refused_not_truncated() -> None:
+    for kwargs in ({"substeps": 2.5}, {"points": 1.5}, {"points": 0}):
+        with pytest.raises(ConfigError, match=next(iter(kwargs))):
+            PiFlow(teacher, **kwargs)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gencore.checks import check_choice
+from gencore.checks import check_choice, check_int
 from gencore.errors import ConfigError, InputError
 from gencore.flowmaps.meanflow import FlowMapModel, flow_map
 from gencore.solvers import FIXED_STEP_METHODS, VectorField, solve_ode
@@ -45,7 +45,8 @@ class TrajectoryData:
     ``x: [n B, D]`` the states before the end, ``s: [n B]`` their times, ``target: [n B, D]`` the endpoint
     ``x_1`` of each state's trajectory. ``noise`` and ``endpoints`` keep the per-trajectory pairs
     ``(x_0, x_1)``; ``states: [n + 1, B, D]`` every state at the grid ``times: [n + 1]`` and
-    ``velocities: [n + 1, B, D]`` the teacher's velocity there.
+    ``velocities: [n, B, D]`` the teacher's velocity at the states before the end (never at ``t = 1``, where a
+    teacher converted from a data prediction divides by ``1 - t``; the midpoint solver does not go there either).
     """
 
     x: torch.Tensor
@@ -94,10 +95,9 @@ class TrajectoryData:
 def teacher_trajectories(
     teacher: VectorField, noise: torch.Tensor, *, steps: int = 32, method: str = "midpoint"
 ) -> TrajectoryData:
-    """Solve ``teacher`` from ``noise`` at 0 to 1 on a uniform grid; keep every state and its velocity."""
+    """Solve ``teacher`` from ``noise`` at 0 to 1 on a uniform grid; keep every state and the velocity before 1."""
     check_choice(method, FIXED_STEP_METHODS, "ODE method")
-    if steps < 1:
-        raise ConfigError(f"steps must be a positive integer, got {steps}.")
+    steps = check_int(steps, "steps", low=1)
     if noise.dim() != 2:
         raise InputError(f"noise must have shape [B, D], got {tuple(noise.shape)}.")
     sol = solve_ode(teacher, noise, steps=steps, method=method, return_trajectory=True)
@@ -105,7 +105,7 @@ def teacher_trajectories(
     times = sol.times.to(noise.dtype)
     n, b = traj.shape[0] - 1, traj.shape[1]
     end = traj[-1]
-    velocities = torch.stack([teacher(traj[k], times[k]) for k in range(n + 1)])
+    velocities = torch.stack([teacher(traj[k], times[k]) for k in range(n)])
     return TrajectoryData(
         x=traj[:-1].reshape(n * b, -1),
         s=times[:-1].repeat_interleave(b),

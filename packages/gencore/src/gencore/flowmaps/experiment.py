@@ -112,7 +112,7 @@ class FlowMapConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
-        if self.meanflow_weight_power < 0:
+        if not self.meanflow_weight_power >= 0:  # also refuses NaN (MeanFlow refused it after the teacher's training)
             raise ConfigError(f"meanflow_weight_power must be >= 0, got {self.meanflow_weight_power}.")
         if self.cmt_steps < 0:
             raise ConfigError(f"cmt_steps must be >= 0, got {self.cmt_steps}.")

@@ -225,7 +225,7 @@ class MeanFlow:
         if x0 is None:
             x0 = randn_like_with(x1, generator)
         s, t = self.times(x1.shape[0], x1, generator)
-        sample = self.path.sample(x0, x1, s)
+        sample = self.path.sample(x0, x1, s, generator=generator)  # a stochastic path draws with it too
         u, u_tgt = meanflow_target(
             model, sample.x_t, sample.t, t, sample.u_t, derivative=self.derivative, fd_eps=self.fd_eps
         )
