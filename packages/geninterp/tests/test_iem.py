@@ -280,3 +280,62 @@ def test_non_finite_covariances_and_a_single_path_check_are_refused():
         GaussianMixtureDenoiser(torch.ones(1), torch.zeros(1, 2), nan[None])
     with pytest.raises(ConfigError, match="n_paths >= 2"):
         mixture_report(n_paths=1, n_levels=8)
+
+
+def test_an_infinite_snr_range_is_refused():
+    """``gamma_max = inf`` passed ``0 < gamma_min < gamma_max`` and returned a NaN distance."""
+    den = GaussianDenoiser(torch.zeros(2), torch.eye(2))
+    with pytest.raises(ConfigError, match="gamma_max < inf"):
+        information_estimation_metric(den, torch.zeros(1, 2), torch.ones(1, 2), gamma_max=math.inf)
+    with pytest.raises(ConfigError, match="gamma_max < inf"):
+        log_spaced_snr(1e-3, math.inf, 8)
+
+
+def test_non_finite_means_and_weights_are_refused():
+    """A NaN mean or an infinite mixture weight used to give an all-NaN denoiser; 1-D ``means`` a bare ValueError."""
+    eye = torch.eye(2)
+    with pytest.raises(InputError, match="mean must hold finite values"):
+        GaussianDenoiser(torch.tensor([math.nan, 0.0]), eye)
+    with pytest.raises(InputError, match="weights must be positive finite"):
+        GaussianMixtureDenoiser(torch.tensor([1.0, math.inf]), torch.zeros(2, 2), eye.expand(2, 2, 2).clone())
+    with pytest.raises(InputError, match="means must hold finite values"):
+        GaussianMixtureDenoiser(torch.ones(2), torch.tensor([[0.0, math.nan], [1.0, 1.0]]), eye.expand(2, 2, 2).clone())
+    with pytest.raises(InputError, match=r"means must be \[K, D\]"):
+        GaussianMixtureDenoiser(torch.ones(1), torch.zeros(2), eye[None])
+
+
+def test_narrow_mixture_in_high_dimension_is_the_softmax_average_of_its_points():
+    """Components ``N(m_k, s^2 I)`` in D = 512: ``E[x|y] = sum_k p_k (m_k + s^2 / (s^2 + sigma^2) (y - m_k))`` with
+    ``log p_k = log w_k - |y - m_k|^2 / (2 (s^2 + sigma^2)) - logsumexp``. The likelihoods themselves underflow
+    (exponents below -700), so only a log-domain posterior gets this right; ``y`` is equidistant from two points, whose
+    posterior odds are then their weights' ratio."""
+    from scipy.special import logsumexp
+
+    d, s2 = 512, 1e-4
+    g = torch.Generator().manual_seed(0)
+    points = torch.randn(4, d, generator=g, dtype=torch.float64)
+    weights = torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64)
+    den = GaussianMixtureDenoiser(weights, points, s2 * torch.eye(d, dtype=torch.float64).expand(4, d, d).clone())
+    sigma = torch.tensor([0.05, 0.1, 0.2, 0.3], dtype=torch.float64)
+    a, b = torch.arange(4), (torch.arange(4) + 1) % 4
+    gap = torch.nn.functional.normalize(points[a] - points[b], dim=-1)
+    z = torch.randn(4, d, generator=g, dtype=torch.float64)
+    z = z - (z * gap).sum(-1, keepdim=True) * gap  # orthogonal to m_a - m_b: |y - m_a| = |y - m_b|
+    y = 0.5 * (points[a] + points[b]) + sigma[:, None] * z
+    got = den(y, sigma)
+    for i in range(4):
+        v = s2 + float(sigma[i]) ** 2
+        logits = (weights.log() - (y[i] - points).pow(2).sum(-1) / (2 * v)).numpy()
+        assert logits.max() < -700  # exp() of every logit underflows to 0 in float64
+        p = torch.from_numpy(logits - logsumexp(logits)).exp()
+        assert float(p[a[i]] / p[b[i]]) == pytest.approx(float(weights[a[i]] / weights[b[i]]), rel=1e-6)
+        want = (p[:, None] * (points + s2 / v * (y[i] - points))).sum(0)
+        torch.testing.assert_close(got[i], want, rtol=1e-9, atol=1e-9)
+
+
+def test_a_denoiser_returning_another_shape_is_refused():
+    """A denoiser returning one value per row used to fail inside the IEM's reshape with an unrelated message."""
+    den = GaussianDenoiser(torch.zeros(3), torch.eye(3))
+    x1, x2 = torch.zeros(2, 3), torch.ones(2, 3)
+    with pytest.raises(InputError, match=r"denoiser must return its input's shape \(\d+, 3\)"):
+        information_estimation_metric(lambda y, s: den(y, s).sum(-1), x1, x2, n_levels=4)

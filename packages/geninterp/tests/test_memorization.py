@@ -200,3 +200,57 @@ def test_memorised_labels_need_two_training_images():
 
     with pytest.raises(InputError, match="at least two training images"):
         memorised_labels(torch.randn(3, 4), torch.randn(1, 4))
+
+
+def test_memorised_labels_count_a_repeated_training_image_once():
+    """Given training rows in which an image repeats (the duplicated set itself), a copy of that image used to be
+    'not memorised': its own repeat was the second-nearest image, at the same distance."""
+    train = torch.tensor([[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]])
+    samples = torch.tensor([[0.1, 0.0], [5.0, 0.0], [0.0, 9.0]])
+    repeated = torch.cat([train, train[:1].repeat(4, 1)])
+    assert (
+        memorised_labels(samples, repeated).tolist() == memorised_labels(samples, train).tolist() == [True, False, True]
+    )
+    rows, unique, _, _ = duplicated_training_set(n_unique=20, n_duplicated=3, copies=5)
+    assert torch.equal(memorised_labels(rows[:10], rows), memorised_labels(rows[:10], unique))
+    assert memorised_labels(rows[:10], rows).all()  # every training image is its own nearest, at distance 0
+    from gencore.errors import InputError
+
+    with pytest.raises(InputError, match="at least two training images"):
+        memorised_labels(samples, train[:1].repeat(3, 1))
+
+
+def test_detection_windows_need_four_sampling_steps():
+    """With fewer than 4 Euler steps the 'early' window was empty: a NaN score, then an unrelated roc_auc error (or,
+    with one class, a silent NaN AUROC)."""
+    from gencore.errors import ConfigError
+    from geninterp.memorization import detection
+
+    per_step = torch.rand(3, 6, generator=torch.Generator().manual_seed(0))
+    label = torch.tensor([True, False, True, False, False, True])
+    with pytest.raises(ConfigError, match="nfe >= 4"):
+        auroc_table({"rep": {"std": per_step}}, {"rep": {"std": torch.rand(4, 6)}}, label)
+    with pytest.raises(ConfigError, match="nfe >= 4"):
+        detection(n_samples=8, nfe=3, model=ReLUVelocity(64, hidden=16).eval())
+    with pytest.raises(ConfigError, match="nfe >= 1"):
+        sample_with_reps(ReLUVelocity(4, hidden=16).eval(), torch.randn(2, 4), nfe=0)
+
+
+def test_top_share_of_a_representation_with_at_most_k_units_is_all_of_it():
+    h = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 5.0]])
+    torch.testing.assert_close(top_share(h, 8), torch.ones(2))
+    torch.testing.assert_close(top_share(h, 1), torch.tensor([0.5, 1.0]))
+
+
+def test_experiment_sizes_outside_the_data_are_refused():
+    """1,797 digits, 200 held out: a DAE size of 2,000 used to train on 1,597 and report n_train = 2000, and a
+    duplicated set of more images than exist silently held fewer."""
+    from gencore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"must lie in 1\.\.1597"):
+        dae_transition(sizes=(4, 2000), steps=1)
+    with pytest.raises(ConfigError, match=r"must lie in 1\.\.1597"):
+        dae_transition(sizes=(0,), steps=1)
+    for kw in ({"n_unique": 2000}, {"n_unique": 5, "n_duplicated": 6}, {"copies": 0}):
+        with pytest.raises(ConfigError, match="n_duplicated <= n_unique"):
+            duplicated_training_set(**kw)

@@ -26,6 +26,24 @@ def test_iem_gaussian_check_command(capsys):
     assert "check passed" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("prior", "report", "expected"), [
+    ("gaussian", "gaussian_report", 512), ("gmm", "mixture_report", 256), ("digits", "digits_report", 48),
+])  # fmt: skip
+def test_iem_levels_default_to_each_priors_own(monkeypatch, prior, report, expected):
+    """Without --levels each prior runs at its report's default (the digits denoiser is evaluated at 48
+    levels, not the analytic checks' 512); with --levels every prior gets the given number."""
+    import inspect
+
+    from geninterp import iem_experiments
+
+    calls = []
+    default = inspect.signature(getattr(iem_experiments, report)).parameters["n_levels"].default
+    fake = lambda n_levels=default, **kw: calls.append(n_levels) or {"prior": prior, "passed": True}  # noqa: E731
+    monkeypatch.setattr(iem_experiments, report, fake)
+    assert main(["iem", "--prior", prior]) == 0 and main(["iem", "--prior", prior, "--levels", "7"]) == 0
+    assert calls == [expected, 7]
+
+
 def test_memorization_prints_its_results(monkeypatch, tmp_path, capsys):
     """The terminal gets the DAE table and, over several seeds, one row per seed and the mean (the experiments
     themselves are tested in test_memorization*.py; here they are replaced by fixed records)."""

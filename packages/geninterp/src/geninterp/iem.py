@@ -58,6 +58,8 @@ class GaussianDenoiser:
             raise InputError(f"mean must be a vector [D], got shape {tuple(mean.shape)}.")
         if cov.ndim != 2 or cov.shape != (mean.shape[0], mean.shape[0]):
             raise InputError(f"cov must be [{mean.shape[0]}, {mean.shape[0]}], got {tuple(cov.shape)}.")
+        if not torch.isfinite(mean).all():
+            raise InputError("mean must hold finite values (no NaN or inf).")
         self.mean = mean.double()
         self.cov = _check_symmetric(cov, "cov")
         self.evals, self.evecs = torch.linalg.eigh(self.cov)
@@ -79,11 +81,15 @@ class GaussianMixtureDenoiser:
     """MMSE denoiser of a Gaussian mixture ``sum_k w_k N(m_k, S_k)``: posterior-weighted component estimates."""
 
     def __init__(self, weights: torch.Tensor, means: torch.Tensor, covs: torch.Tensor) -> None:
+        if means.ndim != 2:
+            raise InputError(f"means must be [K, D] (one row per component), got shape {tuple(means.shape)}.")
         k, d = means.shape
         if weights.shape != (k,) or covs.shape != (k, d, d):
             raise InputError(f"weights [K], means [K, D], covs [K, D, D] expected; got K={k}, D={d}.")
-        if not torch.all(weights > 0):
-            raise InputError("mixture weights must be positive.")
+        if not (torch.all(weights > 0) and torch.isfinite(weights).all()):
+            raise InputError("mixture weights must be positive finite numbers.")
+        if not torch.isfinite(means).all():
+            raise InputError("means must hold finite values (no NaN or inf).")
         self.log_w = (weights / weights.sum()).double().log()
         self.means = means.double()
         self.evals, self.evecs = torch.linalg.eigh(_check_symmetric(covs, "covs"))  # [K, D], [K, D, D]
@@ -114,9 +120,9 @@ class IEMResult:
 
 def log_spaced_snr(gamma_min: float, gamma_max: float, n_levels: int) -> torch.Tensor:
     """``n_levels`` SNRs ``g`` log-spaced from ``gamma_min`` to ``gamma_max`` (float64)."""
-    if not 0 < gamma_min < gamma_max or n_levels < 2:
+    if not (0 < gamma_min < gamma_max < math.inf) or n_levels < 2:
         raise ConfigError(
-            f"need 0 < gamma_min < gamma_max and n_levels >= 2, got {gamma_min}, {gamma_max}, {n_levels}."
+            f"need 0 < gamma_min < gamma_max < inf and n_levels >= 2, got {gamma_min}, {gamma_max}, {n_levels}."
         )
     return torch.logspace(math.log10(gamma_min), math.log10(gamma_max), n_levels, dtype=torch.float64)
 
@@ -179,7 +185,11 @@ def information_estimation_metric(
             noise = w[start : start + batch_levels] / g[:, None, None]  # W_g / g: [l, B, D]
             sigma = g.rsqrt()[:, None].expand(-1, b).reshape(-1)
             y = torch.cat([(a1 + noise).reshape(-1, d), (a2 + noise).reshape(-1, d)])
-            est = denoiser(y.to(device, dtype), torch.cat([sigma, sigma]).to(device, dtype)).double().cpu()
+            est = denoiser(y.to(device, dtype), torch.cat([sigma, sigma]).to(device, dtype))
+            if not torch.is_tensor(est) or est.shape != y.shape:
+                got = tuple(est.shape) if torch.is_tensor(est) else type(est).__name__
+                raise InputError(f"the denoiser must return its input's shape {tuple(y.shape)} [N, D], got {got}.")
+            est = est.double().cpu()
             e1 = a1 - est[: len(sigma)].view(-1, b, d)
             e2 = a2 - est[len(sigma) :].view(-1, b, d)
             f[:, start : start + len(g)] = (e1 - e2).pow(2).sum(-1).T

@@ -89,8 +89,8 @@ def hoyer(h: torch.Tensor) -> torch.Tensor:
 
 
 def top_share(h: torch.Tensor, k: int = 8) -> torch.Tensor:
-    """Share of the representation's mass on its ``k`` largest units, per row."""
-    return h.topk(k, dim=-1).values.sum(-1) / h.sum(-1).clamp_min(1e-12)
+    """Share of the representation's mass on its ``k`` largest units, per row (1 when it has at most ``k``)."""
+    return h.topk(min(k, h.shape[-1]), dim=-1).values.sum(-1) / h.sum(-1).clamp_min(1e-12)
 
 
 def feature_std(h: torch.Tensor) -> torch.Tensor:
@@ -159,6 +159,10 @@ def dae_transition(
     regularised analysis.
     """
     x, _ = digits_scaled()
+    if not sizes or any(not 1 <= n <= len(x) - 200 for n in sizes):
+        raise ConfigError(
+            f"the DAE training sizes must lie in 1..{len(x) - 200} (200 digits are held out), got {sizes}."
+        )
     x = x - x.mean(0)
     perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))
     test = x[perm[:200]]
@@ -221,6 +225,11 @@ def duplicated_training_set(
     """``(train_rows, unique_images, unique_labels, duplicated_mask)``: ``n_duplicated`` of the
     ``n_unique`` images repeated ``copies`` times in ``train_rows``."""
     x, y = digits_scaled()
+    if not (0 <= n_duplicated <= n_unique <= len(x) and n_unique >= 2 and copies >= 1):
+        raise ConfigError(
+            f"need 0 <= n_duplicated <= n_unique <= {len(x)}, n_unique >= 2 and copies >= 1, "
+            f"got {n_duplicated}, {n_unique} and {copies}."
+        )
     idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed))[:n_unique]
     unique, labels = x[idx], y[idx]
     dup = torch.zeros(n_unique, dtype=torch.bool)
@@ -265,6 +274,8 @@ def sample_with_reps(
     """Euler samples ``[B, D]`` and every spikiness measure of each tap at every step (``{tap: {name: [nfe, B]}}``);
     ``steer`` (broadcast against one sample's activation of ``steer_tap``) is added to that module's output,
     then ReLU, while ``t < steer_until``."""
+    if nfe < 1:
+        raise ConfigError(f"sampling needs nfe >= 1 Euler steps, got {nfe}.")
     x = noise
     spikes: dict[str, dict[str, list[torch.Tensor]]] = {tap: {n: [] for n in SPIKINESS_MEASURES} for tap in taps}
     for i in range(nfe):
@@ -310,12 +321,15 @@ def probe_reps(
 
 
 def memorised_labels(samples: torch.Tensor, unique: torch.Tensor, ratio: float = 1.0 / 3.0) -> torch.Tensor:
-    """A sample is memorised when ``d(nearest) < ratio * d(second nearest)`` among distinct training images."""
-    if unique.ndim != 2 or unique.shape[0] < 2:
+    """A sample is memorised when ``d(nearest) < ratio * d(second nearest)`` among distinct training images
+    (repeated rows of ``unique`` count once: a copy would be its own second-nearest image)."""
+    distinct = torch.unique(unique, dim=0) if unique.ndim == 2 else unique
+    if unique.ndim != 2 or distinct.shape[0] < 2:
         raise InputError(
-            f"memorisation labels need at least two training images [N, D], got shape {tuple(unique.shape)}."
+            f"memorisation labels need at least two training images [N, D] that differ, got shape "
+            f"{tuple(unique.shape)} with {distinct.shape[0] if unique.ndim == 2 else 0} distinct rows."
         )
-    d = torch.cdist(samples, unique).topk(2, largest=False).values
+    d = torch.cdist(samples, distinct).topk(2, largest=False).values
     return d[:, 0] < ratio * d[:, 1]
 
 
@@ -330,6 +344,9 @@ def auroc_table(
 ) -> list[dict[str, Any]]:  # fmt: skip
     """AUROC of every (tap, measure, window) score against the memorised ``label``: trajectory windows early,
     middle, late (first quarter, middle half, last quarter of the steps) and the probe's ``final, t=...``."""
+    short = [tap for tap, by in spikes.items() for v in by.values() if v.shape[0] < 4]
+    if short:
+        raise ConfigError(f"the AUROC windows need scores at nfe >= 4 sampling steps; tap {short[0]!r} has fewer.")
     table = []
     for tap, by_measure in spikes.items():
         for name, per_step in by_measure.items():
@@ -358,6 +375,10 @@ def detection(
     ``arch`` names the network (``"mlp"`` or ``"unet"``; a given ``model`` must be of that kind): it sets
     the taps read and the pre-registered headline."""
     check_choice(arch, MODELS, "model")
+    if nfe < 4:
+        raise ConfigError(
+            f"detection needs nfe >= 4 sampling steps (its early window is the first quarter), got {nfe}."
+        )
     rows, unique, _, dup = duplicated_training_set(seed=seed)
     start = time.perf_counter()
     model = model or train_flow(rows, steps, seed, progress, arch)
