@@ -14,6 +14,7 @@ when it is installed (Debian ``espeak-ng``), at several speeds and pitches.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from genimage.data.imageset import ImageSet, resize_images
 
@@ -42,6 +44,13 @@ class MelConfig:
     frames: int = 32
     top_db: float = 80.0
 
+    def __post_init__(self) -> None:
+        for name in ("sr", "n_fft", "hop", "n_mels"):
+            check_int(getattr(self, name), f"MelConfig.{name}", low=1)
+        check_int(self.frames, "MelConfig.frames", low=2)  # one frame would be a clip of no samples
+        if isinstance(self.top_db, bool) or not isinstance(self.top_db, int | float) or not 0 < self.top_db < math.inf:
+            raise ConfigError(f"MelConfig.top_db must be a positive number of decibels, got {self.top_db!r}.")
+
     @property
     def clip_samples(self) -> int:
         return self.hop * (self.frames - 1)
@@ -55,6 +64,8 @@ def read_wav(path: str | os.PathLike, sr: int) -> np.ndarray:
         data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except (RuntimeError, sf.LibsndfileError, OSError) as exc:
         raise InputError(f"{path}: not a readable audio file ({exc}).") from exc
+    if not len(data):  # would become a clip of digital silence, indistinguishable from a silent recording
+        raise InputError(f"{path}: holds no audio samples.")
     if not np.isfinite(data).all():
         raise InputError(f"{path}: the audio samples contain NaN or inf values.")
     wave = data.mean(axis=1)

@@ -129,9 +129,18 @@ def load_image_folder(
     if channels not in (None, 1, 3) or isinstance(channels, bool):
         raise InputError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}.")
     files, labels, classes = list_images(root)
-    decoded, kept, skipped = decode_files(files, lambda path: decode_still(path, str(path)), skip_bad, root, "image")
+
+    def decode(path: Path) -> tuple[Any, bool]:
+        """``(image at its final size, whether it is gray)``: only the small image is kept, so a folder of large
+        photos is never all in memory at full size. A gray image is resized in mode ``L``; :meth:`Image.convert`
+        to RGB afterwards gives exactly the pixels of resizing it as RGB (every band is resampled alike)."""
+        img = decode_still(path, str(path))
+        gray = img.mode in GRAY_MODES and img.mode != "P"
+        return fit_square(img.convert("L" if gray or channels == 1 else "RGB"), image_size), gray
+
+    decoded, kept, skipped = decode_files(files, decode, skip_bad, root, "image")
     if channels is None:
-        channels = 1 if all(im.mode in GRAY_MODES and im.mode != "P" for im in decoded) else 3
-    images = torch.stack([convert(im, channels, image_size) for im in decoded])
+        channels = 1 if all(gray for _, gray in decoded) else 3
+    images = torch.stack([pil_to_tensor(im.convert("L" if channels == 1 else "RGB")) for im, _ in decoded])
     y = None if labels is None else torch.tensor([labels[i] for i in kept], dtype=torch.long)
     return ImageSet(images, y, classes, name=Path(root).name or "folder", skipped=skipped)

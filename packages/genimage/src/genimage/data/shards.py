@@ -2,23 +2,29 @@
 
 A shard ``shard-00000.tar`` holds samples as consecutive members sharing a key: ``<key>.png`` (the
 image) and, for labelled sets, ``<key>.cls`` (the class index as ASCII). :func:`write_shards` writes
-such shards (each atomically) plus ``classes.json``; :class:`ShardedImages` streams them back as a
-``torch.utils.data.IterableDataset``: every (rank, DataLoader worker) pair reads its own shards
-(shard ``i`` goes to consumer ``i mod count``, :func:`gencore.train.data_shard`), in an order
-shuffled per epoch from the seed, decoding and resizing one sample at a time (``fit_square``).
+such shards (each atomically) plus ``classes.json`` into a folder that holds no shards yet;
+:class:`ShardedImages` streams them back as a ``torch.utils.data.IterableDataset``: every (rank,
+DataLoader worker) pair reads its own shards (shard ``i`` goes to consumer ``i mod count``,
+:func:`gencore.train.data_shard`), in an order shuffled per epoch from the seed, decoding and resizing
+one sample at a time (``fit_square``).
 With fewer shards than consumers the samples of every shard are split instead. Member names split as
-WebDataset splits them: the key ends at the first dot of the file name. A set is labelled when
+WebDataset splits them: the key ends at the first dot of the file name, and hidden members (file names starting
+with ``.``, such as macOS ``._*`` files) are skipped. A set is labelled when
 ``classes.json`` names its classes; otherwise ``.cls`` members are not read and every sample is ``(image,)``.
 A member that does not decode, or in a labelled set a ``.cls`` label that is missing, not an integer or outside
 ``0 .. classes - 1``, raises :class:`~gencore.errors.InputError` naming the shard and member, or is skipped and
-counted (``skipped``) with ``skip_bad=True``.
+counted (``skipped``) with ``skip_bad=True``. A shard cut short or corrupt (it does not end with the tar
+end-of-archive block where its members stop) is unreadable from there on: :class:`~gencore.errors.InputError` naming
+it, or with ``skip_bad=True`` the rest of it is skipped.
 """
 
 from __future__ import annotations
 
 import io
+import lzma
 import os
 import tarfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,7 +116,10 @@ def write_shards(images: ImageSet, out_dir: str | os.PathLike, *, shard_size: in
             raise InputError(
                 f"{images.name}: labels must be in 0..{classes - 1} ({classes} class names), got {int(bad[0])}."
             )
-    writer = _ShardWriter(ensure_dir(out_dir), shard_size)
+    out = Path(out_dir)
+    if out.is_dir() and any(out.glob("shard-*.tar")):  # stale shards of another set would be read with these
+        raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
+    writer = _ShardWriter(ensure_dir(out), shard_size)
     for i, px in enumerate(to_uint8(images.images)):
         png = _png(Image.fromarray(px[..., 0] if px.shape[-1] == 1 else px))
         writer.add(png, None if images.labels is None else images.labels[i])
@@ -219,17 +228,25 @@ class ShardedImages(IterableDataset):
         try:
             with tarfile.open(shard) as tar:
                 for member in tar:
-                    if not member.isfile():
-                        continue
+                    if not member.isfile() or member.name.rpartition("/")[2].startswith("."):
+                        continue  # hidden members (macOS ``._*`` AppleDouble files) are skipped, as WebDataset does
                     key, ext = _key_and_ext(member.name)
                     if key != current and group:
                         yield current, group
                         group = {}
                     current = key
                     group[ext.lower()] = tar.extractfile(member).read()
-        except tarfile.TarError as exc:
+                end = tar.offset  # tarfile stops without a word at a cut or corrupt header: check where it stopped
+                tar.fileobj.seek(end)
+                block = tar.fileobj.read(tarfile.BLOCKSIZE)
+        except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as exc:  # a compressed shard cut short
             reason = " ".join(str(exc).split())  # tarfile lists one line per compression method it tried
             raise InputError(f"{shard}: not a readable tar shard ({reason}).") from exc
+        if len(block) < tarfile.BLOCKSIZE or block.count(0) < tarfile.BLOCKSIZE:
+            raise InputError(
+                f"{shard}: not a readable tar shard (no end-of-archive block at byte {end}: the file is cut short or "
+                "corrupt there)."
+            )
         if group:
             yield current, group
 

@@ -32,6 +32,8 @@ import functools
 import math
 import os
 import re
+import struct
+import tokenize
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -248,7 +250,7 @@ def _gif_frames(path: str | os.PathLike, name: str, limit: int | None = None) ->
             out += [rgb] * repeat
             if limit is not None and len(out) >= limit:
                 return out[:limit]
-    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+    except (OSError, ValueError, SyntaxError, EOFError, IndexError, struct.error) as exc:  # the last two: cut short
         raise InputError(f"{name}: not a readable GIF ({type(exc).__name__}: {exc}).") from exc
     finally:
         img.close()
@@ -273,7 +275,7 @@ def _npy_frames(path: Path, name: str) -> np.ndarray:
     """A ``.npy`` video as uint8 ``[T, H, W, C]`` (C = 1 or 3); never unpickles."""
     try:
         a = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
+    except (OSError, ValueError, EOFError, SyntaxError, tokenize.TokenError) as exc:  # the last two: a corrupt header
         raise InputError(f"{name}: not a readable .npy array ({type(exc).__name__}: {exc}).") from exc
     if not isinstance(a, np.ndarray):  # an .npz archive renamed .npy
         a.close()
@@ -362,16 +364,18 @@ def load_video_folder(
     needs_av = [p for p in files if p.suffix.lower() in AV_SUFFIXES]
     if needs_av and not _have_av():
         raise ConfigError(f"{str(needs_av[0])!r}: install genimage[video] (PyAV) to read MP4/WebM/AVI/MOV files.")
-    decoded, kept, skipped = decode_files(files, lambda path: _decode_video(path, frames), skip_bad, root, "video")
+
+    def decode(path: Path) -> tuple[list, bool]:
+        """The frames at their final size (only those are kept in memory) and whether the video is gray; gray frames
+        are resized in mode ``L``, which converted to RGB afterwards is exactly resizing them as RGB."""
+        imgs, gray = _decode_video(path, frames)
+        return [fit_square(im.convert("L" if gray or channels == 1 else "RGB"), image_size) for im in imgs], gray
+
+    decoded, kept, skipped = decode_files(files, decode, skip_bad, root, "video")
     if channels is None:
         channels = 1 if all(gray for _, gray in decoded) else 3
     mode = "L" if channels == 1 else "RGB"
-    videos = torch.stack(
-        [
-            torch.stack([pil_to_tensor(fit_square(im.convert(mode), image_size)) for im in imgs], dim=1)
-            for imgs, _ in decoded
-        ]
-    )
+    videos = torch.stack([torch.stack([pil_to_tensor(im.convert(mode)) for im in imgs], dim=1) for imgs, _ in decoded])
     y = None if labels is None else torch.tensor([labels[i] for i in kept], dtype=torch.long)
     return VideoSet(videos, y, classes, name=Path(root).name or "folder", skipped=skipped)
 
