@@ -574,3 +574,106 @@ def test_graph_tensors_hold_both_directions_charges_and_bond_classes():
     assert data.charge.tolist() == m.formal_charges.tolist() == [0, 0, 0, 0, 0, 1, 0, 0, -1]
     classes = bond_class_matrix(m, m.num_atoms)
     assert classes[0, 1] == classes[1, 0] == 3 and classes[3, 4] == 4 and classes[7, 8] == 1
+
+
+def test_protein_atoms_keep_file_order_when_a_chains_ligands_follow_the_other_chains(tmp_path):
+    """An RCSB entry lists chain A, chain B, then A's ligand and waters; gemmi merged A's parts, which moved those
+    atoms ahead of chain B (biotite and the file keep them last), and the writers wrote that order back."""
+    biotite_pdb = pytest.importorskip("biotite.structure.io.pdb")
+    peptide = [line for line in _peptide_pdb(tmp_path).read_text().splitlines() if line.startswith("ATOM")]
+    chain_b = [line[:21] + "B" + line[22:30] + f"{float(line[30:38]) + 30:8.3f}" + line[38:] for line in peptide]
+    extra = [
+        "HETATM 1000 ZN    ZN A 201      25.000  20.000  20.000  1.00 20.00          ZN",
+        "HETATM 1001  O   HOH A 301      20.000  20.000  20.000  1.00 30.00           O",
+        "HETATM 1002  O   HOH B 301      50.000  20.000  20.000  1.00 30.00           O",
+    ]
+    path = tmp_path / "two.pdb"
+    path.write_text("\n".join([*peptide, "TER", *chain_b, "TER", *extra, "END"]) + "\n")
+    s = ProteinStructure.read(path)
+    ref = biotite_pdb.PDBFile.read(str(path)).get_structure(model=1)
+    np.testing.assert_allclose(s.coords, ref.coord, atol=1e-3)
+    assert list(s.chain_ids) == list(ref.chain_id) and list(s.res_names) == list(ref.res_name)
+    assert [r[3] for r in s.residues()][-3:] == ["ZN", "HOH", "HOH"]
+    assert s.sequence("A") == s.sequence("B") == "ACDGK"
+    for writer, name in ((s.to_pdb, "rt.pdb"), (s.to_mmcif, "rt.cif")):
+        back = ProteinStructure.read(writer(tmp_path / name))
+        np.testing.assert_allclose(back.coords, s.coords, atol=1e-3, err_msg=name)
+        assert back.residues() == s.residues()
+
+
+def test_sdf_data_fields_are_read_as_the_strings_in_the_file(tmp_path, small_3d):
+    """Fields went through RDKit's GetPropsAsDict, which turns a numeric-looking string into a number: an id "007"
+    came back as "7", "1e3" as "1000.0" and a 20-digit registry number as "1.2345678901234567e+19"."""
+    values = {"id": "007", "energy": "1e3", "score": "1.50", "cas": "64-17-5", "big": "12345678901234567890"}
+    path = tmp_path / "fields.sdf"
+    with Chem.SDWriter(str(path)) as writer:
+        for m in small_3d[:2]:
+            rd = m.to_rdkit()
+            for key, value in values.items():
+                rd.SetProp(key, value)
+            writer.write(rd)
+    ref = [{k: r.GetProp(k) for k in r.GetPropNames()} for r in Chem.SDMolSupplier(str(path), removeHs=False)]
+    mols, _ = read_sdf(path)
+    assert ref == [values, values] and [m.properties for m in mols] == ref
+    back, _ = read_sdf(write_sdf(tmp_path / "again.sdf", mols))
+    assert [m.properties for m in back] == ref
+
+
+def test_a_record_terminator_with_trailing_spaces_still_ends_the_record(tmp_path, small_3d):
+    """A '$$$$ ' line (trailing blanks, as some exporters write it) was not a terminator: the whole file was read as
+    one molecule, the later records swallowed as its data fields, without a word."""
+    text = write_sdf(tmp_path / "m.sdf", small_3d).read_text().replace("$$$$\n", "$$$$  \n")
+    path = tmp_path / "spaces.sdf"
+    path.write_text(text)
+    ref = list(Chem.SDMolSupplier(str(path), removeHs=False))
+    mols, report = read_sdf(path)
+    assert report.n_read == len(ref) == len(small_3d) and not report.bad
+    assert [m.name for m in mols] == [r.GetProp("_Name") for r in ref]
+    for m, r in zip(mols, ref, strict=True):
+        np.testing.assert_allclose(m.coordinates, r.GetConformer().GetPositions())
+        assert m.properties == {k: r.GetProp(k) for k in r.GetPropNames()} == {}
+
+
+def test_a_multi_line_name_and_an_empty_molecule_round_trip_through_sdf_and_xyz(tmp_path, small_3d):
+    """A name with a line break was written into the one-line title of the mol block and shifted the counts line:
+    RDKit and read_sdf then rejected the record. An empty molecule's XYZ frame ("0", empty comment) did not read
+    back."""
+    named = small_3d[0].with_coordinates(small_3d[0].coordinates)
+    named.name = "sample 3\nstep 100"
+    empty = Molecule([], [], np.zeros((0, 2)), [], [], np.zeros((0, 3)))
+    path = write_sdf(tmp_path / "m.sdf", [named, empty])
+    ref = list(Chem.SDMolSupplier(str(path), removeHs=False))
+    mols, report = read_sdf(path)
+    assert not report.bad and all(r is not None for r in ref)
+    assert [m.name for m in mols] == [r.GetProp("_Name") for r in ref] == ["sample 3 step 100", ""]
+    assert [m.num_atoms for m in mols] == [named.num_atoms, 0]
+    frames = read_xyz(write_xyz(tmp_path / "m.xyz", [empty, named, empty]))
+    assert [f.num_atoms for f in frames] == [0, named.num_atoms, 0]
+    np.testing.assert_allclose(frames[1].coordinates, named.coordinates, atol=1e-7)
+
+
+def test_pad_places_each_molecule_in_its_row_and_refuses_an_n_max_too_small(small_3d):
+    """Every row holds its molecule's tokens, coordinates and symmetric bond classes, then zeros under a zero mask;
+    an n_max below the largest molecule was a torch shape error, an empty list a bare max() error."""
+    from genmol.chem.batching import BOND_CLASSES
+
+    vocab = {}
+    dense = pad(small_3d, lambda z, q: vocab.setdefault((z, q), len(vocab) + 1), n_max=20)
+    for k, m in enumerate(small_3d):
+        n = m.num_atoms
+        assert dense["mask"][k].tolist() == [1.0] * n + [0.0] * (20 - n)
+        assert dense["tokens"][k, :n].tolist() == [
+            vocab[(int(z), int(q))] for z, q in zip(m.atomic_numbers, m.formal_charges, strict=True)
+        ]
+        np.testing.assert_allclose(dense["coords"][k, :n].numpy(), m.coordinates, atol=1e-5)
+        assert not dense["tokens"][k, n:].any() and not dense["coords"][k, n:].any() and not dense["bonds"][k, n:].any()
+        expected = np.zeros((20, 20), dtype=int)
+        for (i, j), o in zip(m.bonds, m.bond_orders, strict=True):
+            expected[i, j] = expected[j, i] = BOND_CLASSES.index(float(o))
+        np.testing.assert_array_equal(dense["bonds"][k].numpy(), expected)
+    largest = max(m.num_atoms for m in small_3d)
+    assert pad(small_3d, lambda z, q: 1)["mask"].shape == (len(small_3d), largest)
+    with pytest.raises(InputError, match=f"at least the largest molecule's {largest} atoms, got 5"):
+        pad(small_3d, lambda z, q: 1, n_max=5)
+    with pytest.raises(InputError, match="at least one molecule"):
+        pad([], lambda z, q: 1)

@@ -119,3 +119,89 @@ def test_conformers_sit_at_mmff_minima_and_follow_the_documented_per_molecule_se
     alone, _ = generate_conformers(mols[1:], 2, seed=6, progress=False)
     for a, b in zip(ens[1], alone[0], strict=True):
         assert (a.coordinates == b.coordinates).all()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("qm9pack") is None, reason="needs genmol[qm9]")
+def test_qm9_molecules_are_named_by_their_qm9_index_and_skips_by_file_and_line(tmp_path, monkeypatch):
+    """qm9pack leaves out 3,054 of QM9's molecules, so the place of a molecule in its files is not its QM9 index (the
+    first molecule of qm9_part2.csv is dsgdb9nsd_044747): molecules were named by place, qm9_043611 for it."""
+    import csv
+
+    import numpy as np
+
+    from genmol.data import qm9
+
+    files = []
+    for path in qm9.qm9pack_files():  # the first records of each part, in qm9pack's own format
+        with path.open() as fh:
+            head = [next(fh) for _ in range(110)]
+        files.append(tmp_path / path.name)
+        files[-1].write_text("".join(head))
+    monkeypatch.setattr(qm9, "qm9pack_files", lambda: files)
+    rows = {}
+    for f in files:
+        with f.open(newline="") as fh:
+            for line, row in enumerate(csv.DictReader(fh), start=2):
+                rows[int(row["Index"])] = (f.name, line, row)
+    assert 44747 in rows  # qm9_part2.csv starts at QM9 index 44747, after 43610 records in part 1
+
+    mols, report = qm9.qm9_subset(None, cache=tmp_path / "cache", progress=False)
+    assert report.n_read == len(mols) and report.n_read + report.n_skipped == len(rows)
+    assert "qm9_044747" in [m.name for m in mols]
+    for m in mols:
+        _, _, row = rows[int(m.name.removeprefix("qm9_"))]
+        assert row["XYZ_file"] == f"dsgdb9nsd_{m.name.removeprefix('qm9_')}.xyz"
+        xyz = np.asarray([float(v) for v in row["XYZ_Ang"].replace("[", "").replace("]", "").split(",")])
+        np.testing.assert_allclose(m.coordinates, xyz.reshape(-1, 3), atol=1e-4)
+        assert Chem.MolToSmiles(Chem.MolFromSmiles(row["SMILES"]), isomericSmiles=False) == Chem.MolToSmiles(
+            Chem.RemoveHs(m.to_rdkit()), isomericSmiles=False
+        )
+    assert report.bad  # bicyclo[1.1.1]pentane (QM9 index 105): bonds perceived across the cage
+    for bad in report.bad:  # file and line of the record, its QM9 index in the reason
+        index = int(bad.reason.split(":")[0].removeprefix("QM9 index "))
+        assert (bad.source, bad.line, bad.index) == (rows[index][0], rows[index][1], rows[index][1] - 2)
+    again, _ = qm9.qm9_subset(None, cache=tmp_path / "cache", progress=False)  # from the SDF cache
+    assert [m.name for m in again] == [m.name for m in mols]
+
+
+def test_conformers_of_a_3d_molecule_keep_its_stereoisomer():
+    """The container holds no stereo flags, so the 3-D input's stereochemistry was dropped before embedding: all
+    eight conformers of L-alanine came out as D-alanine and cis-1,4-dimethylcyclohexane as trans."""
+    from conftest import embedded
+
+    smiles = ["C[C@H](N)C(=O)O", "C[C@@H](N)C(=O)O", "C[C@H]1CC[C@@H](C)CC1", "F/C=C\\F", "F/C=C/F"]
+    mols = [embedded(s, 0) for s in smiles]
+    ens, report = generate_conformers(mols, 4, seed=0, progress=False)
+    assert report.n_read == len(smiles)
+    for smi, conformers in zip(smiles, ens, strict=True):
+        assert [c.to_smiles() for c in conformers] == [Chem.CanonSmiles(smi)] * 4
+
+
+@pytest.mark.parametrize(("smi", "what"), [("[C-6]", "formal charge -6"), ("[CH4+6]", "radical electron count 6")])
+def test_atom_values_outside_from_smiles_lists_are_skipped_not_written_out_of_range(smi, what):
+    """from_smiles raises for a value outside its lists; the vectorised path wrote -1 (charge -6) or 6 (radicals, a
+    5-class column) into x, an index no embedding of the from_smiles sizes can take."""
+    from torch_geometric.utils.smiles import x_map
+
+    with pytest.raises(ValueError, match="not in list"):
+        from_smiles(smi)
+    batch, report = featurize_smiles(["CCO", smi])
+    assert batch.num_graphs == 1 and report.n_skipped == 1 and what in report.bad[0].reason
+    sizes = torch.tensor([len(v) for v in x_map.values()])
+    assert bool((batch.x >= 0).all()) and bool((batch.x < sizes).all())
+    with pytest.raises(InputError, match=f"molecule 0: {what}"):
+        featurize_mols([Chem.MolFromSmiles(smi)])
+
+
+def test_featurize_smiles_skips_what_the_smiles_readers_skip_with_the_same_reasons():
+    """An empty string parsed to an empty molecule and became a 0-atom graph in the batch (read_smiles skips it), and
+    a bad SMILES was reported by RDKit's last log line with its timestamp ('[15:51:49] ... Failed parsing SMILES')."""
+    from genmol.chem.io import smiles_to_molecules
+
+    smiles = ["CCO", "", "C((", "C1CC", "c1ccccc1"]
+    batch, report = featurize_smiles(smiles)
+    _, ref = smiles_to_molecules(smiles)
+    assert batch.num_graphs == 2 and torch.equal(batch.ptr, torch.tensor([0, 3, 9]))
+    assert [(b.index, b.reason) for b in report.bad] == [(b.index, b.reason) for b in ref.bad]
+    assert [b.index for b in report.bad] == [1, 2, 3] and "position 3" in report.bad[1].reason
+    assert not any(b.reason.startswith("[") for b in report.bad)

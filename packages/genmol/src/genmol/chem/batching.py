@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from gencore.errors import InputError
 from genmol.chem.molecule import AROMATIC, Molecule
 
 BOND_CLASSES = (0.0, 1.0, 2.0, 3.0, AROMATIC)  # index 0: no bond
@@ -54,9 +55,15 @@ def bond_class_matrix(mol: Molecule, n_max: int) -> torch.Tensor:
 def pad(molecules: Sequence[Molecule], token_of, n_max: int | None = None) -> dict[str, torch.Tensor]:
     """Dense tensors ``tokens [B, N]``, ``coords [B, N, 3]``, ``mask [B, N]``, ``bonds [B, N, N]``.
 
-    ``token_of(z, charge) -> int`` maps each atom to its vocabulary index; padding tokens are 0.
+    ``token_of(z, charge) -> int`` maps each atom to its vocabulary index; padding tokens are 0. ``n_max`` (default:
+    the largest molecule) must hold every molecule.
     """
-    n_max = n_max or max(m.num_atoms for m in molecules)
+    if not molecules:
+        raise InputError("pad needs at least one molecule, got none.")
+    largest = max(m.num_atoms for m in molecules)
+    n_max = largest if n_max is None else n_max
+    if n_max < largest:
+        raise InputError(f"n_max must be at least the largest molecule's {largest} atoms, got {n_max}.")
     b = len(molecules)
     tokens = torch.zeros(b, n_max, dtype=torch.long)
     coords = torch.zeros(b, n_max, 3)

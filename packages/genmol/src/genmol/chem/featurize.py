@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from rdkit import Chem
 
-from genmol.chem.io import BadRecord, ReadReport, check_policy, rdkit_messages
+from genmol.chem.io import BadRecord, ReadReport, check_policy, parse_smiles
 
 ATOM_FEATURES = (
     "atomic_num",
@@ -55,6 +55,8 @@ def _tables() -> dict[str, np.ndarray]:
         "bond_type": _enum_table(Chem.BondType, e_map["bond_type"]),
         "stereo": _enum_table(Chem.BondStereo, e_map["stereo"]),
         "charge_offset": np.asarray([-min(x_map["formal_charge"])]),
+        # number of classes of x's integer columns 2-5 (degree, formal charge, H count, radical electrons)
+        "sizes": np.asarray([len(x_map[k]) for k in ("degree", "formal_charge", "num_hs", "num_radical_electrons")]),
     }
 
 
@@ -62,7 +64,8 @@ def featurize_mols(mols: Sequence[Chem.Mol]):
     """One ``torch_geometric.data.Batch`` of ``from_smiles`` features for RDKit molecules.
 
     A molecule with a value ``from_smiles`` has no feature for (it raises there; RDKit's ``SP2D``
-    hybridisation of a square-planar metal, say) is an :class:`~gencore.errors.InputError` naming it.
+    hybridisation of a square-planar metal, say, or a formal charge outside -5..6) is an
+    :class:`~gencore.errors.InputError` naming it.
     """
     from gencore.errors import InputError
 
@@ -73,7 +76,18 @@ def featurize_mols(mols: Sequence[Chem.Mol]):
 
 
 def _unsupported(mol: Chem.Mol) -> str:
+    from torch_geometric.utils.smiles import x_map
+
     t = _tables()
+    for what, key, values in (
+        ("degree", "degree", [a.GetTotalDegree() for a in mol.GetAtoms()]),
+        ("formal charge", "formal_charge", [a.GetFormalCharge() for a in mol.GetAtoms()]),
+        ("hydrogen count", "num_hs", [a.GetTotalNumHs() for a in mol.GetAtoms()]),
+        ("radical electron count", "num_radical_electrons", [a.GetNumRadicalElectrons() for a in mol.GetAtoms()]),
+    ):
+        for v in values:
+            if v not in x_map[key]:
+                return f"{what} {v} has no torch_geometric from_smiles feature"
     for what, table, values in (
         ("chirality", t["chirality"], [a.GetChiralTag() for a in mol.GetAtoms()]),
         ("hybridization", t["hybridization"], [a.GetHybridization() for a in mol.GetAtoms()]),
@@ -152,22 +166,23 @@ def _featurize(mols: Sequence[Chem.Mol]):
         ptr=torch.cat([torch.zeros(1, dtype=torch.long), counts_t.cumsum(0)]),
     )
     batch._num_graphs = len(counts)
-    bad_atom = np.repeat(np.arange(len(counts)), counts)[(x[:, [1, 6]] < 0).any(1)]
+    out_of_range = (x[:, [1, 6]] < 0).any(1) | (x[:, 2:6] < 0).any(1) | (x[:, 2:6] >= t["sizes"]).any(1)
+    bad_atom = np.repeat(np.arange(len(counts)), counts)[out_of_range]
     bad_bond = np.repeat(np.arange(len(counts)), bond_counts)[(attr[:, :2] < 0).any(1)]
     return batch, sorted({int(k) for k in np.concatenate([bad_atom, bad_bond])})
 
 
 def featurize_smiles(smiles: Sequence[str], *, on_error: str = "skip"):
-    """``(Batch, ReadReport)`` for a list of SMILES; bad SMILES are skipped and counted, or raise."""
+    """``(Batch, ReadReport)`` for a list of SMILES; bad SMILES (an empty string too, as in :func:`read_smiles`) are
+    skipped and counted with RDKit's reason, or raise."""
     from gencore.errors import InputError
 
     check_policy(on_error)
     mols, index, report = [], [], ReadReport("<smiles>")
     for k, smi in enumerate(smiles):
-        with rdkit_messages() as messages:
-            mol = Chem.MolFromSmiles(smi)
+        mol, reason = parse_smiles(smi)
         if mol is None:
-            bad = BadRecord(k, k + 1, "; ".join(messages[-1:]) or f"cannot parse SMILES {smi!r}", "<smiles>")
+            bad = BadRecord(k, k + 1, reason, "<smiles>")
             if on_error == "raise":
                 raise InputError(f"{bad}.")
             report.bad.append(bad)

@@ -184,7 +184,7 @@ def sdf_blocks(path: str | os.PathLike) -> Iterator[tuple[int, int, str]]:
     index = 0
     with _open_text(p) as fh:
         for lineno, line in _lines(fh, p):
-            if line.rstrip("\r\n") == "$$$$":
+            if line.startswith("$$$$"):  # as RDKit reads it: trailing spaces or text do not hide the end of a record
                 yield index, start, "".join(lines)
                 index += 1
                 lines = []

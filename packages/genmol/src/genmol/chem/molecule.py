@@ -159,7 +159,8 @@ class Molecule:
             coords = conf.GetPositions()
             if not conf.Is3D():  # a 2-D drawing, or a mol block's "no coordinates" (all at 0)
                 coords = None
-        props = {k: str(v) for k, v in mol.GetPropsAsDict(includePrivate=False, includeComputed=False).items()}
+        # as the strings they are: GetPropsAsDict would turn an id "007" into "7" and "1e3" into "1000.0"
+        props = {k: mol.GetProp(k) for k in mol.GetPropNames(includePrivate=False, includeComputed=False)}
         title = name if name is not None else (mol.GetProp("_Name") if mol.HasProp("_Name") else "")
         return cls(z, q, np.asarray(pairs, dtype=np.int64).reshape(-1, 2), orders, hs, coords, title, props)
 
@@ -237,6 +238,8 @@ class Molecule:
         molecule is the same, aromatic again; without, the same graph with Kekule bond orders.
         """
         mol = self.to_rdkit(sanitize=False)
+        if self.name:  # the title is one line: a line break in it would shift every line of the record
+            mol.SetProp("_Name", " ".join(self.name.splitlines()))
         block = Chem.MolToMolBlock(mol, kekulize=False, includeStereo=False)
         if self.num_hs.any() and AROMATIC in self.bond_orders:
             back = Chem.MolFromMolBlock(block, sanitize=False, removeHs=False)
@@ -281,6 +284,8 @@ class Molecule:
             n = -1
         if n < 0:
             raise InputError(f"{source}: line 1 must hold the atom count (0 or more), got {lines[:1]!r}.")
+        if n == 0 and len(lines) == 1:  # the empty comment of an empty molecule, stripped with the trailing newline
+            lines.append("")
         if len(lines) < n + 2:
             raise InputError(f"{source}: expected {n} atom lines after the comment, found {max(len(lines) - 2, 0)}.")
         z, xyz = [], []

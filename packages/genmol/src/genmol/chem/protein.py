@@ -129,17 +129,17 @@ class ProteinStructure:
         st = gemmi.Structure()
         st.name = self.name or "genmol"
         model = gemmi.Model(1) if hasattr(gemmi.Model, "__init__") else gemmi.Model("1")
-        chains: dict[str, gemmi.Chain] = {}
+        chains: list[gemmi.Chain] = []  # one part per run of a chain's atoms: the table's atom order is kept
         last_key = None
         residue = None
         for k in range(self.num_atoms):
             c = str(self.chain_ids[k])
-            if c not in chains:
-                chains[c] = gemmi.Chain(c)
             key = (c, int(self.res_ids[k]), str(self.ins_codes[k]), str(self.res_names[k]))
             if key != last_key:
                 if residue is not None:
-                    chains[last_key[0]].add_residue(residue)
+                    chains[-1].add_residue(residue)
+                if last_key is None or c != last_key[0]:
+                    chains.append(gemmi.Chain(c))
                 residue = gemmi.Residue()
                 residue.name = key[3]
                 residue.seqid = gemmi.SeqId(key[1], key[2] or " ")
@@ -153,8 +153,8 @@ class ProteinStructure:
             atom.b_iso = float(self.b_factors[k])
             residue.add_atom(atom)
         if residue is not None:
-            chains[last_key[0]].add_residue(residue)
-        for ch in chains.values():
+            chains[-1].add_residue(residue)
+        for ch in chains:
             model.add_chain(ch)
         st.add_model(model)
         st.setup_entities()
@@ -181,7 +181,9 @@ class ProteinStructure:
         if not is_cif:
             _check_pdb_lines(text, str(p))
         try:
-            st = gemmi.read_structure(str(p), format=gemmi.CoorFormat.Mmcif if is_cif else gemmi.CoorFormat.Pdb)
+            # merge_chain_parts=False: a chain's ligands and waters after the other chains stay there (file order)
+            fmt = gemmi.CoorFormat.Mmcif if is_cif else gemmi.CoorFormat.Pdb
+            st = gemmi.read_structure(str(p), merge_chain_parts=False, format=fmt)
         except (RuntimeError, ValueError, IndexError) as exc:  # gemmi's message may quote the line on a line of its own
             raise InputError(f"{p}: {' '.join(str(exc).split())}") from None
         structure = cls._from_gemmi(st, str(p))

@@ -4,7 +4,9 @@ Riniker & Landrum 2015 (ETKDG; version 3 of Wang et al. 2020) and Halgren 1996 (
 subset ships offline, so these ensembles stand in for GEOM-style reference conformers. Each molecule
 is embedded with its own seed (``seed + index`` modulo 2**31: ETKDG takes a non-negative 32-bit seed and reads
 -1 as "seed from the clock"), so results do not depend on the number of workers; a molecule that cannot be
-embedded is a :class:`~genmol.chem.io.BadRecord`, not an exception.
+embedded is a :class:`~genmol.chem.io.BadRecord`, not an exception. A molecule with 3-D coordinates keeps the
+stereochemistry of that geometry (tetrahedral centres, double bonds) in every conformer; one without (from SMILES:
+the container holds no stereo flags) gets ETKDG's choice.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ def generate_conformers(
     jobs = []
     for k, m in enumerate(molecules):
         rd = m.to_rdkit(sanitize=True)
+        if rd.GetNumConformers():  # the stereoisomer of the given geometry, not a random one, reaches the block
+            Chem.AssignStereochemistryFrom3D(rd)
         rd.RemoveAllConformers()
         jobs.append((k, Chem.MolToMolBlock(rd), n_confs, (seed + k) % 2**31, mmff))
     out: list[list[Molecule]] = [[] for _ in molecules]

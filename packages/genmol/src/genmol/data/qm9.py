@@ -8,12 +8,16 @@ heavy atoms (H, C, N, O, F) with B3LYP/6-31G(2df,p) coordinates. ``pip install g
 Two on-disk caches, both written atomically under ``cache_dir`` (default ``$GENMOL_CACHE`` or
 ``~/.cache/genmol``):
 
-* ``qm9/raw.safetensors`` + ``qm9/raw.json``: every molecule's atomic numbers and coordinates and its
+* ``qm9/raw.safetensors`` + ``qm9/raw.json``: every molecule's atomic numbers, coordinates, QM9 index and
   SMILES, parsed once from the 225 MB of CSV (about 20 x faster to load afterwards);
 * ``qm9/subset-<n>-seed<s>.sdf`` + ``.json``: a processed seeded subset with bonds and formal charges
   perceived from the geometry (RDKit ``DetermineBonds``, xyz2mol, for the molecule's total charge)
   and checked against QM9's SMILES; a molecule whose perceived graph disagrees is skipped and counted
   (its index and reason are in the JSON report).
+
+qm9pack holds the 130,831 molecules of QM9's 133,885 that passed its consistency check, so a molecule's place in
+the files is not its QM9 index: molecules are named by QM9's own ``Index`` (``qm9_000105`` is
+``dsgdb9nsd_000105.xyz``) and a skipped one is reported with its CSV file and line.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from genmol.chem.io import BadRecord, ReadReport, rdkit_messages, read_sdf, writ
 from genmol.chem.molecule import Molecule, atomic_number
 
 QM9_SIZE = 130_831
+CACHE_FORMAT = 2  # 2: molecules named by QM9 index (1 named them by their place in the files)
 
 
 def cache_dir(path: str | os.PathLike | None = None) -> Path:
@@ -56,13 +61,18 @@ def qm9pack_files() -> list[Path]:
     return files
 
 
-def _parse_csv(files: list[Path]) -> tuple[dict[str, torch.Tensor], list[str]]:
+def _parse_csv(files: list[Path]) -> tuple[dict[str, torch.Tensor], list[str], list[list]]:
+    """Flat tensors (``atomic_numbers``, ``coordinates``, ``counts``, ``qm9_index``), the SMILES and ``[file name,
+    number of records]`` of each file (one record per line after the header)."""
     csv.field_size_limit(1 << 30)
     z: list[int] = []
     xyz: list[list[float]] = []
     counts: list[int] = []
+    index: list[int] = []
     smiles: list[str] = []
+    parts: list[list] = []
     for f in files:
+        n_before = len(smiles)
         with f.open(newline="") as fh:
             reader = csv.reader(fh)
             header = next(reader)
@@ -75,30 +85,59 @@ def _parse_csv(files: list[Path]) -> tuple[dict[str, torch.Tensor], list[str]]:
                     if len(coords) != len(els):
                         raise ValueError(f"{len(els)} elements but {len(coords)} coordinates")
                     zs = [atomic_number(e) for e in els]
-                except (ValueError, KeyError, InputError) as exc:
+                    qm9_index = int(row[col["Index"]])
+                except (ValueError, KeyError, IndexError, InputError) as exc:
                     raise InputError(f"{f}: line {lineno} is not a QM9 record ({exc}).") from None
                 z += zs
                 xyz += coords
                 counts.append(len(zs))
+                index.append(qm9_index)
                 smiles.append(row[col["SMILES"]])
+        parts.append([f.name, len(smiles) - n_before])
     tensors = {
         "atomic_numbers": torch.tensor(z, dtype=torch.int8),
         "coordinates": torch.tensor(xyz, dtype=torch.float32),
         "counts": torch.tensor(counts, dtype=torch.int64),
+        "qm9_index": torch.tensor(index, dtype=torch.int64),
     }
-    return tensors, smiles
+    return tensors, smiles, parts
+
+
+def _raw_meta(folder: Path) -> dict | None:
+    """The raw cache's JSON when it and its tensors exist in the current format, else None (parse again)."""
+    weights, meta = folder / "raw.safetensors", folder / "raw.json"
+    if not (weights.is_file() and meta.is_file()):
+        return None
+    info = read_json(meta)
+    return info if info.get("format") == CACHE_FORMAT else None
 
 
 def load_raw(cache: str | os.PathLike | None = None) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """All of QM9 as flat tensors (``atomic_numbers``, ``coordinates``, ``counts``) plus SMILES, cached."""
+    """All of QM9 as flat tensors (``atomic_numbers``, ``coordinates``, ``counts``, ``qm9_index``) plus SMILES,
+    cached."""
+    tensors, smiles, _ = _load_raw(cache)
+    return tensors, smiles
+
+
+def _load_raw(cache: str | os.PathLike | None) -> tuple[dict[str, torch.Tensor], list[str], list[list]]:
     folder = cache_dir(cache) / "qm9"
     weights, meta = folder / "raw.safetensors", folder / "raw.json"
-    if weights.is_file() and meta.is_file():
-        return load_tensors(weights), read_json(meta)["smiles"]
-    tensors, smiles = _parse_csv(qm9pack_files())
+    info = _raw_meta(folder)
+    if info is not None:
+        return load_tensors(weights), info["smiles"], info["files"]
+    tensors, smiles, parts = _parse_csv(qm9pack_files())
     save_tensors(weights, tensors)
-    write_json(meta, {"source": "qm9pack", "n": len(smiles), "smiles": smiles})
-    return tensors, smiles
+    write_json(meta, {"source": "qm9pack", "format": CACHE_FORMAT, "n": len(smiles), "files": parts, "smiles": smiles})
+    return tensors, smiles, parts
+
+
+def _where(position: int, parts: list[list]) -> tuple[str, int]:
+    """``(CSV file name, line)`` of the record at ``position`` of the concatenated files."""
+    for name, size in parts:
+        if position < size:
+            return name, position + 2  # line 1 is the header
+        position -= size
+    raise IndexError(position)
 
 
 def _perceive(z: np.ndarray, xyz: np.ndarray, smiles: str, name: str) -> tuple[Molecule | None, str]:
@@ -148,29 +187,30 @@ def qm9_subset(
     folder = cache_dir(cache) / "qm9"
     tag = f"subset-{'all' if n is None else n}-seed{seed}"
     sdf, meta = folder / f"{tag}.sdf", folder / f"{tag}.json"
-    if sdf.is_file() and meta.is_file():
+    info = read_json(meta) if sdf.is_file() and meta.is_file() else {}
+    if info.get("format") == CACHE_FORMAT:  # an older cache named its molecules by their place in the files
         mols, _ = read_sdf(sdf, on_error="raise", sanitize=False)
-        info = read_json(meta)
         report = ReadReport(str(sdf), len(mols), [BadRecord(**b) for b in info["skipped"]])
         return mols, report
-    raw, smiles = load_raw(cache)
+    raw, smiles, parts = _load_raw(cache)
     total = len(smiles)
     if n is not None and not 0 < n <= total:
         raise InputError(f"subset must lie in [1, {total}], got {n}.")
     order = torch.randperm(total, generator=torch.Generator().manual_seed(seed)).tolist()
     chosen = sorted(order[: total if n is None else n])
     offsets = np.concatenate([[0], np.cumsum(raw["counts"].numpy())])
-    zs, xyz = raw["atomic_numbers"].numpy(), raw["coordinates"].numpy()
+    zs, xyz, qm9_index = raw["atomic_numbers"].numpy(), raw["coordinates"].numpy(), raw["qm9_index"].numpy()
     mols, report = [], ReadReport(f"qm9 {tag}")
     for idx in tqdm(chosen, desc="qm9: bonds from geometry", unit="mol", disable=not progress):
         a, b = offsets[idx], offsets[idx + 1]
-        mol, reason = _perceive(zs[a:b], xyz[a:b], smiles[idx], f"qm9_{idx + 1:06d}")
+        mol, reason = _perceive(zs[a:b], xyz[a:b], smiles[idx], f"qm9_{int(qm9_index[idx]):06d}")
         if mol is None:
-            report.bad.append(BadRecord(idx, idx + 2, reason, "qm9"))
+            file, line = _where(idx, parts)
+            report.bad.append(BadRecord(line - 2, line, f"QM9 index {int(qm9_index[idx])}: {reason}", file))
         else:
             mols.append(mol)
             report.n_read += 1
     write_sdf(sdf, mols)
     skipped = [{"index": b.index, "line": b.line, "reason": b.reason, "source": b.source} for b in report.bad]
-    write_json(meta, {"n_requested": n, "seed": seed, "n_kept": len(mols), "skipped": skipped})
+    write_json(meta, {"format": CACHE_FORMAT, "n_requested": n, "seed": seed, "n_kept": len(mols), "skipped": skipped})
     return mols, report
