@@ -105,3 +105,30 @@ def test_same_generator_same_noise_and_default_dtype():
     x2 = harmonic_noise(adj, torch.ones(1, 4), generator=torch.Generator().manual_seed(3))
     assert x1.dtype == torch.float32 and x1.shape == (1, 4, 3)
     torch.testing.assert_close(x1, x2)
+
+
+def test_rejects_non_finite_settings_and_weights_and_bad_dim():
+    adj = adjacency_of(PATH6)[None]
+    mask = torch.ones(1, 6)
+    for kwargs in ({"alpha": float("inf")}, {"free_std": float("inf")}, {"alpha": float("nan")}):
+        with pytest.raises(ConfigError, match="finite"):
+            harmonic_noise_transform(adj, mask, **kwargs)
+    bad = adj.clone()
+    bad[0, 2, 3] = float("nan")
+    with pytest.raises(InputError, match="finite"):
+        harmonic_noise_transform(bad, mask)  # was a LinAlgError from eigh
+    for dim in (0, -1, 2.5):
+        with pytest.raises(ConfigError, match="dim"):
+            harmonic_noise(adj, mask, dim)  # was an empty draw or a RuntimeError
+
+
+def test_one_sided_edges_are_symmetrised_and_self_loops_ignored():
+    """The documented symmetrisation: an upper-triangular edge list (each bond once, weight 1) is the graph with
+    weight 1/2 on each bond, and the diagonal does not enter the Laplacian."""
+    n, alpha = nodes(TREE7), 1.5
+    full = adjacency_of(TREE7)
+    one_sided = torch.triu(full) + 4.0 * torch.eye(n, dtype=D)
+    a = harmonic_noise_transform(one_sided[None], torch.ones(1, n), alpha=alpha)[0]
+    lap = torch.diag(full.sum(1)) - full
+    c = centring(n)
+    torch.testing.assert_close(c @ a @ a.T @ c, torch.linalg.pinv(0.5 * alpha * lap), atol=1e-10, rtol=1e-8)

@@ -245,3 +245,16 @@ def test_velocity_conversions_at_the_end_of_vp_without_beta_min() -> None:
     t = torch.ones(3, dtype=F64)
     torch.testing.assert_close(path.convert(v, x, t, "velocity", "data"), x)
     torch.testing.assert_close(path.convert(v, x, t, "velocity", "noise"), -v / math.sqrt(10.0))
+
+
+def test_integer_data_is_refused_rather_than_truncating_t() -> None:
+    # t takes x1's dtype: integer data truncated every t in [0, 1) to 0, so x_t was the noise x0 at any t
+    x0, x1 = torch.zeros(2, 2), torch.tensor([[2, 4], [6, 8]])
+    t = torch.tensor([0.5, 0.9])
+    for path in (AffineGaussianPath(LinearSchedule()), BrownianBridgePath(0.5)):
+        with pytest.raises(InputError, match="floating-point"):
+            path.sample(x0, x1, t)
+    with pytest.raises(InputError, match="floating-point"):
+        AffineGaussianPath(LinearSchedule()).convert(torch.zeros(2, 2), x1, t, "noise", "data")
+    s = AffineGaussianPath(LinearSchedule()).sample(x0, x1.float(), t)
+    torch.testing.assert_close(s.x_t, t[:, None] * x1.float())

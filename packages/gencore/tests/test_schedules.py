@@ -220,3 +220,33 @@ def test_vp_without_beta_min_has_a_finite_sigma_derivative_at_data() -> None:
     assert out.d_sigma[1].item() == pytest.approx(-math.sqrt(10.0), rel=1e-12)
     assert out.d_sigma[0].item() == pytest.approx(-math.sqrt(10.0), rel=1e-4)  # continuous at t = 1
     assert VPSchedule()(torch.tensor(1.0, dtype=torch.float64)).d_sigma == -math.inf  # beta_min > 0: unchanged
+
+
+def test_log_snr_is_log_of_alpha_squared_over_sigma_squared() -> None:
+    # linear: alpha / sigma = t / (1 - t); cosine: tan(pi t / 2); VE: 1 / sigma
+    t = torch.linspace(0.05, 0.95, 7, dtype=torch.float64)
+    torch.testing.assert_close(LinearSchedule()(t).log_snr, 2 * torch.log(t / (1 - t)))
+    torch.testing.assert_close(CosineSchedule()(t).log_snr, 2 * torch.log(torch.tan(math.pi * t / 2)))
+    ve = VESchedule(sigma_min=0.02, sigma_max=30.0)
+    torch.testing.assert_close(ve(t).log_snr, -2 * torch.log(ve(t).sigma))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: VPSchedule(beta_max=math.inf),
+        lambda: VPSchedule(beta_min=math.nan),
+        lambda: VESchedule(sigma_max=math.inf),
+        lambda: EDMSchedule(sigma_max=math.inf),
+        lambda: EDMSchedule(rho=math.nan),
+        lambda: EDMSchedule(rho=math.inf),
+        lambda: make_schedule("ve", sigma_max=float("inf")),
+        lambda: make_schedule("linear", shift="three"),
+        lambda: make_schedule("linear", shift=[3.0]),
+    ],
+)
+def test_non_finite_or_non_numeric_settings_are_config_errors(build) -> None:
+    # these were accepted and gave NaN coefficients everywhere (EDM rho = nan, VP beta_max = inf) or raised a
+    # bare ValueError (VE sigma_max = inf: math.log(0); a shift of "three")
+    with pytest.raises(ConfigError, match="finite"):
+        build()

@@ -30,6 +30,9 @@ def _check_pair(x0: torch.Tensor, x1: torch.Tensor) -> None:
         raise InputError(
             f"x0 and x1 must be batch-first tensors of the same shape, got {tuple(x0.shape)} and {tuple(x1.shape)}."
         )
+    if not (x0.is_floating_point() and x1.is_floating_point()):
+        # t takes the dtype of x1: integer data would truncate every t in [0, 1) to 0
+        raise InputError(f"x0 and x1 must be floating-point tensors, got {x0.dtype} and {x1.dtype}.")
 
 
 class AffineGaussianPath:
@@ -97,5 +100,7 @@ class AffineGaussianPath:
         """
         if pred.shape != x_t.shape:
             raise InputError(f"pred has shape {tuple(pred.shape)} but x_t has {tuple(x_t.shape)}; they must match.")
+        if not (pred.is_floating_point() and x_t.is_floating_point()):
+            raise InputError(f"pred and x_t must be floating-point tensors, got {pred.dtype} and {x_t.dtype}.")
         _, c = self.coefficients(t, x_t)
         return convert_prediction(pred, x_t, c, src, dst)

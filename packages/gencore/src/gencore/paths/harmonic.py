@@ -22,8 +22,11 @@ Padded points (``mask == 0``) are isolated nodes and get zero rows and columns.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 
 __all__ = ["harmonic_noise", "harmonic_noise_transform"]
@@ -37,14 +40,14 @@ def harmonic_noise_transform(
     ``adjacency: [B, N, N]`` non-negative edge weights (symmetrised here; the diagonal is ignored),
     ``mask: [B, N]`` real points. ``alpha`` is the spring constant (inverse squared length), ``free_std``
     the standard deviation along each connected component's mean."""
-    if not (alpha > 0 and free_std > 0):
-        raise ConfigError(f"alpha and free_std must be positive, got alpha={alpha}, free_std={free_std}.")
+    if not (0 < alpha < math.inf and 0 < free_std < math.inf):
+        raise ConfigError(f"alpha and free_std must be finite and positive, got alpha={alpha}, free_std={free_std}.")
     if adjacency.dim() != 3 or adjacency.shape[1] != adjacency.shape[2]:
         raise InputError(f"adjacency must have shape [B, N, N], got {tuple(adjacency.shape)}.")
     if mask.shape != adjacency.shape[:2]:
         raise InputError(f"mask must have shape {tuple(adjacency.shape[:2])}, got {tuple(mask.shape)}.")
-    if (adjacency < 0).any():
-        raise InputError("adjacency weights must be non-negative.")
+    if (adjacency < 0).any() or not torch.isfinite(adjacency).all():
+        raise InputError("adjacency weights must be finite and non-negative.")
     dtype = adjacency.dtype if adjacency.is_floating_point() else torch.get_default_dtype()
     m = mask.to(dtype)
     w = adjacency.to(dtype)
@@ -72,6 +75,7 @@ def harmonic_noise(
     """One draw ``[B, N, dim]`` of the harmonic prior per graph (not centred; padded points are zero).
 
     ``eps`` is drawn on the generator's device (the CPU by default) and moved to ``adjacency``'s."""
+    dim = check_int(dim, "dim (the coordinates per point)", low=1)
     a = harmonic_noise_transform(adjacency, mask, alpha=alpha, free_std=free_std)
     dev = generator.device if generator is not None else a.device
     eps = torch.randn(a.shape[0], a.shape[1], dim, generator=generator, dtype=a.dtype, device=dev)

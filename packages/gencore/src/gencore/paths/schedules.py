@@ -124,9 +124,9 @@ class VPSchedule(Schedule):
     beta_max: float = 20.0
 
     def __post_init__(self) -> None:
-        if not (0.0 <= self.beta_min <= self.beta_max) or self.beta_max <= 0.0:
+        if not (0.0 <= self.beta_min <= self.beta_max < math.inf) or self.beta_max <= 0.0:
             raise ConfigError(
-                f"VPSchedule needs 0 <= beta_min <= beta_max with beta_max > 0, "
+                f"VPSchedule needs finite 0 <= beta_min <= beta_max with beta_max > 0, "
                 f"got beta_min={self.beta_min}, beta_max={self.beta_max}."
             )
 
@@ -155,9 +155,9 @@ class VESchedule(Schedule):
     sigma_max: float = 50.0
 
     def __post_init__(self) -> None:
-        if not (0.0 < self.sigma_min < self.sigma_max):
+        if not (0.0 < self.sigma_min < self.sigma_max < math.inf):
             raise ConfigError(
-                f"VESchedule needs 0 < sigma_min < sigma_max, got sigma_min={self.sigma_min}, "
+                f"VESchedule needs finite 0 < sigma_min < sigma_max, got sigma_min={self.sigma_min}, "
                 f"sigma_max={self.sigma_max}."
             )
 
@@ -187,9 +187,9 @@ class EDMSchedule(Schedule):
     rho: float = 7.0
 
     def __post_init__(self) -> None:
-        if not (0.0 < self.sigma_min < self.sigma_max) or self.rho <= 0.0:
+        if not (0.0 < self.sigma_min < self.sigma_max < math.inf and 0.0 < self.rho < math.inf):
             raise ConfigError(
-                f"EDMSchedule needs 0 < sigma_min < sigma_max and rho > 0, got sigma_min={self.sigma_min}, "
+                f"EDMSchedule needs finite 0 < sigma_min < sigma_max and rho > 0, got sigma_min={self.sigma_min}, "
                 f"sigma_max={self.sigma_max}, rho={self.rho}."
             )
 
@@ -224,7 +224,7 @@ def make_schedule(name: str, **kwargs: Any) -> Schedule:
 
     ``shift=...`` (SD3 time shift) wraps the result in :class:`~gencore.paths.shift.ShiftedSchedule`.
     """
-    from gencore.paths.shift import ShiftedSchedule
+    from gencore.paths.shift import ShiftedSchedule, _check_shift
 
     if name not in SCHEDULES:
         raise ConfigError(f"unknown schedule {name!r}; expected one of: {', '.join(SCHEDULES)}.")
@@ -233,4 +233,4 @@ def make_schedule(name: str, **kwargs: Any) -> Schedule:
         schedule = SCHEDULES[name](**kwargs)
     except TypeError as exc:
         raise ConfigError(f"invalid settings for schedule {name!r}: {exc}.") from exc
-    return schedule if shift is None else ShiftedSchedule(schedule, float(shift))
+    return schedule if shift is None else ShiftedSchedule(schedule, _check_shift(shift))

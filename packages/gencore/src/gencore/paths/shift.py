@@ -26,10 +26,13 @@ from gencore.paths.schedules import Schedule, ScheduleOutput, _as_time
 
 
 def _check_shift(shift: float) -> float:
-    shift = float(shift)
-    if not (math.isfinite(shift) and shift > 0.0):
-        raise ConfigError(f"shift must be a finite number > 0, got {shift}.")
-    return shift
+    try:
+        value = float(shift)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0.0):
+        raise ConfigError(f"shift must be a finite number > 0, got {shift!r}.")
+    return value
 
 
 def time_shift(t: torch.Tensor | float, shift: float) -> torch.Tensor:
