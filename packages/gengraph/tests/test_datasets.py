@@ -120,3 +120,47 @@ def test_published_sizes_and_recipe_parameters() -> None:
     assert abs(inside / pairs_in - 0.3) < 0.01 and abs(across / pairs_across - 0.05) < 0.005
     source = datasets._ego_source(0)
     assert 3.8 < 2 * source.number_of_edges() / source.number_of_nodes() < 4.1  # Holme-Kim with m = 2
+
+
+def test_community_small_joins_a_disconnected_community() -> None:
+    """GraphRNN bridges every connected component; bridging only the two communities left about 1 graph in 150
+    disconnected (a G(n, 0.7) community with an isolated node), invalid as reference data (validity is
+    connectivity). With p_in = 0.2 most communities fall apart, so every graph tests the bridging."""
+    import numpy as np
+
+    from gengraph import datasets
+
+    rng = np.random.default_rng(0)
+    graphs = [datasets._community_small(rng, p_in=0.2) for _ in range(50)]
+    assert all(nx.is_connected(g) for g in graphs)
+    assert all(is_valid(g.to_networkx(), "community-small") for g in generate("community-small", 300))
+
+
+def test_ego_small_takes_each_centre_once(monkeypatch) -> None:
+    """Centres were drawn with replacement: 11 of the 200 default ego nets repeated another one's centre, so
+    identical graphs sat in both the train and the test split. A source of stars with 3 to 17 leaves has exactly
+    15 eligible centres (a leaf's ego net has 2 nodes), with ego nets of 4 to 18 nodes."""
+    from gencore.errors import ConfigError
+    from gengraph import datasets
+
+    stars = nx.disjoint_union_all([nx.star_graph(k) for k in range(3, 18)])
+    monkeypatch.setattr(datasets, "_ego_source", lambda seed: stars)
+    assert sorted(g.n_nodes for g in generate("ego-small", 15)) == list(range(4, 19))
+    with pytest.raises(ConfigError, match=r"ego-small has 15 ego nets .* fewer than the 16 asked"):
+        generate("ego-small", 16)
+
+
+def test_grid_holds_each_shape_once() -> None:
+    """GraphRNN's grid set is the 100 grids of 10-19 rows by 10-19 columns; shapes drawn with replacement
+    repeated about a third of them, putting identical grids in train and test."""
+    from collections import Counter
+
+    shapes = Counter()
+    for g in generate("grid", 100):
+        total = 2 * g.n_nodes - g.n_edges  # r + c, from n = r c and E = 2 r c - r - c
+        (r,) = [r for r in range(10, 20) if r * (total - r) == g.n_nodes and r <= total - r]
+        shapes[(r, total - r)] += 1
+    assert shapes == Counter({(r, c): 1 + (r != c) for r in range(10, 20) for c in range(r, 20)})
+    graphs = generate("grid", 100)
+    train = {(g.n_nodes, tuple(map(tuple, g.edges.tolist()))) for g in split(graphs, "train")}
+    assert not any((g.n_nodes, tuple(map(tuple, g.edges.tolist()))) in train for g in split(graphs, "test"))

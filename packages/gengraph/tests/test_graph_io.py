@@ -344,3 +344,58 @@ def test_directed_edge_list_keeps_directions(tmp_path) -> None:
     g = Graph(n_nodes=3, edges=[[0, 1], [2, 1]], directed=True)
     back = read_edgelist(write_edgelist(tmp_path / "d.edgelist", g), directed=True)
     assert back.directed and back.edges.tolist() == [[0, 1], [2, 1]]
+
+
+def test_edgelist_written_by_gengraph_roundtrips_numbering_isolated_nodes_and_direction(tmp_path) -> None:
+    """write_edgelist then read_edgelist used to renumber the nodes in order of appearance and drop isolated
+    ones: edges (1, 2), (0, 3) on 5 nodes came back as (0, 1), (2, 3) on 4 nodes; a directed file came back
+    undirected (its reciprocal pair a 'repeat'). networkx, reading the same file with integer node labels, agrees."""
+    g = Graph(n_nodes=5, edges=[[1, 2], [0, 3]], edge_types=[2, 1])
+    path = write_edgelist(tmp_path / "g.edgelist", g)
+    back = read_edgelist(path)
+    assert back.n_nodes == 5 and not back.directed
+    assert torch.equal(back.adjacency(typed=True), g.adjacency(typed=True))
+    oracle = nx.read_edgelist(path, nodetype=int, data=[("type", int)])
+    assert (nx.to_numpy_array(oracle, nodelist=range(4)) == back.adjacency()[:4, :4].numpy()).all()
+    assert {tuple(sorted(e)): d["type"] for *e, d in oracle.edges(data=True)} == {(0, 3): 1, (1, 2): 2}
+    d = Graph(n_nodes=4, edges=[[0, 1], [1, 0], [2, 1]], edge_types=[0, 1, 2], directed=True)
+    for back in (read_edgelist(write_edgelist(tmp_path / "d.edgelist", d)), *load_graphs(tmp_path / "d.edgelist")):
+        assert back.directed and back.n_nodes == 4
+        assert torch.equal(back.edges, d.edges) and torch.equal(back.edge_types, d.edge_types)
+    assert read_edgelist(write_edgelist(tmp_path / "e.edgelist", Graph(n_nodes=3))).n_nodes == 3  # no edges
+    # a hand-written file without the header still numbers its tokens in order of appearance
+    plain = tmp_path / "p.edgelist"
+    plain.write_text("3 1\n0 3\n")
+    assert read_edgelist(plain).edges.tolist() == [[0, 1], [0, 2]]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("0 1 0\n1 5 0\n", r"line 3: the header announces 3 nodes, numbered 0 to 2, got '1 5 0'"),
+        ("0 1 0\nb c 0\n", r"line 3: the header announces 3 nodes, numbered 0 to 2, got 'b c 0'"),
+        ("0 1 0\n", r"g\.edgelist: the header announces 2 edges, but the file lists 1"),
+    ],
+)
+def test_gengraph_edgelist_header_is_checked(tmp_path, body: str, message: str) -> None:
+    path = tmp_path / "g.edgelist"
+    path.write_text("# gengraph edge list: 3 nodes, 2 edges\n" + body)
+    with pytest.raises(InputError, match=message):
+        read_edgelist(path)
+
+
+def test_from_networkx_refuses_fractional_numpy_and_torch_types() -> None:
+    """Only a Python float was checked: a numpy float32 1.7 (a type read from an array) became category 1."""
+    import numpy as np
+
+    for value in (np.float32(1.7), np.float64(0.5), torch.tensor(2.5)):
+        g = nx.Graph()
+        g.add_node(0, type=value)
+        g.add_edge(0, 1)
+        with pytest.raises(InputError, match="node attribute 'type' must be an integer category"):
+            Graph.from_networkx(g)
+    g = nx.Graph()
+    g.add_node(0, type=np.float32(2.0))
+    g.add_edge(0, 1, type=torch.tensor(1))
+    h = Graph.from_networkx(g)
+    assert h.node_types.tolist() == [2, 0] and h.edge_types.tolist() == [1]

@@ -9,10 +9,10 @@ name               recipe                                                       
 planar             64 uniform points in the unit square, Delaunay triangulation (SPECTRE)         200
 sbm                2-5 blocks of 20-40 nodes, p_in 0.3, p_out 0.05, connected (SPECTRE)            200
 community-small    2 communities of 6-10 nodes, G(n, 0.7) each, inter-edges w.p. 0.05 (GraphRNN)  100
-ego-small          radius-1 ego nets with 4-18 nodes cut from a 3,000-node powerlaw-cluster graph  200
+ego-small          radius-1 ego nets with 4-18 nodes, distinct centres in a 3,000-node graph      200
 tree               uniform random labelled trees on 64 nodes (Pruefer sequences)                  200
 lobster            random lobsters, p1 = p2 = 0.7, mean backbone 80, 10-100 nodes (GRAN)           100
-grid               2-D grids with 10-19 rows and columns (GraphRNN)                                100
+grid               2-D grids, each shape of 10-19 rows and 10-19 columns once (GraphRNN)          100
 =================  ============================================================================  =========
 
 GraphRNN's ego-small is cut from Citeseer, which does not ship offline; the stand-in cuts ego nets from a
@@ -30,6 +30,7 @@ Splits: a seeded permutation (seed ``split_seed = 42``), then 64 % train, 16 % v
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 
@@ -37,7 +38,7 @@ import networkx as nx
 import numpy as np
 
 from gencore.checks import check_choice, check_int
-from gencore.errors import InputError
+from gencore.errors import ConfigError, InputError
 from gengraph.connectomes import CONNECTOMES, SERIES, connectome
 from gengraph.graph import Graph
 
@@ -71,7 +72,11 @@ def _sbm(rng: np.random.Generator) -> nx.Graph:
 
 def _community_small(rng: np.random.Generator, p_in: float = 0.7, p_out: float = 0.05) -> nx.Graph:
     sizes = [int(s) for s in rng.choice([6, 7, 8, 9, 10], size=2)]
-    g = nx.disjoint_union_all([nx.gnp_random_graph(s, p_in, seed=int(rng.integers(2**31))) for s in sizes])
+    communities = [nx.gnp_random_graph(s, p_in, seed=int(rng.integers(2**31))) for s in sizes]
+    for c in communities:  # GraphRNN bridges a community's pieces (about 1 graph in 150 has one): chain them
+        firsts = sorted(min(part) for part in nx.connected_components(c))
+        c.add_edges_from(itertools.pairwise(firsts))
+    g = nx.disjoint_union_all(communities)
     a, b = range(sizes[0]), range(sizes[0], sum(sizes))
     inter = [(u, v) for u in a for v in b if rng.random() < p_out]
     g.add_edges_from(inter or [(0, sizes[0])])
@@ -84,14 +89,14 @@ def _ego_source(seed: int) -> nx.Graph:
 
 def _ego_small_many(rng: np.random.Generator, n: int) -> list[nx.Graph]:
     source = _ego_source(int(rng.integers(2**31)))
-    nodes = np.array(source.nodes)
     out: list[nx.Graph] = []
-    while len(out) < n:
-        centre = int(rng.choice(nodes))
+    for centre in rng.permutation(source.number_of_nodes()).tolist():  # each centre once, as GraphRNN
         ego = nx.ego_graph(source, centre, radius=1)
         if 4 <= ego.number_of_nodes() <= 18:
             out.append(nx.convert_node_labels_to_integers(ego))
-    return out
+            if len(out) == n:
+                return out
+    raise ConfigError(f"ego-small has {len(out)} ego nets (one per centre of 4 to 18 nodes), fewer than the {n} asked.")
 
 
 def _tree(rng: np.random.Generator, n: int = 64) -> nx.Graph:
@@ -105,8 +110,12 @@ def _lobster(rng: np.random.Generator) -> nx.Graph:
             return g
 
 
-def _grid(rng: np.random.Generator) -> nx.Graph:
-    return nx.grid_2d_graph(int(rng.integers(10, 20)), int(rng.integers(10, 20)))
+def _grid_many(rng: np.random.Generator, n: int) -> list[nx.Graph]:
+    """GraphRNN's 100 grids, one per shape (10-19 rows, 10-19 columns), in a seeded order; past 100 graphs the
+    shapes repeat in that order."""
+    shapes = [(r, c) for r in range(10, 20) for c in range(10, 20)]
+    order = rng.permutation(len(shapes))
+    return [nx.grid_2d_graph(*shapes[order[i % len(shapes)]]) for i in range(n)]
 
 
 _ONE: dict[str, Callable[[np.random.Generator], nx.Graph]] = {
@@ -115,7 +124,10 @@ _ONE: dict[str, Callable[[np.random.Generator], nx.Graph]] = {
     "community-small": _community_small,
     "tree": _tree,
     "lobster": _lobster,
-    "grid": _grid,
+}
+_MANY: dict[str, Callable[[np.random.Generator, int], list[nx.Graph]]] = {
+    "ego-small": _ego_small_many,
+    "grid": _grid_many,
 }
 DEFAULT_SIZES = {
     "planar": 200, "sbm": 200, "community-small": 100, "ego-small": 200, "tree": 200, "lobster": 100, "grid": 100,
@@ -132,7 +144,7 @@ def generate(name: str, n: int | None = None, *, seed: int = 0) -> list[Graph]:
     seed = check_int(seed, "the data seed", low=0)  # numpy's seed sequence refuses negatives with a bare ValueError
     # the set name enters the seed, so two sets with the same seed are still independent streams
     rng = np.random.default_rng([seed, sum(map(ord, name))])
-    graphs = _ego_small_many(rng, n) if name == "ego-small" else [_ONE[name](rng) for _ in range(n)]
+    graphs = _MANY[name](rng, n) if name in _MANY else [_ONE[name](rng) for _ in range(n)]
     return [Graph.from_networkx(nx.convert_node_labels_to_integers(g)) for g in graphs]
 
 

@@ -204,7 +204,8 @@ class Graph:
                 value = r.get(type_key, 0)
                 try:
                     out.append(int(value))
-                    if isinstance(value, float) and value != out[-1]:  # int(1.7) would be 1
+                    # int(1.7) would be 1, for a numpy or torch float as for a Python one
+                    if not isinstance(value, (str, numbers.Integral)) and float(value) != out[-1]:
                         raise ValueError
                 except (TypeError, ValueError, OverflowError):
                     raise InputError(

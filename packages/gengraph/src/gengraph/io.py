@@ -8,14 +8,18 @@ JSON graph set (what ``gengraph sample`` writes; safe to load, no pickle)::
 
 ``node_types``/``edge_types`` default to zeros and ``node_features``/``edge_features`` are optional lists of
 lists. Edge list (one graph per file): one edge ``u v`` or ``u v type`` per line, ``#`` comments, nodes are
-any tokens (relabelled in order of appearance). GraphML: read with networkx; integer ``type`` attributes
-become the categorical channels, self-loops are dropped and parallel edges refused.
+any tokens (relabelled in order of appearance), except in a file that :func:`write_edgelist` wrote: its header
+``# gengraph edge list: N nodes, E edges`` (``, directed`` for a directed graph) makes the nodes the integers
+``0..N-1``, so node order, isolated nodes and direction come back (node types and features do not). GraphML:
+read with networkx; integer ``type`` attributes become the categorical channels, self-loops are dropped and
+parallel edges refused.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -38,6 +42,7 @@ __all__ = [
 ]
 
 FORMAT = "gengraph.graph-set"
+_EDGELIST_HEADER = re.compile(r"#\s*gengraph edge list:\s*(\d+) nodes?,\s*(\d+) edges?(,\s*directed)?")
 
 
 def write_graph_set(path: str | os.PathLike, graphs: list[Graph], **meta) -> Path:
@@ -99,13 +104,18 @@ def read_graph_set(path: str | os.PathLike) -> list[Graph]:
     return [Graph.from_dict(r, where=f"{path}: graph {i}") for i, r in enumerate(records)]
 
 
-def read_edgelist(path: str | os.PathLike, *, directed: bool = False) -> Graph:
+def read_edgelist(path: str | os.PathLike, *, directed: bool | None = None) -> Graph:
+    """One graph from an edge list; ``directed`` defaults to what a gengraph header says, else undirected."""
     path = Path(path)
     _check_file(path)
     try:
         lines = path.read_text().splitlines()
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a text edge list.") from None
+    header = _EDGELIST_HEADER.fullmatch(lines[0].strip()) if lines else None
+    if directed is None:
+        directed = bool(header and header[3])
+    n_header = int(header[1]) if header else 0  # write_edgelist numbers the nodes 0..N-1, isolated ones included
     index: dict[str, int] = {}
     edges, types = [], []
     seen: dict[tuple[int, int], int] = {}
@@ -116,7 +126,15 @@ def read_edgelist(path: str | os.PathLike, *, directed: bool = False) -> Graph:
         parts = text.split()
         if len(parts) not in (2, 3):
             raise InputError(f"{path}, line {lineno}: expected 'u v' or 'u v type', got {line.strip()!r}.")
-        u, v = (index.setdefault(p, len(index)) for p in parts[:2])
+        if not header:
+            u, v = (index.setdefault(p, len(index)) for p in parts[:2])
+        elif all(p.isascii() and p.isdigit() and int(p) < n_header for p in parts[:2]):
+            u, v = int(parts[0]), int(parts[1])
+        else:
+            raise InputError(
+                f"{path}, line {lineno}: the header announces {n_header} nodes, numbered 0 to {n_header - 1}, "
+                f"got {line.strip()!r}."
+            )
         if u == v:
             raise InputError(f"{path}, line {lineno}: self-loop on node {parts[0]!r} is not supported.")
         pair = (u, v) if directed else (min(u, v), max(u, v))
@@ -135,16 +153,21 @@ def read_edgelist(path: str | os.PathLike, *, directed: bool = False) -> Graph:
                 f"{path}, line {lineno}: the edge type must be a non-negative integer, got {parts[2]!r}."
             ) from None
         edges.append((u, v))
-    if not index:
+    if header and len(edges) != int(header[2]):
+        raise InputError(f"{path}: the header announces {header[2]} edges, but the file lists {len(edges)}.")
+    if not index and not header:
         raise InputError(f"{path}: the edge list has no edges.")
     try:
-        return Graph(n_nodes=len(index), edges=edges, edge_types=types, directed=directed)
+        return Graph(n_nodes=n_header if header else len(index), edges=edges, edge_types=types, directed=directed)
     except InputError as exc:
         raise InputError(f"{path}: {str(exc).removeprefix('graph: ')}") from None
 
 
 def write_edgelist(path: str | os.PathLike, graph: Graph) -> Path:
-    rows = [f"# gengraph edge list: {graph.n_nodes} nodes, {graph.n_edges} edges"]
+    """``graph``'s edges, one ``u v type`` line each, under the header from which :func:`read_edgelist` restores
+    the node numbering, the isolated nodes and the direction."""
+    kind = ", directed" if graph.directed else ""
+    rows = [f"# gengraph edge list: {graph.n_nodes} nodes, {graph.n_edges} edges{kind}"]
     rows += [f"{u} {v} {int(t)}" for (u, v), t in zip(graph.edges.tolist(), graph.edge_types, strict=True)]
     return write_text(path, "\n".join(rows) + "\n")
 
