@@ -349,3 +349,80 @@ def test_split_holds_out_the_ceiling_and_views_read_their_own_tokens(store_dir, 
     ActivationStore(store_dir, range(24))
     with pytest.raises(InputError, match="outside"):
         ActivationStore(store_dir, range(25))
+
+
+def test_split_holds_out_the_ceiling_of_the_fraction_as_written(tmp_path):
+    """0.07 * 100 is 7.000000000000001 in floating point: its ceiling held out 8 sequences, not 7."""
+    with ActivationWriter(tmp_path / "s", d_model=2, seq_len=1, shard_sequences=30) as w:
+        w.write(
+            torch.randn(100, 1, 2, generator=torch.Generator().manual_seed(0)), torch.zeros(100, 1, dtype=torch.long)
+        )
+    store = ActivationStore(tmp_path / "s")
+    for fraction, held in ((0.07, 7), (0.14, 14), (0.55, 55), (0.071, 8), (0.1, 10), (0.001, 1)):
+        train, test = store.split(fraction)
+        assert (len(train), len(test)) == (100 - held, held), fraction
+        assert train.sequences == range(100 - held) and test.sequences == range(100 - held, 100)
+
+
+def test_metadata_that_json_cannot_hold_is_refused_before_anything_is_written(tmp_path):
+    """It failed as a TypeError when index.json was written, after the whole capture."""
+    for bad in ({"source": Path("corpus.txt")}, ["model", "minilm"]):
+        with pytest.raises(ConfigError, match="metadata must be a mapping of JSON values"):
+            ActivationWriter(tmp_path / "m", d_model=2, seq_len=2, metadata=bad)
+        assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("metadata", [[1, 2], None, "minilm"])
+def test_an_index_whose_metadata_is_not_an_object_is_refused(store_dir, metadata):
+    """``store.metadata`` raised a TypeError (after training, in train-sae; in evaluate-sae)."""
+    _edit_index(store_dir, lambda ix: ix.update(metadata=metadata))
+    with pytest.raises(StorageError, match=re.escape("field 'metadata' must be a JSON object")):
+        ActivationStore(store_dir)
+
+
+def test_shards_of_unreadable_float_types_are_refused_naming_the_file(tmp_path, seq_acts):
+    """float8 (safetensors) and long double (npy) activations passed the header check, then failed in torch."""
+    from safetensors.torch import load_file, save_file
+
+    tokens = torch.zeros(seq_acts.shape[:2], dtype=torch.long)
+    with ActivationWriter(tmp_path / "s", d_model=8, seq_len=16, shard_sequences=10) as w:
+        w.write(seq_acts, tokens)
+    shard = tmp_path / "s" / "shard-00001.safetensors"
+    tensors = load_file(shard)
+    tensors["activations"] = tensors["activations"].to(torch.float8_e4m3fn)
+    save_file(tensors, shard)
+    with pytest.raises(StorageError, match=r"shard-00001\.safetensors' holds F8_E4M3 \[10, 16, 8\]"):
+        ActivationStore(tmp_path / "s")
+    if np.dtype(np.longdouble).itemsize <= 8:  # long double is float64 on this platform
+        return
+    with ActivationWriter(tmp_path / "n", d_model=8, seq_len=16, shard_sequences=10, storage="npy") as w:
+        w.write(seq_acts, tokens)
+    np.save(tmp_path / "n" / "shard-00000.activations.npy", seq_acts[:10].numpy().astype(np.longdouble))
+    wide = np.dtype(np.longdouble).name
+    with pytest.raises(StorageError, match=rf"shard-00000\.activations\.npy' holds {wide} \[10, 16, 8\]"):
+        ActivationStore(tmp_path / "n")
+
+
+def test_npy_shards_of_the_other_byte_order_read_as_written(tmp_path, seq_acts):
+    """A store written on a machine of the other endianness: torch.from_numpy refused the array."""
+    tokens = torch.arange(24 * 16).view(24, 16)
+    with ActivationWriter(tmp_path / "n", d_model=8, seq_len=16, shard_sequences=10, storage="npy") as w:
+        w.write(seq_acts, tokens)
+    for name, array in (("activations", seq_acts[10:20].numpy()), ("tokens", tokens[10:20].numpy())):
+        swapped = array.astype(array.dtype.newbyteorder("S"))
+        assert swapped.dtype.byteorder in "<>" and np.array_equal(swapped, array)
+        np.save(tmp_path / "n" / f"shard-00001.{name}.npy", swapped)
+    store = ActivationStore(tmp_path / "n")
+    torch.testing.assert_close(store.load(), seq_acts, rtol=0, atol=0)
+    assert torch.equal(torch.stack([store.tokens(i) for i in range(24)]), tokens)
+
+
+def test_batch_and_load_sizes_are_checked(store_dir):
+    """A negative batch size yielded no batch at all (an empty evaluation), zero a bare ValueError from range()."""
+    store = ActivationStore(store_dir)
+    for size in (0, -1):
+        with pytest.raises(ConfigError, match=f"batch_sequences must be a positive integer, got {size}"):
+            next(store.iter_batches(size))
+    with pytest.raises(ConfigError, match="max_sequences must be a non-negative integer or None, got -1"):
+        store.load(max_sequences=-1)
+    assert store.load(max_sequences=0).shape == (0, 16, 8)

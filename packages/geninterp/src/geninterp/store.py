@@ -23,8 +23,10 @@ so only the requested sequences are read from disk; :class:`ActivationStore` is 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, overload
 
@@ -40,6 +42,8 @@ FORMAT = "geninterp.activations"
 VERSION = 1
 STORAGES = ("safetensors", "npy")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# activation dtypes a shard may hold (safetensors names; numpy's float16/32/64 are the same three without bfloat16)
+READ_FLOATS = ("F16", "BF16", "F32", "F64")
 INDEX_NAME = "index.json"
 
 
@@ -90,6 +94,8 @@ def _check_index(index: dict[str, Any], where: str) -> None:
     norm = stats.get("mean_sq_norm")
     if not (_finite(norm) and norm >= 0):
         bad("stats.mean_sq_norm", "a finite non-negative number", norm)
+    if not isinstance(index.get("metadata", {}), dict):
+        bad("metadata", "a JSON object", index["metadata"])
 
 
 def _finite(value: Any) -> bool:
@@ -126,6 +132,14 @@ class ActivationWriter:
             raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}.")
         if min(d_model, seq_len, shard_sequences) < 1:
             raise ConfigError("d_model, seq_len and shard_sequences must be positive integers.")
+        try:  # refused now, not by index.json's writer after the whole capture
+            json.dumps(metadata or {})
+            if not isinstance(metadata or {}, Mapping):
+                raise TypeError(f"got {type(metadata).__name__}")
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"metadata must be a mapping of JSON values (strings, numbers, lists, mappings): {exc}."
+            ) from None
         check_new_store(out_dir)
         self.dir = ensure_dir(out_dir)
         self.d_model, self.seq_len, self.shard_sequences = d_model, seq_len, shard_sequences
@@ -277,10 +291,12 @@ class ActivationStore(Dataset):
 
     @property
     def mean(self) -> torch.Tensor:
+        """Feature mean of the whole store (every sequence, whatever this view holds; see ``position_stats``)."""
         return torch.tensor(self.index["stats"]["mean"], dtype=torch.float32)
 
     @property
     def mean_sq_norm(self) -> float:
+        """Mean squared norm of the whole store's activations (every sequence, whatever this view holds)."""
         return float(self.index["stats"]["mean_sq_norm"])
 
     @property
@@ -299,7 +315,8 @@ class ActivationStore(Dataset):
         if not 0.0 < eval_fraction < 1.0:
             raise ConfigError(f"eval_fraction must be in (0, 1), got {eval_fraction}.")
         n = len(self.sequences)
-        n_eval = max(1, int(np.ceil(eval_fraction * n)))
+        # rounded first: 0.07 * 100 is 7.000000000000001 in floating point, whose ceiling would hold out 8
+        n_eval = max(1, math.ceil(round(eval_fraction * n, 9)))
         if n - n_eval < 1:
             raise InputError(f"the store has {n} sequences: too few to hold out an evaluation split.")
         a, b = self.sequences[: n - n_eval], self.sequences[n - n_eval :]
@@ -316,18 +333,18 @@ class ActivationStore(Dataset):
                 f = safe_open(str(self.path / name), framework="pt")
                 handle = (f.get_slice("activations"), f.get_slice("tokens"), f)
                 found = [(tuple(s.get_shape()), s.get_dtype()) for s in handle[:2]]
-                kinds = [found[0][1].startswith(("F", "BF")), found[1][1].startswith(("I", "U"))]
+                kinds = [found[0][1] in READ_FLOATS, found[1][1].startswith(("I", "U"))]
             else:
                 arrays = []
                 for name in files:
                     arrays.append(np.load(self.path / name, mmap_mode="r", allow_pickle=False))
                 handle = tuple(arrays)
                 found = [(a.shape, str(a.dtype)) for a in handle]
-                kinds = [handle[0].dtype.kind == "f", handle[1].dtype.kind in "iu"]
+                kinds = [handle[0].dtype.kind == "f" and handle[0].dtype.itemsize <= 8, handle[1].dtype.kind in "iu"]
         except (SafetensorError, OSError, ValueError) as exc:
             raise StorageError(f"cannot read shard file {str(self.path / name)!r}: {str(exc).rstrip('.')}.") from exc
         n, length, d = shard["n_sequences"], self.seq_len, self.d_model
-        expected = [((n, length, d), "floating-point activations [n_sequences, seq_len, d_model]"),
+        expected = [((n, length, d), "float16/bfloat16/float32/float64 activations [n_sequences, seq_len, d_model]"),
                     ((n, length), "integer token ids [n_sequences, seq_len]")]  # fmt: skip
         for i, ((shape, dtype), (want, what), ok) in enumerate(zip(found, expected, kinds, strict=True)):
             if tuple(shape) != want or not ok:
@@ -351,7 +368,9 @@ class ActivationStore(Dataset):
         if self.index["storage"] == "safetensors":
             a, t = acts[j : j + 1][0], tokens[j : j + 1][0]
         else:
-            a, t = torch.from_numpy(np.array(acts[j])), torch.from_numpy(np.array(tokens[j]))
+            # native byte order: torch cannot read a big-endian array (a store written on such a machine)
+            a = torch.from_numpy(np.array(acts[j], dtype=acts.dtype.newbyteorder("=")))
+            t = torch.from_numpy(np.array(tokens[j], dtype=tokens.dtype.newbyteorder("=")))
         if not torch.isfinite(a).all():  # the writer refuses these, so the file was damaged or edited since
             name = self.index["shards"][k]["files"][0]
             raise StorageError(
@@ -384,11 +403,15 @@ class ActivationStore(Dataset):
 
     def iter_batches(self, batch_sequences: int = 64) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """In order, ``(acts [b, L, D], tokens [b, L])`` batches of this view."""
+        if batch_sequences < 1:  # a negative count yielded nothing at all, zero a ValueError from range()
+            raise ConfigError(f"batch_sequences must be a positive integer, got {batch_sequences!r}.")
         for start in range(0, len(self), batch_sequences):
             items = [self._read(self.sequences[i]) for i in range(start, min(start + batch_sequences, len(self)))]
             yield torch.stack([a for a, _ in items]), torch.stack([t for _, t in items])
 
     def load(self, max_sequences: int | None = None) -> torch.Tensor:
         """``[S, L, D]`` of (at most ``max_sequences`` of) this view in memory."""
+        if max_sequences is not None and max_sequences < 0:
+            raise ConfigError(f"max_sequences must be a non-negative integer or None, got {max_sequences!r}.")
         n = len(self) if max_sequences is None else min(len(self), max_sequences)
         return torch.stack([self[i] for i in range(n)]) if n else torch.empty(0, self.seq_len, self.d_model)

@@ -166,6 +166,8 @@ def train_sae(
         )
     out = Path(out_dir)
     saved = read_json(out / "run.json") if engine.get("resume") and (out / "run.json").is_file() else {}
+    if not isinstance(saved, dict):  # a damaged record: one sentence, not an AttributeError
+        raise StorageError(f"{str(out / 'run.json')!r} does not hold a JSON object; move it away to resume the run.")
     if (
         (out / "sae").is_dir()
         and saved.get("acts") == str(Path(acts).resolve())
