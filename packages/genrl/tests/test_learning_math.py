@@ -146,10 +146,21 @@ def test_critic_config_refuses_settings_that_train_to_garbage(field: dict) -> No
 
 @pytest.mark.parametrize(
     "field",
-    [{"tau": 0.0}, {"tau": 1.5}, {"huber_kappa": 0.0}, {"return_bound": 0.0}, {"return_bound": -2.0}, {"lr": 0.0}],
+    [
+        {"tau": 0.0},
+        {"tau": 1.5},
+        {"huber_kappa": 0.0},
+        {"return_bound": 0.0},
+        {"return_bound": -2.0},
+        {"lr": 0.0},
+        {"seed": -1},
+        {"eval_at": (0, 3001)},
+        {"eval_at": (-1,)},
+    ],
 )
 def test_toy_critic_config_refuses_settings_that_train_to_garbage(field: dict) -> None:
     # tau = 0 froze the target network at its initialisation; huber_kappa = 0 gave NaN IQN scores; return_bound = 0
-    # raised an index error inside C51 and a negative one trained on a reversed support, all without a word
+    # raised an index error inside C51 and a negative one trained on a reversed support, all without a word; a
+    # negative seed was NumPy's traceback; an eval_at count outside [0, steps] left the learning curve short silently
     with pytest.raises(ConfigError, match=f"toy critic config field '{next(iter(field))}'"):
         ToyCriticConfig(**field)

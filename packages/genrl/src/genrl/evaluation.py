@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from genrl.agents.base import Agent
 
@@ -73,12 +74,9 @@ def evaluate(
     import gymnasium as gym
     from tqdm.auto import tqdm
 
-    if episodes < 1:
-        raise ConfigError(f"episodes must be a positive integer, got {episodes}.")
-    if max_envs < 1:
-        raise ConfigError(f"max_envs must be a positive integer, got {max_envs}.")
-    if latency_calls < 1:
-        raise ConfigError(f"latency_calls must be a positive integer, got {latency_calls}.")
+    for name, value in (("episodes", episodes), ("max_envs", max_envs), ("latency_calls", latency_calls)):
+        check_int(value, name, low=1)
+    check_int(seed, "seed", low=0)  # the environments' reset seeds: gymnasium refuses a negative one with a traceback
     n_envs = min(episodes, max_envs)
     probe = make_env(env_id)
     obs_size = int(np.prod(probe.observation_space.shape or (0,)))

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from gencore.checks import check_choice
+from gencore.checks import check_choice, check_int
 from gencore.errors import ConfigError
 from genrl.dataset import OfflineDataset, concatenate, make_card
 from genrl.evaluation import make_env
@@ -55,6 +55,7 @@ def collect(
     """Run ``policy`` (None: uniform random) for ``steps`` transitions of whole episodes; the last one is cut."""
     if steps < 1:
         raise ConfigError(f"steps must be a positive integer, got {steps}.")
+    check_int(seed, "seed", low=0)  # gymnasium refuses a negative reset seed with a traceback
     env = make_env(env_id)
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
@@ -209,6 +210,7 @@ def make_dataset(
     """
     from genrl.ogbench_data import EPISODE_LENGTH, is_ogbench_id, make_ogbench_dataset
 
+    check_int(seed, "seed", low=0)  # NumPy and gymnasium refuse a negative seed with a traceback
     if is_ogbench_id(env_id):
         length = EPISODE_LENGTH if episode_length is None else episode_length
         return make_ogbench_dataset(env_id, policy, steps, seed, episode_length=length, progress=progress)

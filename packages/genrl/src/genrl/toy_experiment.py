@@ -70,12 +70,18 @@ class ToyCriticConfig:
         reversed or emptied C51's support)."""
         checks = {
             "steps": (self.steps >= 0, "a non-negative integer"),
+            "seed": (self.seed >= 0, "a non-negative integer"),  # NumPy's generators refuse a negative seed
             **{k: (getattr(self, k) >= 1, "a positive integer") for k in TOY_POSITIVE_INTS},
             "lr": (0 < self.lr < math.inf, "finite and positive"),
             "tau": (0 < self.tau <= 1, "in (0, 1]"),
             "dcfm_weight": (0 <= self.dcfm_weight < math.inf, "finite and non-negative"),
             "huber_kappa": (0 < self.huber_kappa < math.inf, "finite and positive"),
             "return_bound": (0 < self.return_bound < math.inf, "finite and positive"),
+            # a count outside the run was skipped without a word, leaving the learning curve short
+            "eval_at": (
+                all(k == int(k) and 0 <= k <= self.steps for k in self.eval_at),
+                f"update counts in [0, {self.steps}]",
+            ),
         }
         for name, (ok, expected) in checks.items():
             if not ok:

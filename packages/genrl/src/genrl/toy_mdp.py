@@ -184,6 +184,9 @@ def cdf_errors(samples: np.ndarray, cdf_true: np.ndarray, grid: np.ndarray) -> d
     * ``crps_floor``: the same score of the true law itself (``int F (1 - F) dz``): ``crps - crps_floor``
       is the Cramer distance ``int (F_model - F)^2 dz``.
 
+    The integrals run over the whole line: on the grid by the trapezoid rule, beyond it exactly, with the true
+    law taken to hold no mass there (``F = 0`` below the grid, ``1`` above it) and ``F_model`` the samples' step
+    function, so samples outside the grid count in full (they used to be dropped: a shift by 3 read as 2.3).
     Each value is averaged over the ``B`` states. Mismatched shapes or a grid that is not increasing are one
     :class:`InputError` (NumPy would broadcast one state's samples against every state's CDF).
     """
@@ -198,9 +201,17 @@ def cdf_errors(samples: np.ndarray, cdf_true: np.ndarray, grid: np.ndarray) -> d
             f"samples, one column per grid point), got {cdf_true.shape}."
         )
     s = np.sort(samples, axis=1)
-    f_model = np.stack([np.searchsorted(row, grid, side="right") / row.size for row in s])
-    dz = np.gradient(grid)
-    w1 = (np.abs(f_model - cdf_true) * dz).sum(1)
+    n, ends = s.shape[1], np.ones((len(s), 1))
+    f_model = np.stack([np.searchsorted(row, grid, side="right") / n for row in s])
+    dz = np.zeros(grid.size)
+    dz[:-1] += np.diff(grid) / 2
+    dz[1:] += np.diff(grid) / 2
+    # beyond the grid: widths of the steps of F_model (= k / n below, 1 - F_model = (n - k) / n above)
+    below = np.diff(np.concatenate([np.minimum(s, grid[0]), grid[0] * ends], 1), axis=1)
+    above = np.diff(np.concatenate([grid[-1] * ends, np.maximum(s, grid[-1])], 1), axis=1)
+    f_below, g_above = np.arange(1, n + 1) / n, np.arange(n, 0, -1) / n
+    w1 = (np.abs(f_model - cdf_true) * dz).sum(1) + (below * f_below).sum(1) + (above * g_above).sum(1)
     crps = ((f_model**2 - 2 * f_model * cdf_true + cdf_true) * dz).sum(1)
+    crps += (below * f_below**2).sum(1) + (above * g_above**2).sum(1)
     floor = ((cdf_true * (1 - cdf_true)) * dz).sum(1)
     return {"w1": float(w1.mean()), "crps": float(crps.mean()), "crps_floor": float(floor.mean())}

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from gencore.checks import check_int
 from gencore.errors import ConfigError, GenError, InputError
 from gencore.train import DistInfo, broadcast_state, load_latest, save_checkpoint, setup, signal_received, stop_signals
 from gencore.train.distributed import all_reduce_sum, gather_state
@@ -243,6 +244,7 @@ def train_offline(
     Actions in ``buffer`` outside the agent's bounds (beyond float32 rounding) are refused before any update
     (:func:`check_action_bounds`), since the agents would clip them.
     """
+    check_int(log_every, "log_every", low=1)  # 0 was a ZeroDivisionError at the first update
     check_action_bounds(buffer.data["actions"][: buffer.size], agent.spec)
     info = setup(device)
     agent.to(info.device)
@@ -335,6 +337,8 @@ def train_online(
 
     if checkpoint_every and not out_dir:
         raise ConfigError("online checkpoints need an out_dir.")
+    check_int(log_every, "log_every", low=1)  # 0 was a ZeroDivisionError at the first step
+    check_int(seed, "seed", low=0)  # the environment's reset seed: gymnasium refuses a negative one with a traceback
     out = Path(out_dir or ".")
     env = make_env(env_id)  # registers OGBench ids first and says so clearly for an unknown one
     env.action_space.seed(seed)
