@@ -186,3 +186,26 @@ def test_tone_noise_resize_and_jpeg_attacks_do_what_their_names_say():
     Image.fromarray(u8, mode="L").save(buf, format="JPEG", quality=40)
     want = torch.from_numpy(np.asarray(Image.open(io.BytesIO(buf.getvalue())), dtype=np.float64)) / 127.5 - 1
     torch.testing.assert_close(apply_attack(x, "jpeg40")[0, 0], want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("reference", [(0, 1, 16, 16), (4, 3, 16, 16), (4, 16, 16)])
+def test_average_needs_reference_images_of_the_images_shape(reference):
+    """An empty reference set averaged to NaN images; a 3-channel one broadcast 1-channel images to 3 channels."""
+    x = _images()[:, :, :16, :16]
+    with pytest.raises(InputError, match=r"reference images \[M, 1, 16, 16\] with M >= 1"):
+        apply_attack(x, "average4", context=AttackContext(reference=torch.zeros(reference)))
+
+
+def test_parsed_steps_are_checked_like_names():
+    x = _images()
+    ctx = AttackContext(reference=x)
+    # average0 gave NaN images; the ranges and names are those parse_attack enforces
+    for steps, match in [([("average", 0.0)], r"\[1, inf\)"), ([("blur", float("nan"))], "blur parameter"),
+                         ([("sharpen", 1.0)], "unknown attack")]:  # fmt: skip
+        with pytest.raises(ConfigError, match=match):
+            apply_attack(x, steps, context=ctx)
+    for name in ("blur+noise0.05", "none+jpeg75", "average2"):
+        torch.testing.assert_close(
+            apply_attack(x, parse_attack(name), seed=1, context=ctx), apply_attack(x, name, seed=1, context=ctx)
+        )
+    torch.testing.assert_close(apply_attack(x, [("blur", None)]), apply_attack(x, "blur"))  # None: the default

@@ -240,3 +240,55 @@ def test_gaussian_shading_majority_vote_ties_give_zero() -> None:
     raw[repeats[16]] = 1
     z = (2.0 * ((raw + gs.stream) % 2) - 1.0).reshape(1, *SHAPE)
     assert gs.extract(z)[0].tolist() == [1] + [0] * 31
+
+
+def test_tree_ring_key_has_the_power_of_the_white_noise_coefficients_it_replaces() -> None:
+    """The reference's ring values are entries of the FFT of a Gaussian draw, at the scale of the noise's own FFT: under
+    the orthonormal FFT a white-noise coefficient has E|y|^2 = 1 (Re, Im ~ N(0, 1/2); real ones N(0, 1)), so the
+    key's real vector has unit-variance coordinates like the noise's, and the marked noise keeps unit power. Key
+    parts of N(0, 1) doubled the power on the mask: key vector E v^2 = 2, marked noise E z^2 = 1.07 at 32 x 32."""
+    g = torch.Generator().manual_seed(0)
+    key_power, noise_power = [], []
+    for seed in range(200):
+        tr = _tr(seed=seed, radius=5)
+        key_power.append(tr._real_vector(tr.pattern).square().mean())
+        noise_power.append(tr.embed(2, generator=g).double().square().mean())
+    assert abs(float(torch.stack(key_power).mean()) - 1.0) < 0.15  # standard error 0.04 over 200 keys
+    assert abs(float(torch.stack(noise_power).mean()) - 1.0) < 0.015  # standard error 0.0035
+
+
+@pytest.mark.parametrize("text", ["0x-1", "0x+f", "0xf_f", "0x f", "0x"])
+def test_hex_messages_take_hex_digits_only(text: str) -> None:
+    """``int(..., 16)`` also takes a sign, ``_`` and spaces: ``0x-1`` was read as eight 1 bits, ``0xf_f`` as 12 bits."""
+    from gencore.errors import InputError
+    from genimage.watermark.keys import parse_message
+
+    with pytest.raises(InputError, match="not valid hexadecimal"):
+        parse_message(text)
+    assert parse_message("0x0F") == (0, 0, 0, 0, 1, 1, 1, 1)
+
+
+def test_noise_metrics_refuse_too_few_draws() -> None:
+    from gencore.errors import InputError
+    from genimage.watermark.metrics import gaussianity
+
+    # one draw left nothing to train or nothing to test on (it failed inside roc_auc on NaN scores)
+    with pytest.raises(InputError, match="at least 2 draws"):
+        detectability_auc(torch.randn(1, *SHAPE), torch.randn(1, *SHAPE))
+    with pytest.raises(InputError, match="at least one draw"):  # every statistic was NaN
+        gaussianity(torch.randn(0, *SHAPE))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+@pytest.mark.parametrize("scheme", ["spherical", "tree-ring", "gaussian-shading"])
+def test_detection_takes_noise_on_the_gpu(scheme: str) -> None:
+    """The key material lives on the CPU; noise inverted on a GPU used to fail with a device mismatch."""
+    from genimage.watermark.schemes import noise_scheme
+
+    wm = noise_scheme(new_key(scheme, SHAPE, seed=3, message_bits=8))
+    z = wm.embed(4, generator=torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(1)
+    want = wm.detect(z, generator=torch.Generator().manual_seed(1))
+    got = wm.detect(z.cuda(), generator=g)
+    torch.testing.assert_close(got.pvalue, want.pvalue)
+    torch.testing.assert_close(got.score.cpu(), want.score)

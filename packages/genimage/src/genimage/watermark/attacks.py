@@ -139,7 +139,7 @@ def _check_jpeg_channels(channels: int) -> None:
 
 
 def jpeg(images: torch.Tensor, quality: float) -> torch.Tensor:
-    """JPEG round trip through Pillow at ``quality`` (1..95), per image, 8-bit; 1 or 3 channels; the result on
+    """JPEG round trip through Pillow at ``quality`` (1..100), per image, 8-bit; 1 or 3 channels; the result on
     ``images``' device and dtype."""
     from PIL import Image
 
@@ -249,9 +249,27 @@ def _one(kind: str, value: float | None, x: torch.Tensor, g: torch.Generator, ct
         return ctx.generator.regenerate(x, value, generator=g).to(device=x.device, dtype=x.dtype)
     if ctx.reference is None:
         raise ConfigError("the average attack needs unmarked reference images.")
+    ref_shape = tuple(ctx.reference.shape)
+    if len(ref_shape) != 4 or ref_shape[0] < 1 or ref_shape[1:] != tuple(x.shape[1:]):
+        # an empty set averaged to NaN images; another C, H, W broadcast into images of another shape
+        raise InputError(
+            f"the average attack needs reference images [M, {', '.join(map(str, x.shape[1:]))}] with M >= 1, "
+            f"got {list(ref_shape)}."
+        )
     n = min(int(value), x.shape[0], ctx.reference.shape[0])
     residual = x[:n].mean(0) - ctx.reference[:n].to(device=x.device, dtype=x.dtype).mean(0)
     return x - residual
+
+
+def _checked_step(kind: str, value: float | None) -> tuple[str, float | None]:
+    """A step given already parsed, with the checks :func:`parse_attack` makes (``average0`` gave NaN images)."""
+    if kind not in ATTACK_NAMES:
+        raise ConfigError(f"unknown attack {kind!r}; expected names such as {', '.join(ATTACK_NAMES)}.")
+    if kind == "none":
+        return kind, None
+    number = _DEFAULTS[kind] if value is None else float(value)
+    _check_parameter(f"{kind}{number:g}", kind, number)
+    return kind, number
 
 
 def apply_attack(
@@ -262,7 +280,7 @@ def apply_attack(
     The attack runs on the CPU; the result has the shape, dtype and device of ``images``.
     """
     _check(images)
-    steps = parse_attack(name) if isinstance(name, str) else list(name)
+    steps = parse_attack(name) if isinstance(name, str) else [_checked_step(kind, value) for kind, value in name]
     if any(kind == "jpeg" for kind, _ in steps):
         _check_jpeg_channels(images.shape[1])  # before any other step does work
     g = torch.Generator().manual_seed(int(seed))

@@ -76,7 +76,7 @@ class GaussianShadingWatermark:
     def _flat(self, z: torch.Tensor) -> torch.Tensor:
         if z.dim() != 4 or tuple(z.shape[1:]) != self.shape:
             raise InputError(f"noise must have shape [N, {', '.join(map(str, self.shape))}], got {tuple(z.shape)}.")
-        return z.detach().to(torch.float64).reshape(z.shape[0], -1)
+        return z.detach().to(device="cpu", dtype=torch.float64).reshape(z.shape[0], -1)  # where the key stream is
 
     def extract(self, z: torch.Tensor) -> torch.Tensor:
         """Majority-vote message bits ``[N, L]`` (ties -> 0)."""

@@ -50,10 +50,10 @@ def parse_message(text: str, bits: int | None = None) -> tuple[int, ...]:
     """Parse a message given as a string of ``0``/``1`` characters or as ``0x``-prefixed hex."""
     text = text.strip().lower()
     if text.startswith("0x"):
-        try:
-            value = int(text[2:], 16)
-        except ValueError:
-            raise InputError(f"message {text!r} is not valid hexadecimal.") from None
+        digits = text[2:]
+        if not digits or set(digits) - set("0123456789abcdef"):  # int() would also take a sign, '_' or spaces
+            raise InputError(f"message {text!r} is not valid hexadecimal (digits 0-9 and a-f after 0x).")
+        value = int(digits, 16)
         n = bits if bits is not None else 4 * len(text[2:])
         if value >= 1 << n:
             raise InputError(f"message {text!r} does not fit in {n} bits.")

@@ -79,6 +79,8 @@ def gaussianity(z: torch.Tensor) -> dict[str, float]:
     """
     x = z.detach().double().flatten(1).cpu()
     n, d = x.shape
+    if n == 0 or d == 0:
+        raise InputError(f"gaussianity needs at least one draw [N, ...] with N >= 1, got shape {tuple(z.shape)}.")
     g = torch.Generator().manual_seed(0)
     i, j = torch.randint(0, d, (2, 64), generator=g)
     keep = i != j  # none when d = 1: cov_offdiag is then NaN
@@ -107,6 +109,10 @@ def detectability_auc(marked: torch.Tensor, gaussian: torch.Tensor, *, seed: int
     """Held-out AUC of an L2-regularised logistic classifier (marked vs Gaussian), trained on half of each set."""
     if marked.shape != gaussian.shape:
         raise InputError(f"marked {tuple(marked.shape)} and gaussian {tuple(gaussian.shape)} must have one shape.")
+    if marked.dim() < 1 or marked.shape[0] < 2:  # half of each set trains, the other half is held out
+        raise InputError(
+            f"detectability_auc needs at least 2 draws [N, ...] in each set, got shape {tuple(marked.shape)}."
+        )
     fm, fg = _features(marked), _features(gaussian)
     g = torch.Generator().manual_seed(seed)
     n = marked.shape[0]

@@ -195,7 +195,7 @@ class SphericalWatermark:
 
     def detect(self, z: torch.Tensor, generator: torch.Generator | None = None) -> Detection:
         """Bits, a soft score and the exact randomised p-value against the key's message."""
-        y = self.unrotate(z)
+        y = self.unrotate(z).cpu()  # beside the key's message (a CUDA y beside it was a device-mismatch error)
         parities = self.embedding.group_parities((y < 0).to(torch.int64))
         expected = self.key.message_tensor()[self.embedding.bit_index]
         matches = (parities == expected).sum(1)

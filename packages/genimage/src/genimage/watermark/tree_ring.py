@@ -5,9 +5,11 @@ that are Invisible and Robust", NeurIPS 2023 (the ``rings`` variant).
 
 Embedding: draw ``z ~ N(0, I)``, take the orthonormal 2-D FFT of channel ``c``, overwrite the
 coefficients with ``|f| < radius`` by one complex value per integer ring ``floor(|f|)`` (key-derived,
-real and imaginary parts ``N(0, 1)``; its conjugate on the mirrored frequency ``-f``, its real part
-on the self-conjugate DC/Nyquist frequencies) and transform back. Detection: invert the image to
-noise, FFT, and compare the masked coefficients ``y`` with the key ``k``.
+real and imaginary parts ``N(0, 1/2)``, the law of a white-noise coefficient under the orthonormal FFT
+as in the reference, whose ring values are entries of the FFT of a Gaussian draw; its conjugate on the
+mirrored frequency ``-f``; a real ``N(0, 1)`` value on the self-conjugate DC/Nyquist frequencies) and
+transform back. Detection: invert the image to noise, FFT, and compare the masked coefficients ``y``
+with the key ``k``.
 
 Two known faults of the reference code are fixed here:
 
@@ -84,10 +86,12 @@ class TreeRingWatermark:
         geo = ring_geometry(h, w, self.radius)
         self.mask, self.representative, self.real = geo["mask"], geo["representative"], geo["real"]
         parts = torch.randn(2, self.radius, generator=derive_generator(key.seed, "tree-ring"), dtype=torch.float64)
-        values = torch.complex(parts[0], parts[1])[geo["ring"].clamp(max=self.radius - 1)]
+        ring = geo["ring"].clamp(max=self.radius - 1)
+        # the power of the white-noise coefficients it replaces: E|y|^2 = 1 (Re, Im ~ N(0, 1/2)), real ones N(0, 1)
+        values = torch.complex(parts[0], parts[1])[ring] / 2**0.5
         conj_side = self.mask & ~self.representative
         values = torch.where(conj_side, values.conj(), values)
-        values = torch.where(self.real, values.real.to(values.dtype), values)
+        values = torch.where(self.real, parts[0][ring].to(values.dtype), values)
         self.pattern = torch.where(self.mask, values, torch.zeros((), dtype=values.dtype))
 
     def embed(self, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -106,10 +110,10 @@ class TreeRingWatermark:
         return torch.cat([2**0.5 * c.real, 2**0.5 * c.imag, spec[..., real].real], dim=-1)
 
     def detect(self, z: torch.Tensor, generator: torch.Generator | None = None) -> Detection:
-        """Score (negative L1 distance on the mask) and the exact cosine p-value (module docstring)."""
+        """Score (negative L1 distance on the mask) and the exact cosine p-value (module docstring), on the CPU."""
         if z.dim() != 4 or tuple(z.shape[1:]) != self.shape:
             raise InputError(f"noise must have shape [N, {', '.join(map(str, self.shape))}], got {tuple(z.shape)}.")
-        spec = torch.fft.fft2(z.detach().to(torch.float64)[:, self.channel], norm="ortho")
+        spec = torch.fft.fft2(z.detach().to(device="cpu", dtype=torch.float64)[:, self.channel], norm="ortho")
         l1 = (spec - self.pattern)[:, self.mask].abs().mean(1)
         pvalue = correlation_pvalue(self._real_vector(spec), self._real_vector(self.pattern))
         return Detection(score=-l1, pvalue=pvalue, bits=None)
