@@ -47,7 +47,7 @@ def test_labels_change_the_output_and_null_class_is_default(backbone) -> None:
     x, t = torch.randn(2, 3, 8, 8), torch.rand(2)
     a = net(x, t, y=torch.tensor([0, 0]))
     b = net(x, t, y=torch.tensor([1, 1]))
-    assert not torch.allclose(a, b)
+    assert not torch.allclose(a, b, atol=1e-4)  # more than rounding: a UNet blind to labels differed by ~1e-6
     assert torch.allclose(net(x, t), net(x, t, y=torch.tensor([5, 5])))  # y=None is the null class 5
     with pytest.raises(ConfigError):
         net(x, t, y=torch.tensor([7, 0]))
@@ -218,3 +218,155 @@ def test_vae_latent_scale_is_one_over_the_std_of_the_fitted_latents(tmp_path) ->
     assert float(vae.latent_scale) == pytest.approx(1.0 / float(means.std()), rel=1e-5)
     assert float(latents.std()) == pytest.approx(1.0, rel=1e-5)
     assert float(KLVAE.from_pretrained(tmp_path / "vae").latent_scale) == pytest.approx(float(vae.latent_scale))
+
+
+def test_dit_attention_is_torch_multihead_attention() -> None:
+    """The block's fused qkv / head split / output projection against nn.MultiheadAttention with the same weights."""
+    from genimage.models.dit import DiTBlock
+
+    torch.manual_seed(0)
+    blk = DiTBlock(32, 4)
+    mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(blk.qkv.weight)  # rows [q; k; v], each split into heads in order
+        mha.in_proj_bias.copy_(blk.qkv.bias)
+        mha.out_proj.weight.copy_(blk.proj.weight)
+        mha.out_proj.bias.copy_(blk.proj.bias)
+        x = torch.randn(2, 10, 32)
+        torch.testing.assert_close(blk.attention(x), mha(x, x, x, need_weights=False)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_unet_attention_is_single_head_attention_over_positions() -> None:
+    from genimage.models.unet import SelfAttention2d
+
+    torch.manual_seed(0)
+    attn = SelfAttention2d(16)
+    _perturb(attn)
+    mha = torch.nn.MultiheadAttention(16, 1, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(attn.qkv.weight[:, :, 0, 0])
+        mha.in_proj_bias.copy_(attn.qkv.bias)
+        mha.out_proj.weight.copy_(attn.out.weight[:, :, 0, 0])
+        mha.out_proj.bias.copy_(attn.out.bias)
+        x = torch.randn(2, 16, 3, 5)  # a non-square map: rows and columns must not be mixed up
+        h = attn.norm(x).flatten(2).transpose(1, 2)  # [B, H W, C]
+        ref = x + mha(h, h, h, need_weights=False)[0].transpose(1, 2).reshape(x.shape)
+        torch.testing.assert_close(attn(x), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_sincos_2d_is_the_mae_code_with_the_row_half_first() -> None:
+    """MAE / DiT's ``get_2d_sincos_pos_embed`` written out independently: 1-D code = [sin(p w_k), cos(p w_k)],
+    w_k = 10000^(-k / (D/4)); MAE puts the column code first, ours the row code (a fixed channel permutation,
+    equivalent when training from scratch; pinned so that saved runs keep their positions)."""
+    import math
+
+    from genimage.models.dit import sincos_2d
+
+    dim, h, w = 16, 3, 5
+    quarter = dim // 4
+    omega = [10000 ** (-k / quarter) for k in range(quarter)]
+
+    def code(p: int) -> list[float]:
+        return [math.sin(p * o) for o in omega] + [math.cos(p * o) for o in omega]
+
+    expected = torch.tensor([code(i) + code(j) for i in range(h) for j in range(w)])
+    pos = sincos_2d(dim, h, w)
+    assert pos.shape == (h * w, dim) and pos.dtype == torch.float32
+    torch.testing.assert_close(pos, expected, rtol=0, atol=1e-6)
+
+
+def test_time_changes_the_output(backbone) -> None:
+    _, net = backbone
+    _perturb(net)
+    x, y = torch.randn(2, 3, 8, 8), torch.tensor([1, 2])
+    with torch.no_grad():
+        assert not torch.allclose(net(x, 0.2, y=y), net(x, 0.7, y=y), atol=1e-4)
+        torch.testing.assert_close(net(x, torch.tensor([0.2, 0.2]), y=y), net(x, 0.2, y=y))
+
+
+def test_klvae_reconstruction_decodes_the_reparameterised_sample() -> None:
+    """``z = mean + exp(logvar / 2) eps`` with the loss's own noise, not the posterior mean."""
+    torch.manual_seed(0)
+    vae = KLVAE(channels=1, latent_channels=2, width=8)
+    _perturb(vae)
+    with torch.no_grad():
+        vae.encoder[-1].bias[2:].fill_(1.0)  # logvar ~ 1: the sample is far from the mean
+        x = torch.rand(3, 1, 8, 8) * 2 - 1
+        _, parts = klvae_loss(vae, x, torch.Generator().manual_seed(3))
+        mean, logvar = vae.encode(x)
+        eps = torch.randn(vae.latent_shape(x), generator=torch.Generator().manual_seed(3))
+        sampled = (vae.decode(mean + torch.exp(0.5 * logvar) * eps) - x).square().mean()
+        at_mean = (vae.decode(mean) - x).square().mean()
+    assert abs(float(sampled - at_mean)) > 1e-3  # the two differ here, so the check below has teeth
+    torch.testing.assert_close(parts["reconstruction"], sampled)
+
+
+@pytest.mark.parametrize(("width", "groups"), [(12, 6), (20, 5), (36, 6), (6, 6), (64, 8)])
+def test_klvae_builds_for_widths_that_eight_does_not_divide(width: int, groups: int) -> None:
+    """The config accepts any positive VAE width; the GroupNorms use 8 groups or the largest divisor below."""
+    vae = KLVAE(channels=1, latent_channels=2, width=width)
+    norms = [m for m in vae.modules() if isinstance(m, torch.nn.GroupNorm)]
+    assert norms and all(m.num_groups == groups for m in norms)
+    assert vae.decode(vae.to_latent(torch.zeros(1, 1, 8, 8))).shape == (1, 1, 8, 8)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: DiT(image_size=8, channels=1, patch_size=0),
+        lambda: DiT(image_size=8, channels=1, patch_size=-2),
+        lambda: UNet(image_size=8, channels=1, base=8, channel_mults=(1, 0)),
+        lambda: UNet(image_size=8, channels=1, base=8, channel_mults=(-1,)),
+        lambda: KLVAE(channels=1, width=0),
+    ],
+)
+def test_non_positive_sizes_are_refused(build) -> None:
+    with pytest.raises(ConfigError, match="must be positive"):
+        build()
+
+
+def test_fractional_labels_are_refused_and_whole_float_labels_accepted(backbone) -> None:
+    _, net = backbone
+    _perturb(net)
+    x, t = torch.randn(2, 3, 8, 8), torch.rand(2)
+    with pytest.raises(ConfigError, match="whole class indices"):
+        net(x, t, y=torch.tensor([1.7, 0.0]))  # used to be truncated silently to class 1
+    with torch.no_grad():
+        assert torch.equal(net(x, t, y=torch.tensor([1.0, 2.0])), net(x, t, y=torch.tensor([1, 2])))
+
+
+@pytest.mark.parametrize("base", [8, 16, 32])
+def test_every_unet_block_sees_the_time_and_class_embedding(base: int) -> None:
+    """The embedding is added per channel before a GroupNorm, which subtracts each group's mean: with one channel
+    per group (the old grouping for widths of 32 or less) a block's output did not depend on it at all."""
+    torch.manual_seed(0)
+    net = UNet(image_size=8, channels=1, base=base, channel_mults=(1, 2), num_classes=3)
+    _perturb(net)
+    blocks = [m for m in net.modules() if type(m).__name__ == "ResBlock"]
+    assert len(blocks) == 6
+    e1, e2 = torch.randn(2, 4 * base), torch.randn(2, 4 * base)
+    with torch.no_grad():
+        for blk in blocks:
+            x = torch.randn(2, blk.norm1.num_channels, 4, 4)
+            out1, out2 = blk(x, e1), blk(x, e2)
+            assert float((out1 - out2).abs().max()) > 0.01 * float(out1.abs().max()), blk
+            assert blk.norm2.num_channels // blk.norm2.num_groups >= 2
+
+
+def test_unet_saved_without_the_group_setting_loads_with_its_old_grouping(tmp_path) -> None:
+    import json
+
+    torch.manual_seed(0)
+    old = UNet(image_size=8, channels=3, base=16, channel_mults=(1, 2), num_classes=5, min_group_channels=1)
+    _perturb(old)
+    old.save_pretrained(tmp_path / "old")
+    config_file = tmp_path / "old" / "config.json"
+    saved = json.loads(config_file.read_text())
+    del saved["min_group_channels"]  # what a model saved before the setting existed holds
+    config_file.write_text(json.dumps(saved))
+    again = ImageBackbone.from_pretrained(tmp_path / "old")
+    assert again.config["min_group_channels"] == 1
+    x, t = torch.randn(2, 3, 8, 8), torch.rand(2)
+    with torch.no_grad():
+        assert torch.equal(again(x, t), old(x, t))
+    assert UNet(image_size=8, channels=3).config["min_group_channels"] == 2  # new models use the fixed grouping

@@ -157,3 +157,15 @@ def test_mask_includes_the_boundary() -> None:
     # M = [A + l >= 1 - t]: a position exactly on the threshold is supervised
     energy = torch.tensor([[[0.25, 0.5]]], dtype=torch.float64)
     assert lwd_mask(energy, torch.tensor([0.25], dtype=torch.float64), floor=0.25)[0, 0, 0].tolist() == [0.0, 1.0]
+
+
+def test_inverse_refuses_bands_of_different_shapes() -> None:
+    from gencore.errors import InputError
+
+    ll = torch.randn(2, 3, 4, 4)
+    with pytest.raises(InputError, match="four \\[B, C, h, w\\] bands of one shape"):
+        haar_idwt2(ll, ll[:1], ll[:1], ll[:1])  # used to broadcast silently into a [2, 3, 8, 8] image
+    with pytest.raises(InputError, match="bands of one shape"):
+        haar_idwt2(ll, ll[..., :3], ll, ll)
+    with pytest.raises(InputError, match="bands of one shape"):
+        haar_idwt2(ll[0], ll[0], ll[0], ll[0])

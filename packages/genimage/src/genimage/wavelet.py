@@ -55,6 +55,11 @@ def haar_dwt2(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
 
 def haar_idwt2(ll: torch.Tensor, h: torch.Tensor, v: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`haar_dwt2`: ``[B, C, H/2, W/2] x 4 -> [B, C, H, W]``."""
+    shapes = [tuple(band.shape) for band in (ll, h, v, d)]
+    if ll.dim() != 4 or len(set(shapes)) > 1:
+        raise InputError(
+            f"the inverse Haar DWT needs four [B, C, h, w] bands of one shape, got {', '.join(map(str, shapes))}."
+        )
     out = ll.new_empty((*ll.shape[:-2], 2 * ll.shape[-2], 2 * ll.shape[-1]))
     out[..., 0::2, 0::2] = (ll + h + v + d) / 2
     out[..., 0::2, 1::2] = (ll - h + v - d) / 2

@@ -25,6 +25,8 @@ class ImageBackbone(nn.Module):
     """Base class: subclasses set ``self.config`` (constructor keyword arguments) and implement ``forward``."""
 
     kind: ClassVar[str] = ""
+    # constructor settings added after models were saved without them: their value for such an older folder
+    saved_config_defaults: ClassVar[dict[str, Any]] = {}
     config: dict[str, Any]
     num_classes: int | None
 
@@ -44,7 +46,10 @@ class ImageBackbone(nn.Module):
             return None
         if y is None:
             return self.null_labels(n, device)
-        y = torch.as_tensor(y, device=device).long()
+        y = torch.as_tensor(y, device=device)
+        if y.is_floating_point() and not bool((y == y.round()).all()):
+            raise ConfigError("labels must be whole class indices, got fractional values.")
+        y = y.long()
         if y.dim() == 0:
             y = y.expand(n)
         if y.shape != (n,):
@@ -66,7 +71,7 @@ class ImageBackbone(nn.Module):
         target = MODELS.get(kind) if cls is ImageBackbone else cls
         if target is None or (cls is not ImageBackbone and kind != cls.kind):
             raise StorageError(f"{str(directory)!r} holds a {kind!r} model, expected {cls.kind or 'a genimage model'}.")
-        model = target(**config)
+        model = target(**{**target.saved_config_defaults, **config})
         model.load_state_dict(state)
         return model.to(device)
 

@@ -191,6 +191,8 @@ class DiT(ImageBackbone):
     ) -> None:
         super().__init__()
         depth, hidden, heads = dit_dims(size, depth, hidden, heads)
+        if patch_size < 1 or image_size < 1:
+            raise ConfigError(f"image_size and patch_size must be positive, got {image_size} and {patch_size}.")
         if image_size % patch_size:
             raise ConfigError(f"image size {image_size} must be divisible by the patch size {patch_size}.")
         self.config: dict[str, Any] = {

@@ -15,7 +15,7 @@ LayerSync pair of equal shapes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +26,10 @@ from gencore.nn import SinusoidalTimeEmbedding, broadcast_time
 from genimage.models.base import ImageBackbone
 
 
-def _groups(channels: int) -> int:
+def _groups(channels: int, min_size: int = 1) -> int:
+    """GroupNorm groups: the most of 32, 16, ..., 1 that divide ``channels`` with ``min_size`` channels or more each."""
     for g in (32, 16, 8, 4, 2, 1):
-        if channels % g == 0:
+        if channels % g == 0 and channels // g >= min_size:
             return g
     return 1
 
@@ -41,14 +42,19 @@ class Tap(nn.Module):
 
 
 class ResBlock(nn.Module):
-    """``GN-SiLU-conv, + emb, GN-SiLU-conv`` with a 1x1 skip when the width changes."""
+    """``GN-SiLU-conv, + emb, GN-SiLU-conv`` with a 1x1 skip when the width changes.
 
-    def __init__(self, cin: int, cout: int, emb: int) -> None:
+    The embedding enters as a per-channel constant before ``norm2``, which removes each group's mean: with one
+    channel per group it would be removed entirely (the block blind to time and class), so groups hold at least
+    ``group_size`` channels (2 by default; each block then keeps ``cout / 2`` directions of the embedding or more).
+    """
+
+    def __init__(self, cin: int, cout: int, emb: int, group_size: int = 2) -> None:
         super().__init__()
-        self.norm1 = nn.GroupNorm(_groups(cin), cin)
+        self.norm1 = nn.GroupNorm(_groups(cin, group_size), cin)
         self.conv1 = nn.Conv2d(cin, cout, 3, padding=1)
         self.emb = nn.Linear(emb, cout)
-        self.norm2 = nn.GroupNorm(_groups(cout), cout)
+        self.norm2 = nn.GroupNorm(_groups(cout, group_size), cout)
         self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
         self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
 
@@ -60,9 +66,9 @@ class ResBlock(nn.Module):
 class SelfAttention2d(nn.Module):
     """Single-head self-attention over the ``H * W`` positions, with a residual connection."""
 
-    def __init__(self, channels: int) -> None:
+    def __init__(self, channels: int, group_size: int = 2) -> None:
         super().__init__()
-        self.norm = nn.GroupNorm(_groups(channels), channels)
+        self.norm = nn.GroupNorm(_groups(channels, group_size), channels)
         self.qkv = nn.Conv2d(channels, 3 * channels, 1)
         self.out = nn.Conv2d(channels, channels, 1)
 
@@ -82,9 +88,12 @@ class UNet(ImageBackbone):
         base: width of the first level; level ``i`` has ``base * channel_mults[i]`` channels.
         channel_mults: one entry per resolution level (each level after the first halves H and W).
         num_classes: number of classes (None: unconditional).
+        min_group_channels: fewest channels per GroupNorm group (see :class:`ResBlock`). A model saved without
+            this setting (before it existed) loads with 1, the grouping it was trained with.
     """
 
     kind = "unet"
+    saved_config_defaults: ClassVar[dict[str, Any]] = {"min_group_channels": 1}
 
     def __init__(
         self,
@@ -94,9 +103,15 @@ class UNet(ImageBackbone):
         base: int = 32,
         channel_mults: tuple[int, ...] | list[int] = (1, 2),
         num_classes: int | None = None,
+        min_group_channels: int = 2,
     ) -> None:
         super().__init__()
         mults = tuple(int(m) for m in channel_mults)
+        if any(m < 1 for m in mults) or base < 1 or min_group_channels < 1:
+            raise ConfigError(
+                f"UNet base, channel_mults and min_group_channels must be positive, got base {base}, "
+                f"mults {list(mults)}, min_group_channels {min_group_channels}."
+            )
         if not mults or image_size % (2 ** (len(mults) - 1)):
             raise ConfigError(f"image size {image_size} must be divisible by 2^{len(mults) - 1} for this UNet.")
         self.config: dict[str, Any] = {
@@ -105,6 +120,7 @@ class UNet(ImageBackbone):
             "base": base,
             "channel_mults": list(mults),
             "num_classes": num_classes,
+            "min_group_channels": min_group_channels,
         }
         self.num_classes = num_classes
         self.image_size, self.channels = image_size, channels
@@ -119,19 +135,19 @@ class UNet(ImageBackbone):
         self.downsample = nn.ModuleList()
         cin = widths[0]
         for i, w in enumerate(widths):
-            self.down.append(ResBlock(cin, w, emb))
+            self.down.append(ResBlock(cin, w, emb, min_group_channels))
             cin = w
             self.downsample.append(nn.Conv2d(w, w, 3, stride=2, padding=1) if i < len(widths) - 1 else nn.Identity())
-        self.mid1 = ResBlock(cin, cin, emb)
-        self.mid_attn = SelfAttention2d(cin)
-        self.mid2 = ResBlock(cin, cin, emb)
+        self.mid1 = ResBlock(cin, cin, emb, min_group_channels)
+        self.mid_attn = SelfAttention2d(cin, min_group_channels)
+        self.mid2 = ResBlock(cin, cin, emb, min_group_channels)
         self.up = nn.ModuleList()
         self.upsample = nn.ModuleList()
         for i in reversed(range(len(widths))):
-            self.up.append(ResBlock(cin + widths[i], widths[i], emb))
+            self.up.append(ResBlock(cin + widths[i], widths[i], emb, min_group_channels))
             cin = widths[i]
             self.upsample.append(nn.Upsample(scale_factor=2, mode="nearest") if i > 0 else nn.Identity())
-        self.out_norm = nn.GroupNorm(_groups(cin), cin)
+        self.out_norm = nn.GroupNorm(_groups(cin, min_group_channels), cin)
         self.out = nn.Conv2d(cin, channels, 3, padding=1)
         nn.init.zeros_(self.out.weight)
         nn.init.zeros_(self.out.bias)

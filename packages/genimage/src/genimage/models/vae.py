@@ -30,7 +30,8 @@ from gencore.io import Pretrained
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(min(8, cout), cout), nn.SiLU())
+    groups = next(g for g in range(min(8, cout), 0, -1) if cout % g == 0)  # 8, or the largest divisor below it
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.GroupNorm(groups, cout), nn.SiLU())
 
 
 class KLVAE(Pretrained, nn.Module):
@@ -40,6 +41,11 @@ class KLVAE(Pretrained, nn.Module):
         super().__init__()
         if downsamples < 1:
             raise ConfigError(f"the VAE needs at least one downsampling, got {downsamples}.")
+        if min(channels, latent_channels, width) < 1:
+            raise ConfigError(
+                f"the VAE's channels, latent_channels and width must be positive, got {channels}, {latent_channels}, "
+                f"{width}."
+            )
         self.config: dict[str, Any] = {
             "channels": channels,
             "latent_channels": latent_channels,
