@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gencore.checks import check_int, check_points
+from gencore.checks import check_finite, check_int, check_points
 from gencore.errors import ConfigError, InputError
 
 
@@ -27,6 +27,7 @@ def test_check_int_accepts_python_numpy_and_tensor_integers(value):
         (True, 0, None, "a non-negative integer"),  # so is a bool
         ("3", None, None, "an integer"),
         (torch.tensor(2.0), 1, None, "a positive integer"),
+        (torch.tensor(True), 0, None, "a non-negative integer"),  # a boolean tensor is a bool too, not 1
     ],
 )
 def test_check_int_refuses_with_one_sentence_naming_the_argument_and_range(value, low, high, words):
@@ -49,3 +50,13 @@ def test_check_points_refuses_complex_and_boolean_coordinates():
             mmd(x, torch.randn(4, 2))
     points = torch.arange(8).view(4, 2)  # integer coordinates are real and stay accepted
     assert check_points(points, "x") is points and check_points(points.double(), "x").dtype == torch.float64
+
+
+@pytest.mark.parametrize("bad", [complex("nan"), complex(1.0, float("inf")), complex(float("-inf"), 0.0)])
+def test_check_finite_refuses_complex_nan_and_inf(bad):
+    """Only floating tensors were checked, so a complex tensor with a NaN or infinite part passed."""
+    x = torch.tensor([1 + 2j, bad, 3 - 1j], dtype=torch.complex64)
+    with pytest.raises(InputError, match=r"^z contains 1 NaN or inf value\(s\); expected finite numbers\.$"):
+        check_finite(x, "z")
+    finite = torch.tensor([1 + 2j, 3 - 1j])
+    assert check_finite(finite, "z") is finite

@@ -80,3 +80,26 @@ def test_validate_rejects_bad_values() -> None:
         ToyConfig(coupling="magic").validate()
     with pytest.raises(ConfigError, match="steps"):
         ToyConfig(steps=0).validate()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Names:
+    methods: tuple[str, ...] = ("a",)
+
+
+def test_a_comma_separated_list_of_names_drops_the_blanks_around_each_name(tmp_path) -> None:
+    """``methods: rfm, gfm-lsd`` in a YAML file gave (' gfm-lsd'), a name no registry knows; the command line's
+    ``--methods rfm, gfm-lsd`` (gencore.command.name_list) strips them."""
+    path = tmp_path / "run.yaml"
+    path.write_text("methods: rfm,  gfm-lsd , gfm-psd\n")
+    assert load_config(_Names, path).methods == ("rfm", "gfm-lsd", "gfm-psd")
+    assert load_config(_Names, None, {"methods": " x ,y"}).methods == ("x", "y")
+
+
+@pytest.mark.parametrize("text", ["1: 2\nsteps: 3\n", "off: 2\nstepz: 3\n"])
+def test_a_yaml_key_that_is_not_a_string_is_named_as_an_unknown_field(tmp_path, text: str) -> None:
+    """YAML reads ``1:`` as an int key and ``off:`` as a bool key; listing them was a TypeError traceback."""
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"keys\.yaml: unknown field\(s\) .*(1|False)"):
+        load_config(ToyConfig, path)

@@ -55,3 +55,17 @@ def test_biased_attention_block_matches_a_written_out_attention_and_masks_paddin
     )
     with pytest.raises(ConfigError, match="multiple of the number of heads"):
         BiasedAttentionBlock(10, 4)
+
+
+def test_time_embedding_is_the_transformer_sinusoid_of_the_scaled_time() -> None:
+    """Vaswani et al. (2017): feature i pairs cos and sin of ``scale * t / max_period ** (i / half)``; the other
+    checks hold for any frequencies, so a wrong exponent (``i / (half - 1)``, a missing ``scale``) passed them."""
+    dim, scale, max_period = 12, 1000.0, 10000.0
+    t = torch.tensor([0.0, 0.013, 0.5, 0.999, 1.0])
+    half = dim // 2
+    i = torch.arange(half, dtype=torch.float64)
+    args = scale * t.double()[:, None] / max_period ** (i / half)[None, :]
+    expected = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    got = SinusoidalTimeEmbedding(dim)(t)
+    torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-4)
+    torch.testing.assert_close(SinusoidalTimeEmbedding(4, scale=1.0, max_period=100.0)(t)[:, 1], torch.cos(t / 10))

@@ -49,3 +49,27 @@ def test_floats_get_four_decimals_in_range_and_scientific_notation_outside() -> 
     # NumPy floats are rounded and right-aligned like Python floats; integers are printed as they are.
     table = format_table([{"v": np.float32(0.1234567), "n": np.int64(7)}, {"v": 2.5, "n": 12}]).splitlines()
     assert table[2:] == ["0.1235   7", "2.5000  12"]
+
+
+def test_markdown_cells_escape_the_pipe_and_keep_one_row_per_record() -> None:
+    """A ``|`` in a cell (or a header) started a new column and a line break ended the row early."""
+    rows = [{"run|id": "a|b", "note": "two\nlines", "v": 0.5}]
+    md = format_table(rows, markdown=True).splitlines()
+    assert md == ["| run\\|id | note | v |", "|---|---|---|", "| a\\|b | two lines | 0.5000 |"]
+    # every line has the same number of unescaped separators: as many columns as the header
+    unescaped = [line.replace("\\|", "").count("|") for line in md]
+    assert unescaped == [4, 4, 4]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1.0, float("nan"), 3.0], "nan +- nan"),
+        ([1.0, float("inf")], "inf +- nan"),
+        ([float("-inf"), 2.0, 4.0], "-inf +- nan"),
+        ([float("inf"), float("-inf")], "nan +- nan"),
+    ],
+)
+def test_mean_sd_of_values_with_a_nan_or_an_infinity(values, expected) -> None:
+    """One diverged seed (a NaN or infinite metric) made statistics.stdev raise AttributeError on Python 3.11."""
+    assert mean_sd(values, ".2f") == expected

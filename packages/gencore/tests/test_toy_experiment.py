@@ -87,3 +87,19 @@ def test_evaluate_scores_euler_samples_against_fresh_reference_draws_with_a_refe
         assert torch.allclose(samples[r["nfe"]], x, atol=1e-5)
         assert r["w2"] == pytest.approx(wasserstein2(x, reference), rel=1e-4)
         assert r[MMD_KEY] == pytest.approx(mmd(x, reference, bandwidths=bandwidths).value, rel=1e-4, abs=1e-7)
+
+
+@pytest.mark.parametrize("n_eval", [1, 8193])
+def test_an_n_eval_that_evaluate_cannot_score_is_refused_before_training(n_eval: int) -> None:
+    """n_eval = 1 (the unbiased MMD needs two samples) or above exact W2's 8192 points passed validate, so a
+    comparison trained every model and only then failed in evaluate."""
+    from gencore.errors import ConfigError
+
+    cfg = ToyConfig(dataset="moons", n_eval=n_eval, steps=1, progress=False)
+    with pytest.raises(ConfigError, match=rf"^n_eval must be from 2 .* to 8192 .*, got {n_eval}\.$"):
+        cfg.validate()
+    with pytest.raises(ConfigError, match="n_eval"):
+        compare(cfg, ("independent",))
+    ToyConfig(dataset="moons", n_eval=2).validate()
+    ToyConfig(dataset="moons", n_eval=8192).validate()
+    ToyConfig(dataset="digits", n_eval=1).validate()  # digits are scored on all 1,797 images; n_eval is unused

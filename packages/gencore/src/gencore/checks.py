@@ -15,7 +15,7 @@ def check_finite(x: torch.Tensor, name: str) -> torch.Tensor:
     """Raise if ``x`` holds NaN or inf values; return ``x`` unchanged."""
     if not torch.is_tensor(x):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}.")
-    if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+    if (x.is_floating_point() or x.is_complex()) and not bool(torch.isfinite(x).all()):
         bad = int((~torch.isfinite(x)).sum())
         raise InputError(f"{name} contains {bad} NaN or inf value(s); expected finite numbers.")
     return x
@@ -59,7 +59,7 @@ def check_int(
 ) -> int:
     """``value`` as an ``int`` (a Python or NumPy integer, or a one-element integer tensor; never a bool or a
     float) within ``[low, high]``; otherwise one ``error`` sentence naming ``name`` and the range expected."""
-    if not isinstance(value, bool):
+    if not isinstance(value, bool) and not (torch.is_tensor(value) and value.dtype == torch.bool):
         try:
             number = operator.index(value)
         except TypeError:

@@ -45,7 +45,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     if origin is tuple:
         (inner, *_) = typing.get_args(hint) or (Any,)
         if isinstance(value, str):
-            value = [v for v in value.split(",") if v.strip()]
+            value = [v.strip() for v in value.split(",") if v.strip()]  # "a, b" as the command line reads it
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where} must be a list, got {value!r}.")
         return tuple(_coerce(v, inner, where) for v in value)
@@ -76,7 +76,7 @@ def build_config(cls: type[C], values: Mapping[str, Any], source: str = "config"
     """Instantiate dataclass ``cls`` from ``values`` with type checks and clear errors."""
     hints = typing.get_type_hints(cls)
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(values) - fields)
+    unknown = sorted(str(k) for k in set(values) - fields)  # a YAML key may be a number or a bool (`1:`, `off:`)
     if unknown:
         raise ConfigError(
             f"{source}: unknown field(s) {', '.join(unknown)}; expected some of: {', '.join(sorted(fields))}."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,14 +34,20 @@ def format_table(
     rows = [[_fmt(r.get(c, "")) for c in cols] for r in records]
     numeric = [all(_is_number(r[c]) for r in records if r.get(c) not in (None, "")) for c in cols]
     if markdown:
-        lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines = ["| " + " | ".join(map(_md_cell, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+        lines += ["| " + " | ".join(map(_md_cell, row)) + " |" for row in rows]
         return "\n".join(lines)
     widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(cols)]
     out = ["  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip(), "  ".join("-" * w for w in widths)]
     for row in rows:
         out.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, n, w in zip(row, numeric, widths)).rstrip())
     return "\n".join(out)
+
+
+def _md_cell(text: str) -> str:
+    """``text`` as one Markdown table cell: a ``|`` escaped (else it starts a new column), a line break as a space
+    (else it ends the row)."""
+    return " ".join(text.replace("|", "\\|").splitlines())
 
 
 def _is_number(v: Any) -> bool:
@@ -66,4 +73,7 @@ def mean_sd(values: Iterable[float], fmt: str = ".3f") -> str:
         return ""
     if len(vals) == 1:
         return format(vals[0], fmt)
+    if not all(math.isfinite(v) for v in vals):  # statistics.stdev raises AttributeError on NaN/inf (Python 3.11)
+        mean = sum(vals) / len(vals)  # nan for a nan; +-inf for an infinity; nan for +inf and -inf together
+        return f"{format(mean, fmt)} +- {format(math.nan, fmt)}"
     return f"{format(statistics.mean(vals), fmt)} +- {format(statistics.stdev(vals), fmt)}"

@@ -33,6 +33,7 @@ from gencore.data import DATASETS, get_dataset
 from gencore.errors import ConfigError, GenError
 from gencore.flow_matching import FlowMatcher
 from gencore.metrics import DEFAULT_BANDWIDTH_MULTIPLIERS, median_pairwise_distance, mmd, wasserstein2
+from gencore.metrics.transport import W2_MAX_POINTS
 from gencore.nn import MLPVelocity
 from gencore.solvers import solve_ode
 from gencore.train import TrainConfig, Trainer, launch, run_identity
@@ -74,6 +75,11 @@ class ToyConfig:
         for name in ("steps", "batch_size", "hidden", "depth", "n_data", "n_eval", "semidiscrete_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+        if not self.is_digits and not 2 <= self.n_eval <= W2_MAX_POINTS:  # digits score all 1,797 (n_eval unused)
+            raise ConfigError(
+                f"n_eval must be from 2 (the unbiased MMD) to {W2_MAX_POINTS} (exact W2's cost matrix), "
+                f"got {self.n_eval}."
+            )
         if not self.nfe or any(k < 1 for k in self.nfe):
             raise ConfigError(f"nfe must be a non-empty list of positive integers, got {list(self.nfe)}.")
         if not self.lr > 0:

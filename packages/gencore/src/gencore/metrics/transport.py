@@ -35,8 +35,10 @@ from gencore.errors import InputError
 from gencore.metrics._pairwise import _BLOCK_ELEMENTS, as_point_pair, distances
 from gencore.rng import draw_device
 
+W2_MAX_POINTS = 8192  # exact W2's default limit: an [N, N] cost matrix and O(N^3) time
 
-def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, max_points: int = 8192) -> float:
+
+def wasserstein2(x: torch.Tensor, y: torch.Tensor, *, max_points: int = W2_MAX_POINTS) -> float:
     """Exact 2-Wasserstein distance between two equal-size point sets with uniform weights.
 
     Args:
