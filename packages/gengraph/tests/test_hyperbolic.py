@@ -183,3 +183,127 @@ def test_layer_arguments_raise_config_errors() -> None:
         HypAttention(BallGeometry(6), 6, heads=4)
     with pytest.raises(ConfigError, match="bias_on_ball"):
         PoincareLinear(EuclideanGeometry(4), 4, 4, bias_on_ball=True)
+
+
+@pytest.mark.parametrize("c", [0.5, 2.0])
+def test_ball_operations_match_geoopt_for_c_other_than_one(c: float) -> None:
+    """Mobius addition, conformal factor, curvature-scaled distance and the weighted gyromidpoint (unequal
+    weights) against geoopt, at radii where geoopt's artanh forms keep their digits; the hyperboloid space part
+    against ``ball_to_lorentz`` on ``<y, y>_L = -1/c``."""
+    g = BallGeometry(5, c).double()
+    ref = geoopt.PoincareBall(c=torch.tensor(c, dtype=torch.float64))
+    gen = torch.Generator().manual_seed(3)
+    x = g.expmap0(torch.randn(6, 5, generator=gen, dtype=torch.float64) * 0.6 / c**0.5)
+    y = g.expmap0(torch.randn(6, 5, generator=gen, dtype=torch.float64) * 0.6 / c**0.5)
+    torch.testing.assert_close(g.mobius_add(x, y), ref.mobius_add(x, y))
+    torch.testing.assert_close(g.lambda_x(x), ref.lambda_x(x, keepdim=True))
+    torch.testing.assert_close(g.pairwise_dist(x, y), ref.dist(x[:, None], y[None]), rtol=1e-9, atol=1e-9)
+    w = torch.rand(3, 6, generator=gen, dtype=torch.float64)
+    expected = torch.stack([ref.weighted_midpoint(x, w_i, reducedim=[0]) for w_i in w])
+    torch.testing.assert_close(g.midpoint(w, x), expected)
+    torch.testing.assert_close(g.to_space(x), ball_to_lorentz(x, 1 / c)[..., 1:])
+    torch.testing.assert_close(g.from_space(g.to_space(x)), x)
+
+
+def test_midpoint_gradients_are_finite_at_the_float32_boundary() -> None:
+    # a point this close to the boundary makes the bracket's 1 - c|y|^2 exactly 0 in float32: sqrt's derivative
+    # there was infinite and every gradient through the midpoint (convolution, attention, codebook) was NaN
+    for c in (0.5, 1.0, 2.0):
+        g = BallGeometry(4, c)
+        u = torch.nn.functional.normalize(torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), dim=-1)
+        for radius in (0.9999999, 1.0):
+            x = (u * radius / c**0.5).requires_grad_(True)
+            m = g.midpoint(torch.eye(3), x) + g.midpoint(torch.ones(1, 3), x)
+            means = g.cluster_means(x, torch.tensor([0, 0, 1]), 2, x[:2].detach(), iters=0)
+            (m.sum() + means.sum()).backward()
+            assert torch.isfinite(m).all() and torch.isfinite(x.grad).all(), (c, radius)
+
+
+def _identity_attention(g: BallGeometry, dim: int, beta: float, gamma: float) -> HypAttention:
+    attn = HypAttention(g, dim, heads=1).double()
+    with torch.no_grad():
+        for lin in (attn.q, attn.k, attn.v, attn.out):
+            lin.weight.weight.copy_(torch.eye(dim))
+            lin.bias.zero_()
+        attn.log_beta.fill_(math.log(beta))
+        attn.gamma.fill_(gamma)
+    return attn
+
+
+def test_hyp_attention_is_a_softmax_of_negative_distances() -> None:
+    """With identity projections (queries = keys = values = the input) one head returns, for each query, the
+    gyromidpoint of the unmasked keys weighted by ``softmax_j(-beta d(x_i, x_j) - gamma)``: checked with geoopt's
+    distance and weighted midpoint; a large ``beta`` makes each query attend to itself (distance 0), so a sign
+    error in the scores (attending to the farthest key) cannot pass."""
+    c = 0.7
+    g = BallGeometry(4, c).double()
+    ref = geoopt.PoincareBall(c=torch.tensor(c, dtype=torch.float64))
+    x = g.expmap0(torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64))
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    mask[1, -2:] = False
+    out = _identity_attention(g, 4, beta=1.7, gamma=0.3)(x, mask)
+    for b in range(2):
+        keys = x[b, mask[b]]
+        for i in range(5):
+            w = torch.softmax(-1.7 * ref.dist(x[b, i], keys) - 0.3, dim=-1)
+            torch.testing.assert_close(out[b, i], ref.weighted_midpoint(keys, w, reducedim=[0]))
+    sharp = _identity_attention(g, 4, beta=1e3, gamma=0.0)(x)
+    torch.testing.assert_close(sharp, x, rtol=0, atol=1e-6)
+
+
+def test_attention_accepts_float_and_int_masks_like_the_bool_mask() -> None:
+    g, x, _, mask = _graph_batch()
+    torch.manual_seed(0)
+    attn, block = HypAttention(g, 8, 4), HypTransformerBlock(g, 8, 4)
+    for m in (mask.float(), mask.long()):
+        torch.testing.assert_close(attn(x, m), attn(x, mask))
+        torch.testing.assert_close(block(x, m), block(x, mask))
+
+
+@pytest.mark.parametrize("activation", [False, True])
+def test_hyp_graph_conv_is_the_gyromidpoint_of_the_closed_neighbourhood(activation: bool) -> None:
+    """With an identity Poincare map, node ``i``'s output is the unweighted gyromidpoint of itself and its
+    unmasked neighbours (geoopt's midpoint), then ``exp_0(silu(log_0 .))`` with the activation."""
+    c = 1.5
+    g = BallGeometry(3, c).double()
+    ref = geoopt.PoincareBall(c=torch.tensor(c, dtype=torch.float64))
+    x = g.expmap0(torch.randn(1, 5, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64))
+    a = torch.zeros(1, 5, 5, dtype=torch.float64)
+    for i, j in [(0, 1), (1, 2), (2, 3), (0, 4), (3, 4)]:
+        a[0, i, j] = a[0, j, i] = 1
+    mask = torch.tensor([[True, True, True, True, False]])
+    conv = HypGraphConv(g, 3, 3, activation=activation).double()
+    with torch.no_grad():
+        conv.linear.weight.weight.copy_(torch.eye(3))
+        conv.linear.bias.zero_()
+    out = conv(x, a, mask)
+    for i in range(4):
+        hood = [j for j in range(4) if j == i or a[0, i, j] > 0]
+        m = ref.weighted_midpoint(x[0, hood], torch.ones(len(hood), dtype=torch.float64), reducedim=[0])
+        if activation:
+            m = ref.expmap0(torch.nn.functional.silu(ref.logmap0(m)))
+        torch.testing.assert_close(out[0, i], m)
+
+
+def test_riemannian_adam_first_step_is_a_normalised_riemannian_gradient_step() -> None:
+    """First step on a ball-valued bias of curvature 2, away from the origin (where lambda_x = 2 for every c):
+    ``b <- projx(b - lr rgrad / (lambda_b |rgrad| + eps))`` with ``rgrad = egrad / lambda_b^2``; the first moment
+    is carried to the new point with its Riemannian norm ``lambda |m|`` unchanged."""
+    c, lr = 2.0, 0.05
+    g = BallGeometry(3, c)
+    layer = PoincareLinear(g, 3, 3, bias_on_ball=True)
+    with torch.no_grad():
+        layer.bias.copy_(torch.tensor([0.3, -0.2, 0.25]))
+    b0 = layer.bias.detach().clone()
+    opt = riemannian_adam(layer.parameters(), lr=lr, betas=(0.9, 0.999))
+    x = g.expmap0(torch.randn(8, 3, generator=torch.Generator().manual_seed(0)))
+    target = g.expmap0(torch.full((8, 3), 0.7))
+    g.manifold.dist(layer(x), target).square().mean().backward()
+    lam = 2 / (1 - c * b0.square().sum())
+    rgrad = layer.bias.grad.detach() / lam**2
+    expected = g.manifold.projx(b0 - lr * rgrad / (lam * rgrad.norm() + 1e-8))
+    opt.step()
+    torch.testing.assert_close(layer.bias.detach(), expected, rtol=1e-5, atol=1e-6)
+    lam1 = 2 / (1 - c * layer.bias.detach().square().sum())
+    m = opt.state[layer.bias]["exp_avg"]
+    torch.testing.assert_close(lam1 * m.norm(), 0.1 * lam * rgrad.norm(), rtol=1e-4, atol=0)

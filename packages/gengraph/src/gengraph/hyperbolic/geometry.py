@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from gencore.manifolds import Euclidean, PoincareBall
-from gencore.manifolds.base import EPS, TINY, safe_norm
+from gencore.manifolds.base import EPS, TINY, safe_norm, safe_sqrt
 
 __all__ = ["BallGeometry", "EuclideanGeometry", "Geometry", "make_geometry"]
 
@@ -178,9 +178,12 @@ class BallGeometry(nn.Module):
         return self._half(weights @ (lam * x) / (weights @ (lam - 1)).clamp_min(EPS[x.dtype]))
 
     def _half(self, y: torch.Tensor) -> torch.Tensor:
-        """``(1/2) (x) y`` for the gyromidpoint's bracket ``y`` (module docstring), projected onto the ball."""
+        """``(1/2) (x) y`` for the gyromidpoint's bracket ``y`` (module docstring), projected onto the ball.
+
+        ``safe_sqrt``: for points on the float32 boundary the bracket's ``1 - c|y|^2`` rounds to exactly 0, where
+        ``sqrt`` has an infinite derivative (NaN gradients through ``clamp_min(0).sqrt()``)."""
         c = self.manifold.c.to(y.dtype)
-        return self.projx(y / (1 + (1 - c * y.square().sum(-1, keepdim=True)).clamp_min(0).sqrt()))
+        return self.projx(y / (1 + safe_sqrt(1 - c * y.square().sum(-1, keepdim=True))))
 
     def frechet_mean(self, x: torch.Tensor, weights: torch.Tensor, init: torch.Tensor, iters: int = 3) -> torch.Tensor:
         """Weighted Frechet (Karcher) means ``[K, d]`` of ``x: [M, d]`` with ``weights: [K, M]``; rows without

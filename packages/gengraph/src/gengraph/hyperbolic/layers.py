@@ -12,7 +12,9 @@
   non-linearity in the tangent space at the origin.
 - :class:`HypAttention` / :class:`HypTransformerBlock`: attention whose scores are negative hyperbolic
   distances between queries and keys, ``s_ij = -beta d(q_i, k_j) - gamma`` (Gulcehre et al. 2019, "Hyperbolic
-  Attention Networks"), values aggregated by the gyromidpoint; the block adds Mobius residuals and a
+  Attention Networks"), normalised by a softmax over keys (so the per-head offset ``gamma`` cancels and gets no
+  gradient: it would act only under an element-wise gate such as a sigmoid; kept so that saved models load), values
+  aggregated by the gyromidpoint; the block adds Mobius residuals and a
   tangent-space feed-forward network, with :class:`HypNorm` (layer normalisation of the space-like
   hyperboloid coordinates, as in HypFormer, Yang et al. 2024) before each sub-layer.
 
@@ -156,7 +158,8 @@ class HypAttention(nn.Module):
         d = g.pairwise_dist(q, k)  # [B, H, N, N]
         scores = -self.log_beta.exp()[:, None, None] * d - self.gamma[:, None, None]
         if mask is not None:
-            scores = scores.masked_fill(~mask[:, None, None, :], float("-inf"))
+            # any dtype, as in HypGraphConv (``~`` of a float mask raised, of an int mask it is bitwise)
+            scores = scores.masked_fill(~mask.bool()[:, None, None, :], float("-inf"))
         attn = torch.softmax(scores, dim=-1)
         heads = g.logmap0(g.midpoint(attn, v))  # [B, H, N, dh]
         b, _, n, _ = heads.shape
