@@ -482,3 +482,21 @@ def test_base_densities_integrate_to_one_over_the_riemannian_volume(case):
         vol = ball.lambda_x(pts, keepdim=False).square() * rr.reshape(-1) * dr * dth
         mass = float((ball.base_log_prob(pts).exp() * vol).sum())
     assert abs(mass - 1) < 1e-4, mass
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_safe_norm_and_sqrt_of_zero_are_positive_with_finite_gradients_in_every_dtype(dtype):
+    """The floor must survive the dtype's rounding: float16 rounds 1e-8 to 0, which gave sqrt(0) with an
+    infinite gradient and a zero norm that exp maps divide by."""
+    from gencore.manifolds.base import safe_norm, safe_sqrt
+
+    u = torch.zeros(3, 4, dtype=dtype, requires_grad=True)
+    n = safe_norm(u)
+    assert bool((n > 0).all())
+    n.sum().backward()
+    assert bool(torch.isfinite(u.grad).all())
+    x = torch.zeros(5, dtype=dtype, requires_grad=True)
+    s = safe_sqrt(x)
+    assert bool((s > 0).all())
+    s.sum().backward()
+    assert bool(torch.isfinite(x.grad).all())

@@ -20,8 +20,9 @@ from torch import nn
 
 #: guard for divisions and clamps, per dtype
 EPS = {torch.float16: 1e-3, torch.bfloat16: 1e-2, torch.float32: 1e-7, torch.float64: 1e-15}
-#: floor of a squared norm before its square root, per dtype (gradient of the floor is zero, never NaN)
-TINY = {torch.float16: 1e-8, torch.bfloat16: 1e-8, torch.float32: 1e-30, torch.float64: 1e-200}
+#: floor of a squared norm before its square root, per dtype (gradient of the floor is zero, never NaN);
+#: float16's is its smallest normal number, since 1e-8 rounds to 0 there
+TINY = {torch.float16: 2.0**-14, torch.bfloat16: 1e-8, torch.float32: 1e-30, torch.float64: 1e-200}
 
 
 def eps_for(x: torch.Tensor) -> float:
