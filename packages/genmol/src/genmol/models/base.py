@@ -15,12 +15,14 @@ logits over ``K = num_classes`` (``K = 0`` gives an empty logits tensor).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from gencore.io import load_pretrained, save_pretrained
+from gencore.errors import InputError, StorageError
+from gencore.io import CONFIG_NAME, load_pretrained, save_pretrained
 
 
 class Backbone(nn.Module):
@@ -36,11 +38,60 @@ class Backbone(nn.Module):
         from genmol.models import BACKBONES
 
         state, config = load_pretrained(directory, device)
+        where = str(Path(directory) / CONFIG_NAME)
+        if not isinstance(config, dict):
+            raise StorageError(f"{where!r} must hold a JSON object of backbone settings.")
         name = config.pop("class", cls.__name__)
-        klass = next((k for k in BACKBONES.values() if k.__name__ == name), cls)
-        model = klass(**config)
-        model.load_state_dict(state)
+        fallback = cls if name == cls.__name__ and cls is not Backbone else None
+        klass = next((k for k in BACKBONES.values() if k.__name__ == name), fallback)
+        if klass is None:
+            names = ", ".join(k.__name__ for k in BACKBONES.values())
+            raise StorageError(f"{where!r} names the backbone {name!r}; expected one of {names}.")
+        try:
+            model = klass(**config)
+        except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError of a bad setting
+            raise StorageError(f"{where!r} does not describe a {klass.__name__} ({str(exc).rstrip('.')}).") from None
+        try:
+            model.load_state_dict(state)
+        except RuntimeError:
+            raise StorageError(
+                f"the weights in {str(directory)!r} do not fit the {klass.__name__} its config.json describes."
+            ) from None
         return model.to(device)
+
+    def check_inputs(self, x_t, t, tokens, mask, edges) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+        """One :class:`InputError` sentence unless the inputs match the call signature (module docstring) and this
+        backbone's ``in_features`` / ``edge_features``; returns ``(x_t, t, tokens, edges)`` with ``t`` as ``[B]`` (a
+        scalar is broadcast) and zeros in the padded rows, so that no padding value (NaN, inf) reaches a real atom."""
+        if x_t.dim() != 3 or x_t.shape[-1] != 3:
+            raise InputError(f"x_t must have shape [B, N, 3], got {tuple(x_t.shape)}.")
+        b, n, _ = x_t.shape
+        t = torch.as_tensor(t, device=x_t.device)
+        if t.numel() == 1:
+            t = t.reshape(1).expand(b)
+        elif tuple(t.shape) != (b,):
+            raise InputError(f"t must be a scalar or have shape ({b},), one time per molecule, got {tuple(t.shape)}.")
+        features, edge_features = self.config["in_features"], self.config["edge_features"]
+        if tuple(tokens.shape) != (b, n, features):
+            raise InputError(f"tokens must have shape {(b, n, features)}, got {tuple(tokens.shape)}.")
+        if tuple(mask.shape) != (b, n):
+            raise InputError(f"mask must have shape {(b, n)}, got {tuple(mask.shape)}.")
+        if edge_features and edges is None:
+            raise InputError(
+                f"this backbone has edge_features={edge_features}: "
+                f"edges of shape {(b, n, n, edge_features)} are required."
+            )
+        if not edge_features and edges is not None:
+            raise InputError("this backbone has edge_features=0: edges must be None, they would be ignored.")
+        if edges is not None and tuple(edges.shape) != (b, n, n, edge_features):
+            raise InputError(f"edges must have shape {(b, n, n, edge_features)}, got {tuple(edges.shape)}.")
+        real = mask.bool()
+        x_t = torch.where(real[..., None], x_t, torch.zeros_like(x_t))
+        tokens = torch.where(real[..., None], tokens, torch.zeros_like(tokens))
+        if edges is not None:
+            pairs = real[:, :, None, None] & real[:, None, :, None]
+            edges = torch.where(pairs, edges, torch.zeros_like(edges))
+        return x_t, t, tokens, edges
 
 
 def pair_mask(mask: torch.Tensor) -> torch.Tensor:

@@ -73,9 +73,10 @@ class E3NNBackbone(Backbone):
         from e3nn import o3
         from e3nn.math import soft_one_hot_linspace
 
+        x_t, t, tokens, edges = self.check_inputs(x_t, t, tokens, mask, edges)
         b, n, _ = x_t.shape
         m = mask.float()
-        temb = self.time_embed(t.reshape(-1).expand(b) if t.numel() == 1 else t)
+        temb = self.time_embed(t)
         h = self.embed(torch.cat([tokens, temb[:, None, :].expand(-1, n, -1)], -1)) * m[..., None]
         rel = x_t[:, None, :, :] - x_t[:, :, None, :]  # [B, N(i), N(j), 3]: x_j - x_i
         dist = rel.norm(dim=-1)

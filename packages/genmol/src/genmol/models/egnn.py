@@ -83,8 +83,9 @@ class EGNN(Backbone):
         )
 
     def forward(self, x_t, t, *, tokens, mask, edges=None):
+        x_t, t, tokens, edges = self.check_inputs(x_t, t, tokens, mask, edges)
         m = mask.float()
-        temb = self.time_embed(t.reshape(-1).expand(x_t.shape[0]) if t.numel() == 1 else t)
+        temb = self.time_embed(t)
         h = self.embed(torch.cat([tokens, temb[:, None, :].expand(-1, x_t.shape[1], -1)], -1)) * m[..., None]
         pmask = pair_mask(mask)
         x = x_t

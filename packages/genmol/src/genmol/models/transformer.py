@@ -48,9 +48,10 @@ class CoordinateTransformer(Backbone):
         self.logits = nn.Linear(hidden, num_classes)
 
     def forward(self, x_t, t, *, tokens, mask, edges=None):
+        x_t, t, tokens, edges = self.check_inputs(x_t, t, tokens, mask, edges)
         b, n, _ = x_t.shape
         m = mask.float()
-        temb = self.time_embed(t.reshape(-1).expand(b) if t.numel() == 1 else t)
+        temb = self.time_embed(t)
         h = self.embed(torch.cat([tokens, temb[:, None, :].expand(-1, n, -1), x_t], -1))
         d2 = ((x_t[:, :, None] - x_t[:, None]) ** 2).sum(-1, keepdim=True)
         pair = torch.cat([d2, edges], -1) if edges is not None else d2
