@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -263,3 +265,79 @@ def test_a_warning_in_a_command_is_one_line(capsys) -> None:
     err = capsys.readouterr().err
     assert err == "tool: warning: skipping unusable checkpoint 'c/step-3': bad digest. Falling back to an older one.\n"
     assert warnings.showwarning is before
+
+
+def test_seed_int_takes_the_train_config_range() -> None:
+    from gencore.command import SEED_LIMIT, seed_int
+    from gencore.train.config import TrainConfig
+
+    assert seed_int("0") == 0 and seed_int(str(SEED_LIMIT - 1)) == SEED_LIMIT - 1
+    TrainConfig(seed=SEED_LIMIT - 1).validate()  # the top of the range is one the engine takes
+    for text in ("-1", str(SEED_LIMIT), str(2**64), "1.5", "x", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"expected a seed, an integer in \[0, 2\*\*32\)"):
+            seed_int(text)
+
+
+@pytest.mark.parametrize("value", ["-1", str(10**20)])
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["toy", "train", "--out", "{tmp}/run"],
+        ["toy", "compare", "--couplings", "independent", "--json", "{tmp}/o.json"],
+        ["flowmap", "compare", "--methods", "regress", "--json", "{tmp}/o.json"],
+        ["discrete", "compare", "--json", "{tmp}/o.json"],
+        ["manifold", "compare", "--json", "{tmp}/o.json"],
+    ],
+)
+def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, capsys, verb, value) -> None:
+    """10**20 was a traceback from torch's generator ("Overflow when unpacking long long"); -1 trained the flowmap,
+    discrete and manifold comparisons although the toy commands refused it."""
+    with pytest.raises(SystemExit) as stop:
+        main([*(a.replace("{tmp}", str(tmp_path)) for a in verb), "--seed", value])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), err
+    assert "Traceback" not in "\n".join(err)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_refuse_overwriting_input_compares_files_not_spellings(tmp_path, monkeypatch) -> None:
+    from gencore.command import refuse_overwriting_input
+    from gencore.errors import StorageError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.sdf").write_text("input")
+    (tmp_path / "other.json").write_text("{}")
+    (tmp_path / "sub").mkdir()
+    refuse_overwriting_input(None, "--json", "in.sdf")
+    refuse_overwriting_input("new.json", "--json", "in.sdf", "new.json")  # not written yet: nothing to destroy
+    refuse_overwriting_input("other.json", "--json", "in.sdf", None, "sub", "missing.sdf")
+    for spelling in ("in.sdf", "./in.sdf", "sub/../in.sdf", str(tmp_path / "in.sdf")):
+        with pytest.raises(StorageError, match=r"^--json .+ is the input file 'in.sdf', which writing it would"):
+            refuse_overwriting_input(spelling, "--json", None, "in.sdf")
+    os.link(tmp_path / "in.sdf", tmp_path / "hard.sdf")  # one file under two names
+    with pytest.raises(StorageError, match="is the input file"):
+        refuse_overwriting_input("hard.sdf", "--out", "in.sdf")
+    assert (tmp_path / "in.sdf").read_text() == "input"
+
+
+@pytest.mark.parametrize(
+    "verb",
+    [
+        ["toy", "compare", "--couplings", "independent"],
+        ["flowmap", "compare", "--methods", "regress"],
+        ["discrete", "compare"],
+        ["manifold", "compare"],
+    ],
+)
+def test_a_comparison_never_writes_its_records_over_its_config(tmp_path, capsys, verb) -> None:
+    """--json naming the --config file replaced the YAML settings with the records once the comparison finished."""
+    config = tmp_path / "settings.yaml"
+    config.write_text("seed: 3\n")
+    assert main([*verb, "--config", str(config), "--json", str(config), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"gencore: error: --json {str(config)!r} is the input file {str(config)!r}, which writing it would destroy; "
+        "choose another --json."
+    ]
+    assert config.read_text() == "seed: 3\n" and sorted(tmp_path.iterdir()) == [config]

@@ -42,3 +42,52 @@ def test_a_damaged_run_json_is_one_line_exit_2_before_any_model_loads(tmp_path, 
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "run.json" in err[0] and message in err[0], (info, err)
         assert not out.exists()
+
+
+def test_evaluate_and_sample_never_write_over_a_file_they_read(tmp_path, capsys) -> None:
+    """``evaluate --json`` naming the --generated (or --reference) graph set replaced the graphs with the metrics, and
+    ``sample --out RUN/run.json`` replaced the run's description with samples (the run could not be sampled again)."""
+    graphs = tmp_path / "graphs.json"
+    assert main(["data", "--dataset", "community-small", "--split", "test", "--out", str(graphs)]) == 0
+    before = graphs.read_bytes()
+    capsys.readouterr()
+    for flag in ("--generated", "--reference"):
+        other = "--reference" if flag == "--generated" else "--generated"
+        argv = ["evaluate", flag, str(graphs), other, "community-small", "--json", str(graphs)]
+        assert main([*argv, "--metrics", "degree_mmd_gaussian_tv"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"gengraph: error: --json {str(graphs)!r} is the input file {str(graphs)!r}, which writing it would "
+            "destroy; choose another --json."
+        ]
+        assert graphs.read_bytes() == before
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps(_run_json()))
+    description = (run / "run.json").read_bytes()
+    assert main(["sample", "--run", str(run), "--n", "2", "--steps", "1", "--out", str(run / "run.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out" in err[0] and "is the input file" in err[0], err
+    assert (run / "run.json").read_bytes() == description
+
+
+def test_a_seed_outside_the_range_is_refused_by_every_verb(tmp_path, capsys) -> None:
+    """--seed 10**20 was a traceback from torch's generator in train and sample; -1 sampled although data and
+    evaluate refused it."""
+    verbs = [
+        ["data", "--dataset", "community-small", "--out", str(tmp_path / "d.json")],
+        ["train", "--data", "community-small", "--steps", "1", "--out", str(tmp_path / "run")],
+        ["sample", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "s.json")],
+        ["evaluate", "--reference", "community-small", "--generated", "community-small"],
+    ]
+    for verb in verbs:
+        for value in ("-1", str(10**20)):
+            try:
+                main([*verb, "--seed", value])
+            except SystemExit as stop:
+                assert stop.code == 2
+            else:
+                raise AssertionError(f"{verb[0]} accepted --seed {value}")
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}.")
+    assert list(tmp_path.iterdir()) == []

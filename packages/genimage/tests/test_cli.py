@@ -429,3 +429,78 @@ def test_a_run_config_missing_a_field_is_one_clean_sentence(tmp_path, capsys) ->
     err = capsys.readouterr().err.strip().splitlines()
     where = str(run / "config.json")
     assert err == [f"genimage: error: {where} lacks the field 'image_shape'; the run may not have finished."], err
+
+
+@pytest.mark.parametrize("value", ["-1", str(10**20)])
+def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, capsys, value) -> None:
+    """``sample --seed 10**20`` was a traceback from torch's generator; ``sample`` and ``evaluate`` took -1 although
+    ``train`` refused it."""
+    verbs = [
+        ["train", "--data", "digits", "--steps", "1", "--out", str(tmp_path / "run")],
+        ["sample", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "g.png")],
+        ["evaluate", "--run", str(tmp_path / "run"), "--json", str(tmp_path / "e.json")],
+    ]
+    for verb in verbs:
+        with pytest.raises(SystemExit) as stop:
+            main([*verb, "--seed", value])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_evaluate_never_writes_its_metrics_over_the_run_config(tmp_path, capsys) -> None:
+    """``evaluate --json RUN/config.json`` replaced the run's config with the metrics: the run could not be loaded
+    again."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"kept": true}\n')
+    target = run / "config.json"
+    assert main(["evaluate", "--run", str(run), "--n", "2", "--json", str(target), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"genimage: error: --json {str(target)!r} is the input file {str(target)!r}, which writing it would destroy; "
+        "choose another --json."
+    ]
+    assert target.read_text() == '{"kept": true}\n'
+
+
+def test_shards_with_a_bad_shard_size_leaves_no_folder(tmp_path, capsys) -> None:
+    """--shard-size 0 was refused only after the output folder had been made, which it left behind empty."""
+    images = tmp_path / "images"
+    images.mkdir()
+    Image.fromarray(np.zeros((8, 8), np.uint8)).save(images / "a.png")
+    for size in ("0", "-2"):
+        assert main(["shards", str(images), "--out", str(tmp_path / "s"), "--shard-size", size, "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"genimage: error: shard size must be a positive integer, got {size}."]
+        assert not (tmp_path / "s").exists()
+
+
+def test_sample_never_mixes_its_files_into_an_earlier_samples_folder(digits_run, tmp_path, capsys) -> None:
+    """A second ``sample --individual DIR`` with a smaller --n overwrote the first sample's files up to its own --n
+    and left the rest: a folder of two samples that read as one, without a word (likewise --wav)."""
+    each = tmp_path / "each"
+    base = ["sample", "--run", str(digits_run), "--nfe", "2", "--no-progress"]
+    assert main([*base, "--n", "4", "--out", str(tmp_path / "a.png"), "--individual", str(each)]) == 0
+    before = {p.name: p.read_bytes() for p in each.iterdir()}
+    assert sorted(before) == [f"img-{i:05d}.png" for i in range(4)]
+    capsys.readouterr()
+    again = [*base, "--n", "2", "--seed", "7", "--out", str(tmp_path / "b.png"), "--individual", str(each)]
+    assert main(again) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"genimage: error: --individual {str(each)!r} already holds the files of an earlier sample (img-00000.png); "
+        "choose a new folder."
+    ]
+    assert {p.name: p.read_bytes() for p in each.iterdir()} == before and not (tmp_path / "b.png").exists()
+    wav = tmp_path / "wav"
+    wav.mkdir()
+    (wav / "sample-00000.wav").write_bytes(b"RIFF")
+    assert main([*base, "--out", str(tmp_path / "c.png"), "--wav", str(wav)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--wav {str(wav)!r} already holds the files of an earlier sample" in err[0], err
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "notes.txt").write_text("mine")  # a folder holding other files is still written into
+    assert main([*base, "--n", "2", "--out", str(tmp_path / "d.png"), "--individual", str(tmp_path / "own")]) == 0
+    assert sorted(p.name for p in (tmp_path / "own").iterdir()) == ["img-00000.png", "img-00001.png", "notes.txt"]

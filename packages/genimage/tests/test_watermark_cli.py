@@ -309,3 +309,103 @@ def test_a_bad_molm_option_is_refused_before_hidden_trains(tmp_path, monkeypatch
     assert _main([*argv, "--json", str(tmp_path / "x.json"), "--no-progress"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--molm-steps must be at least 1, got 0" in err[0], err
+
+
+def test_keygen_never_replaces_an_existing_key(tmp_path, capsys):
+    """A second keygen to the same --out replaced the key (by default with fresh random bits): the images marked
+    with the first key could no longer be detected."""
+    key = tmp_path / "k.json"
+    argv = ["watermark", "keygen", "--scheme", "spherical", "--shape", "1,8,8", "--bits", "4", "--out", str(key)]
+    assert _main(argv) == 0
+    before = key.read_bytes()
+    capsys.readouterr()
+    assert _main([*argv, "--seed", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"genimage: error: key file {str(key)!r} already exists; a key is never overwritten, so name a new --out."
+    ]
+    assert key.read_bytes() == before
+
+
+def test_detect_and_attack_never_write_over_their_inputs(tmp_path, capsys):
+    """``detect --json`` naming the key replaced the key with the detections; ``attack --out`` naming the folder of
+    the images replaced the originals with their attacked copies."""
+    key = tmp_path / "k.json"
+    argv = ["watermark", "keygen", "--scheme", "spherical", "--shape", "1,8,8", "--bits", "4", "--out", str(key)]
+    assert _main(argv) == 0
+    assert (
+        _main(
+            [
+                "watermark",
+                "embed",
+                "--key",
+                str(key),
+                "--run",
+                "gaussian:1,8,8",
+                "--n",
+                "2",
+                "--out",
+                str(tmp_path / "m"),
+            ]
+        )
+        == 0
+    )
+    images = tmp_path / "m" / "images"
+    first = sorted(images.iterdir())[0]
+    before = {p: p.read_bytes() for p in [key, *images.iterdir()]}
+    capsys.readouterr()
+    detect = ["watermark", "detect", "--key", str(key), "--run", "gaussian:1,8,8", "--images"]
+    for target, inputs in ((key, [str(images)]), (first, [str(first)]), (first, [str(images)])):
+        assert _main([*detect, *inputs, "--json", str(target)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"genimage: error: --json {str(target)!r} is the input file {str(target)!r}, which writing it would "
+            "destroy; choose another --json."
+        ]
+    for inputs in ([str(images)], [str(first)]):
+        assert _main(["watermark", "attack", "--images", *inputs, "--attack", "jpeg75", "--out", str(images)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"genimage: error: --out {str(images)!r} would overwrite the input image {str(first)!r}; choose another "
+            "folder."
+        ]
+    assert {p: p.read_bytes() for p in [key, *images.iterdir()]} == before
+
+
+@pytest.mark.parametrize("value", ["-1", str(10**20)])
+def test_a_seed_outside_the_range_is_refused_by_every_verb_that_draws_noise(tmp_path, capsys, value):
+    """--seed 10**20 was a traceback from torch's generator in embed, attack and detect."""
+    gen = ["--run", "gaussian:1,8,8"]
+    verbs = [
+        ["embed", "--key", "k.json", *gen, "--out", str(tmp_path / "m")],
+        ["attack", "--images", "a.png", "--attack", "noise", "--out", str(tmp_path / "a")],
+        ["detect", "--key", "k.json", *gen, "--images", "a.png"],
+        ["evaluate", *gen, "--json", str(tmp_path / "e.json")],
+    ]
+    for verb in verbs:
+        with pytest.raises(SystemExit) as stop:
+            _main(["watermark", *verb, "--seed", value])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_keygen_sizes_the_message_by_bits_when_both_are_given(tmp_path, capsys):
+    """--bits was dropped whenever --message was given: ``--message 0x1 --bits 8`` made a 4-bit key and
+    ``--message 0101 --bits 8`` a 4-bit key without a word."""
+    base = ["watermark", "keygen", "--scheme", "spherical", "--shape", "1,16,16", "--seed", "1"]
+    assert _main([*base, "--message", "0x1", "--bits", "8", "--out", str(tmp_path / "a.json")]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["message"] == "00000001"
+    assert _main([*base, "--message", "0x1", "--out", str(tmp_path / "b.json")]) == 0  # the hex digits' own length
+    assert json.loads((tmp_path / "b.json").read_text())["message"] == "0001"
+    assert _main([*base, "--bits", "8", "--out", str(tmp_path / "c.json")]) == 0
+    assert len(json.loads((tmp_path / "c.json").read_text())["message"]) == 8
+    assert _main([*base, "--out", str(tmp_path / "d.json")]) == 0
+    assert len(json.loads((tmp_path / "d.json").read_text())["message"]) == 32
+    capsys.readouterr()
+    for message, error in (("0101", "message '0101' has 4 bits, expected 8"), ("0x1ff", "does not fit in 8 bits")):
+        assert _main([*base, "--message", message, "--bits", "8", "--out", str(tmp_path / "e.json")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and error in err[0], err
+    assert not (tmp_path / "e.json").exists()

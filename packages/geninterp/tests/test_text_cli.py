@@ -267,3 +267,59 @@ def test_model_layers_special_tokens_and_next_token_loss():
     tokens = torch.tensor([[0, 1, 2, 3], [4, 3, 2, 1]])
     want = -sum(logits[b, t].log_softmax(-1)[tokens[b, t + 1]] for b in range(2) for t in range(3)) / 6
     assert float(next_token_loss(logits, tokens)) == pytest.approx(float(want), rel=1e-6)  # position t predicts t + 1
+
+
+def test_evaluate_sae_never_writes_its_record_over_the_run(tmp_path, store_dir, capsys):
+    """``evaluate-sae --json RUN/run.json`` replaced the run's record with the evaluation: the run could not be
+    evaluated again."""
+    from geninterp.training import SAETrainConfig, train_sae
+
+    cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=2, batch_tokens=64, progress=False)
+    train_sae(cfg, store_dir, tmp_path / "run")
+    capsys.readouterr()
+    for target in (tmp_path / "run" / "run.json", tmp_path / "run" / "sae" / "config.json"):
+        before = target.read_bytes()
+        assert main(["evaluate-sae", "--run", str(tmp_path / "run"), "--no-downstream", "--json", str(target)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"geninterp: error: --json {str(target)!r} is the input file {str(target)!r}, which writing it would "
+            "destroy; choose another --json."
+        ]
+        assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["-1", str(10**20)])
+def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, store_dir, capsys, value):
+    """``train-sae --seed 10**20`` and ``memorization --seeds 10**20`` were tracebacks from torch's generator."""
+    verbs = [
+        ["capture", "--layer", "1", "--out", str(tmp_path / "c")],
+        ["train-sae", "--acts", str(store_dir), "--out", str(tmp_path / "r")],
+    ]
+    for verb in verbs:
+        with pytest.raises(SystemExit) as stop:
+            main([*verb, "--seed", value])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    assert main(["memorization", "--experiments", "detect", "--seeds", f"0,{value}", "--quick"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"geninterp: error: --seeds must be integers in [0, 2**32), got '0,{value}'."]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["acts"]
+
+
+def test_train_sae_never_writes_into_another_commands_run_folder(tmp_path, store_dir, capsys):
+    """gengraph and genrl runs hold a run.json but no checkpoints/ at the top, so the engine let ``train-sae`` into
+    their folders, and its run.json replaced theirs."""
+    run = tmp_path / "graphs"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"format": "gengraph.run", "config": {"model": "ggball"}}))
+    before = (run / "run.json").read_bytes()
+    argv = ["train-sae", "--acts", str(store_dir), "--width", "16", "--k", "2", "--steps", "1", "--batch-tokens", "64"]
+    assert main([*argv, "--out", str(run), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    path = str(run / "run.json")
+    assert err == [
+        f"geninterp: error: {path!r} lacks the field 'acts'; it was not written by `geninterp train-sae`, so choose a "
+        "new --out folder."
+    ]
+    assert (run / "run.json").read_bytes() == before and [p.name for p in run.iterdir()] == ["run.json"]

@@ -389,3 +389,64 @@ def test_prepare_refuses_a_worker_count_below_one_before_reading(tmp_path, capsy
         captured = capsys.readouterr()
         assert "--workers must be a positive number of processes" in captured.err and not captured.out
     assert not (tmp_path / "o.sdf").exists()
+
+
+def test_no_verb_writes_its_output_over_a_file_it_reads(tmp_path, capsys):
+    """``evaluate s.sdf --json s.sdf`` replaced the molecules with their scores, ``prepare --data m.sdf --subset 2
+    --out m.sdf`` cut the source down to two molecules, ``sample --graphs g.sdf --out g.sdf`` replaced the graphs."""
+    sdf = write_sdf(tmp_path / "m.sdf", [embedded(s, k, s) for k, s in enumerate(["CCO", "CCN", "COC"])])
+    before = sdf.read_bytes()
+    smiles = tmp_path / "g.smi"
+    smiles.write_text("CCO\n")
+    runs = [
+        (["evaluate", str(sdf), "--json", str(sdf), "--no-fcd", "--no-strain"], "--json"),
+        (["evaluate", str(smiles), "--reference", str(sdf), "--json", str(sdf)], "--json"),
+        (["prepare", "--data", str(sdf), "--subset", "2", "--out", str(sdf)], "--out"),
+        (["sample", "--run", str(tmp_path / "run"), "--graphs", str(sdf), "--out", str(sdf)], "--out"),
+    ]
+    for args, flag in runs:
+        assert main([*args, "--no-progress"]) == 2, args
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"genmol: error: {flag} {str(sdf)!r} is the input file {str(sdf)!r}, which writing it would destroy; "
+            f"choose another {flag}."
+        ], args
+        assert sdf.read_bytes() == before
+
+
+@pytest.mark.parametrize("value", ["-1", str(10**20)])
+def test_a_seed_outside_the_range_is_refused_by_every_verb(tmp_path, capsys, value):
+    """``sample --seed 10**20`` was a traceback from torch's generator; ``sample`` and ``prepare`` took -1 although
+    ``train`` refused it."""
+    sdf = write_sdf(tmp_path / "m.sdf", [embedded("CCO", 0, "ethanol")])
+    verbs = [
+        ["prepare", "--data", str(sdf), "--out", str(tmp_path / "p.sdf")],
+        ["train", "--data", str(sdf), "--steps", "1", "--out", str(tmp_path / "run")],
+        ["sample", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "s.sdf")],
+    ]
+    for verb in verbs:
+        with pytest.raises(SystemExit) as stop:
+            main([*verb, "--seed", value])
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.sdf"]
+
+
+def test_train_never_writes_into_another_commands_run_folder(tmp_path, capsys):
+    """gengraph and genrl runs hold a run.json but no checkpoints/ at the top, so the engine let ``genmol train``
+    into their folders, and its run.json replaced theirs: that run could not be sampled or evaluated again."""
+    data = write_sdf(tmp_path / "t.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "COC"])])
+    run = tmp_path / "graphs"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"format": "gengraph.run", "config": {"model": "ggball"}}))
+    before = (run / "run.json").read_bytes()
+    argv = ["train", "--data", str(data), "--steps", "1", "--hidden", "8", "--layers", "1", "--out", str(run)]
+    assert main([*argv, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    path = str(run / "run.json")
+    assert err == [
+        f"genmol: error: {path!r} lacks the field 'vocabulary'; it was not written by `genmol train`, so choose a new "
+        "--out folder."
+    ]
+    assert (run / "run.json").read_bytes() == before and [p.name for p in run.iterdir()] == ["run.json"]

@@ -432,3 +432,92 @@ def test_threads_below_one_is_one_line_exit_2(tmp_path, capsys) -> None:
     assert main(["evaluate", "--run", str(run), "--threads", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--threads must be a positive integer, got -1" in err[0]
+
+
+def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, capsys) -> None:
+    """--seed 10**20 was a traceback from torch's generator (dataset make with a trained policy, train, evaluate);
+    -1 was a traceback from gymnasium, in `train --online-steps` only after the offline phase had written its run."""
+    d = tmp_path / "d"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    capsys.readouterr()
+    verbs = [
+        ["dataset", "make", "--env", "Pendulum-v1", "--steps", "10", "--out", str(tmp_path / "d2")],
+        ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(tmp_path / "r")],
+        ["evaluate", "--run", str(tmp_path / "r"), "--episodes", "1"],
+    ]
+    for verb in verbs:
+        for value in ("-1", str(10**20)):
+            try:
+                main([*verb, "--seed", value])
+            except SystemExit as stop:
+                assert stop.code == 2
+            else:
+                raise AssertionError(f"{verb[:2]} accepted --seed {value}")
+            err = capsys.readouterr().err.strip().splitlines()
+            assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}.")
+    for value in ("-1", str(10**20)):  # the same seed from a --config file
+        (tmp_path / "c.yaml").write_text(f"seed: {value}\n")
+        argv = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--config", str(tmp_path / "c.yaml")]
+        assert main([*argv, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [f"genrl: error: agent config field 'seed' must be an integer in [0, 2**32), got {value}."]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "d"]
+
+
+def test_evaluate_never_writes_its_record_over_the_run(tmp_path, capsys) -> None:
+    """``evaluate --json RUN/run.json`` replaced the run's description with the result: the run could be neither
+    evaluated nor resumed again."""
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(run), "--no-progress"]
+    assert main([*args, "--batch-size", "8"]) == 0
+    capsys.readouterr()
+    for target in (run / "run.json", run / "agent" / "config.json"):
+        before = target.read_bytes()
+        assert main(["evaluate", "--run", str(run), "--episodes", "1", "--json", str(target)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"genrl: error: --json {str(target)!r} is the input file {str(target)!r}, which writing it would "
+            "destroy; choose another --json."
+        ]
+        assert target.read_bytes() == before
+
+
+def test_evaluate_with_env_toy_bimodal_says_what_is_wrong(tmp_path, capsys) -> None:
+    """``--env toy-bimodal`` was answered with "pass --env", which the user had done."""
+    d, run = tmp_path / "d", tmp_path / "r"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    args = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(run), "--no-progress"]
+    assert main([*args, "--batch-size", "8"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", "--run", str(run), "--episodes", "1", "--env", "toy-bimodal"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "genrl: error: --env toy-bimodal is genrl's offline toy chain, not a gymnasium environment to roll out in."
+    ]
+    assert main(["evaluate", "--run", str(run), "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"genrl: error: run {str(run)!r} has no gymnasium environment; pass --env."]
+
+
+def test_a_run_folder_of_another_command_is_named_as_such(tmp_path, capsys) -> None:
+    """gengraph, genmol and geninterp write a run.json too: evaluate took their run for an unfinished genrl run
+    ("continue it with the same `genrl train` command and --resume", or "pass --env"), and train said the folder
+    already held a genrl run."""
+    d, run = tmp_path / "d", tmp_path / "graphs"
+    assert main(["dataset", "make", "--env", "toy-bimodal", "--steps", "30", "--out", str(d), "--no-progress"]) == 0
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"format": "gengraph.run", "config": {"model": "ggball"}}))
+    before = (run / "run.json").read_bytes()
+    capsys.readouterr()
+    train = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(run), "--no-progress"]
+    for argv in (
+        ["evaluate", "--run", str(run), "--episodes", "1"],
+        ["evaluate", "--run", str(run), "--episodes", "1", "--env", "Pendulum-v1"],
+        train,
+        [*train, "--resume"],
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        path = str(run / "run.json")
+        assert err == [f"genrl: error: {path!r} lacks the field 'agent'; it was not written by `genrl train`."], argv
+    assert (run / "run.json").read_bytes() == before and sorted(p.name for p in run.iterdir()) == ["run.json"]

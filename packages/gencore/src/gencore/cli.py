@@ -23,8 +23,10 @@ from gencore.command import (
     output_file,
     output_folder,
     package_parser,
+    refuse_overwriting_input,
     report_finished,
     run,
+    seed_int,
 )
 from gencore.config import config_from_flags
 from gencore.couplings import COUPLINGS
@@ -54,7 +56,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=float, help="Adam learning rate (default 1e-3)")
     p.add_argument("--n-data", type=int, dest="n_data", help="finite training set size (toys; default 4096)")
     p.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per NFE (default 2048)")
-    p.add_argument("--seed", type=int, help="seed of data, initialisation, batches and evaluation noise (default 0)")
+    p.add_argument(
+        "--seed", type=seed_int, help="seed of data, initialisation, batches and evaluation noise (default 0)"
+    )
     p.add_argument("--config", type=Path, help="YAML file of ToyConfig fields; flags override it")
     p.add_argument("--no-progress", action="store_true", help="hide progress bars")
 
@@ -140,6 +144,7 @@ def cmd_toy_compare(args: argparse.Namespace) -> int:
             f"unknown coupling(s) {', '.join(unknown) or '(none given)'}; expected some of: {', '.join(COUPLINGS)}."
         )
     cfg = _toy_config(args)
+    refuse_overwriting_input(args.json, "--json", args.config)
     json_path = Path(args.json)
     _compare(cfg, couplings, json_path, Path(args.out) if args.out else json_path.parent)
     return 0

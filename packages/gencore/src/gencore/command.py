@@ -9,12 +9,13 @@ without the Python source line under it.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from gencore.errors import GenError, Interrupted
+from gencore.errors import GenError, Interrupted, StorageError
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -79,6 +80,45 @@ def output_folder(text: str) -> Path:
     from gencore.io import check_folder_writable
 
     return _storage_checked(check_folder_writable, text)
+
+
+SEED_LIMIT = 2**32  # the range gencore.train.TrainConfig takes: NumPy's legacy seeds, well inside torch's
+
+
+def seed_int(text: str) -> int:
+    """argparse type: a seed, an integer in ``[0, 2**32)`` as every ``--seed`` of the suite takes (a negative one
+    was a traceback from gymnasium or NumPy, one of 2**64 or more a traceback from torch's generator)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer in [0, 2**32), got {text!r}")
+    return value
+
+
+def refuse_overwriting_input(output: str | Path | None, flag: str, *inputs: str | Path | None) -> None:
+    """Raise :class:`~gencore.errors.StorageError` when the file ``output`` (the value of ``flag``) is one of the files
+    ``inputs`` that the command reads, so that writing it would destroy that input; ``None`` entries are skipped."""
+    if output is None or not Path(output).is_file():
+        return  # a file that does not exist yet is no input
+    for source in inputs:
+        if source is not None and Path(source).is_file() and os.path.samefile(output, source):
+            raise StorageError(
+                f"{flag} {str(output)!r} is the input file {str(source)!r}, which writing it would destroy; "
+                f"choose another {flag}."
+            )
+
+
+def refuse_foreign_run(out: str | Path, fields: tuple[str, ...], command: str, record: str = "run.json") -> None:
+    """Raise :class:`~gencore.errors.StorageError` when ``out/record`` exists without ``fields``: ``out`` holds the run
+    of another command (several write a ``run.json``), whose record training into it would overwrite."""
+    from gencore.io import read_json, require_fields
+
+    path = Path(out) / record
+    if path.is_file():
+        hint = f"; it was not written by `{command}`, so choose a new --out folder"
+        require_fields(read_json(path), fields, repr(str(path)), hint)
 
 
 def name_list(text: str) -> tuple[str, ...]:

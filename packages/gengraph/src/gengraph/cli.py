@@ -23,8 +23,10 @@ from gencore.command import (
     output_file,
     output_folder,
     package_parser,
+    refuse_overwriting_input,
     report_finished,
     run,
+    seed_int,
 )
 from gencore.errors import ConfigError
 from gencore.io import write_json, write_text
@@ -105,6 +107,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from gengraph.io import check_graphs_output, write_graphs
 
     check_graphs_output(args.out, args.n)  # before any sampling
+    refuse_overwriting_input(args.out, "--out", Path(args.run) / "run.json")
     graphs = sample_run(
         args.run, args.n, seed=args.seed, steps=args.steps, batch_size=args.batch_size, progress=not args.no_progress
     )
@@ -117,6 +120,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from gengraph.datasets import DATASETS, generate, split
     from gengraph.evaluation import evaluate_sets
 
+    refuse_overwriting_input(args.json, "--json", args.reference, args.generated)
     reference = _graphs(args.reference, args.split, args.seed)
     if args.generated in DATASETS:  # a fresh sample of the set: another seed, the whole set
         generated = generate(args.generated, seed=args.seed + 1)
@@ -207,7 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = commands.add_parser("data", help="list data sets, or write one split as a JSON graph set")
     d.add_argument("--dataset", help="a dataset name or a graph file")
     d.add_argument("--split", default="train", choices=("train", "val", "test", "all"), help="default train")
-    d.add_argument("--seed", type=int, default=0, help="seed of the procedural generator and the split (default 0)")
+    d.add_argument(
+        "--seed", type=seed_int, default=0, help="seed of the procedural generator and the split (default 0)"
+    )
     d.add_argument("--n", type=int, default=None, help="graphs to generate before splitting (default: the set's size)")
     d.add_argument("--out", type=output_file, help="write the graphs here (.json graph set, or .graphml for one graph)")
     d.add_argument("--list", action="store_true", help="list the available data sets")
@@ -278,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--latent-dim", type=int, dest="latent_dim", help="default 32")
     t.add_argument("--codebook-size", type=int, dest="codebook_size", help="default 512")
     t.add_argument("--curvature", type=float, help="c of the Poincare ball (curvature -c; default 1)")
-    t.add_argument("--seed", type=int, help="training seed, also the data set's split seed (default 0)")
+    t.add_argument("--seed", type=seed_int, help="training seed, also the data set's split seed (default 0)")
     t.add_argument("--out", required=True, type=output_folder, help="run folder")
     t.add_argument("--no-progress", action="store_true", dest="no_progress", help="hide progress bars")
     e = t.add_argument_group("training engine (gencore.train)")
@@ -294,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--run", required=True, help="run folder written by gengraph train")
     s.add_argument("--n", type=int, default=64, help="graphs to sample (default 64)")
     s.add_argument("--steps", type=int, default=50, help="ODE / diffusion steps")
-    s.add_argument("--seed", type=int, default=0, help="seed of the sizes and the sampling noise (default 0)")
+    s.add_argument("--seed", type=seed_int, default=0, help="seed of the sizes and the sampling noise (default 0)")
     s.add_argument("--out", required=True, type=output_file, help="output .json graph set (.graphml for --n 1)")
     s.add_argument("--batch-size", type=int, default=256, dest="batch_size", help="graphs generated at a time")
     s.add_argument("--no-progress", action="store_true", dest="no_progress", help="hide progress bars")
@@ -319,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--bootstrap", type=int, default=0, help="subsampling draws for intervals (0: none)")
     e.add_argument(
         "--seed",
-        type=int,
+        type=seed_int,
         default=0,
         help="split seed of named sets (a named --generated set is drawn with seed + 1) and of the bootstrap "
         "(default 0)",

@@ -23,12 +23,14 @@ from gencore.command import (
     output_file,
     output_folder,
     package_parser,
+    refuse_overwriting_input,
     report_finished,
     resolve_device,
     run,
+    seed_int,
 )
 from gencore.config import config_from_flags
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, StorageError
 from gencore.io import write_json
 from gencore.solvers import FIXED_STEP_METHODS
 from gencore.tables import format_table
@@ -85,7 +87,7 @@ def _add_train(commands: argparse._SubParsersAction) -> None:
     o.add_argument(
         "--ema-decay", dest="ema_decay", type=float, help="EMA decay of the weights used for sampling (default 0.999)"
     )
-    o.add_argument("--seed", type=int, help="seed of initialisation, batches and noise (default 0)")
+    o.add_argument("--seed", type=seed_int, help="seed of initialisation, batches and noise (default 0)")
     o.add_argument(
         "--init-from",
         dest="init_from",
@@ -169,7 +171,7 @@ def _add_sampling_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--solver", default="euler", choices=FIXED_STEP_METHODS, help="fixed-step ODE solver (default euler)"
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the starting noise (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the starting noise (default 0)")
     p.add_argument(
         "--batch-size", dest="batch_size", type=int, default=256, help="images generated at a time (default 256)"
     )
@@ -182,6 +184,18 @@ def _check_sampling_flags(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}.")
 
 
+def _refuse_earlier_files(folder: str | Path | None, flag: str, *patterns: str) -> None:
+    """A second sample into one --individual or --wav folder overwrote the first's files up to its own --n and left
+    the rest: a folder of two samples that reads as one (refused before any work, as ``watermark embed`` does)."""
+    if folder is None or not Path(folder).is_dir():
+        return
+    held = sorted(p.name for pattern in patterns for p in Path(folder).glob(pattern))
+    if held:
+        raise StorageError(
+            f"{flag} {str(folder)!r} already holds the files of an earlier sample ({held[0]}); choose a new folder."
+        )
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     import torch
 
@@ -191,6 +205,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from genimage.sampling import sample_images
 
     _check_sampling_flags(args)
+    _refuse_earlier_files(args.individual, "--individual", "img-*.png", "video-*.gif")
+    _refuse_earlier_files(args.wav, "--wav", "sample-*.wav")
     gif = Path(args.out).suffix.lower() == ".gif"
     if not gif:
         grid_format(args.out)  # a grid file name without a known suffix is refused before sampling
@@ -252,6 +268,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from genimage.runs import load_run
 
     _check_sampling_flags(args)
+    refuse_overwriting_input(args.json, "--json", Path(args.run) / "config.json")
     record = evaluate_run(
         load_run(args.run),
         n=args.n,

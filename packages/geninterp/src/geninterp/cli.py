@@ -18,13 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from gencore.command import (
+    SEED_LIMIT,
     add_device_argument,
     output_file,
     output_folder,
     package_parser,
+    refuse_foreign_run,
+    refuse_overwriting_input,
     report_finished,
     resolve_device,
     run,
+    seed_int,
 )
 from gencore.io import write_json
 from gencore.tables import format_table
@@ -95,6 +99,7 @@ def cmd_train_sae(args: argparse.Namespace) -> int:
     from geninterp.training import SAETrainConfig, train_sae
 
     cfg = config_from_flags(SAETrainConfig, args).validate()
+    refuse_foreign_run(args.out, ("config", "acts", "eval_sequences"), "geninterp train-sae")  # what evaluate-sae reads
     engine = {"resume": args.resume} if args.resume else {}
     _, record = train_sae(cfg, args.acts, args.out, nproc=args.nproc, **engine)
     if record.get("already_finished"):
@@ -115,6 +120,7 @@ def cmd_evaluate_sae(args: argparse.Namespace) -> int:
 
     if args.downstream and args.max_sequences < 1:  # before the evaluation, not after it
         raise_config(f"--max-sequences must be a positive integer, got {args.max_sequences}")
+    refuse_overwriting_input(args.json, "--json", Path(args.run) / "run.json", Path(args.run) / "sae" / "config.json")
     sae, run_record = load_run(args.run)
     if args.acts:
         store = ActivationStore(args.acts)
@@ -185,6 +191,8 @@ def cmd_memorization(args: argparse.Namespace) -> int:
         seeds = tuple(int(s) for s in args.seeds.split(","))
     except ValueError:
         raise_config(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    if not all(0 <= s < SEED_LIMIT for s in seeds):  # torch's generator overflowed on 2**64 with a traceback
+        raise_config(f"--seeds must be integers in [0, 2**32), got {args.seeds!r}")
     if len(seeds) > 1:
         if experiments != ("detect",):
             raise_config("several --seeds run only the detection experiment; pass --experiments detect")
@@ -257,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--shard-sequences", type=int, default=256, dest="shard_sequences", help="sequences per shard (default 256)"
     )
-    p.add_argument("--seed", type=int, default=0, help="shuffles the corpus files")
+    p.add_argument("--seed", type=seed_int, default=0, help="shuffles the corpus files")
     add_device_argument(p)
     common(p)
     p.set_defaults(func=cmd_capture)
@@ -284,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="leave the first positions of every sequence out of training, scaling and evaluation (default 0; "
         "2 for SmolLM2: its first token, and in some sequences the second, are attention sinks with ~140x the norm)",
     )  # fmt: skip
-    p.add_argument("--seed", type=int, help="default 0")
+    p.add_argument("--seed", type=seed_int, help="default 0")
     p.add_argument("--resume", default=None, help="'auto' or a checkpoint folder")
     p.add_argument("--nproc", type=int, default=1, help="training processes (DDP over gloo; the batch is split)")
     common(p)

@@ -22,9 +22,12 @@ from gencore.command import (
     output_file,
     output_folder,
     package_parser,
+    refuse_foreign_run,
+    refuse_overwriting_input,
     report_finished,
     resolve_device,
     run,
+    seed_int,
 )
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, write_json
@@ -82,6 +85,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
     if args.out:
         check_output_suffix(args.out)  # before the data are read
+        refuse_overwriting_input(args.out, "--out", args.data)
     if args.subset is not None and args.subset < 1:
         raise ConfigError(f"--subset must be a positive number of molecules, got {args.subset}.")
     if args.workers < 1:  # before the data are read
@@ -136,6 +140,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from genmol.experiment import load_dataset, train_run
 
     cfg = _gen_config(args)
+    refuse_foreign_run(args.out, ("config", "vocabulary", "sizes"), "genmol train")  # fields genmol sample reads
     if args.data != "qm9" and Path(args.data).suffix.lower() == ".sdf":
         check_text(args.data)
     mols, report = load_dataset(args.data, subset=args.subset, seed=cfg.seed, progress=cfg.progress)
@@ -163,6 +168,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from genmol.generation.flow import draw_sizes, model_view, sample_conformers, sample_joint
 
     check_output_suffix(args.out)  # before any sampling
+    refuse_overwriting_input(args.out, "--out", args.graphs)
     model, cfg, vocab, sizes = load_run(args.run, resolve_device(args.device))
     g = torch.Generator().manual_seed(args.seed)  # noise is drawn on the CPU: the same molecules on any device
     start = time.perf_counter()
@@ -259,6 +265,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     molecule_file_kind(args.file)  # an unknown file type is refused before the reference is read
     check_text(args.file)
+    refuse_overwriting_input(args.json, "--json", args.file, args.reference)
     if args.rows is not None and args.rows < 0:
         raise ConfigError(f"--rows must be 0 or more, got {args.rows}.")
     reference = _reference(args.reference)
@@ -318,7 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--conformers", type=int, default=0, help="ETKDG+MMFF conformers per molecule (0: none)")
     pr.add_argument("--workers", type=int, default=1, help="worker processes for conformer generation")
     _add_on_error(pr, "an unreadable record: skip it (counted in the summary) or stop")
-    pr.add_argument("--seed", type=int, default=0, help="seed of the QM9 subset and the conformers (default 0)")
+    pr.add_argument("--seed", type=seed_int, default=0, help="seed of the QM9 subset and the conformers (default 0)")
     pr.add_argument("--cache", help="cache folder (default $GENMOL_CACHE or ~/.cache/genmol)")
     pr.add_argument("--out", type=output_file, help="write the prepared molecules as SDF (.sdf) or XYZ (.xyz)")
     pr.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -355,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--layers", type=int, help="backbone layers (default 3)")
     tr.add_argument("--lr", type=float, help="AdamW peak learning rate, cosine decay (default 2e-3)")
     tr.add_argument("--ema-decay", type=float, dest="ema_decay", help="EMA decay of the saved weights (default 0.99)")
-    tr.add_argument("--seed", type=int, help="seed of the subset, initialisation, batches and noise (default 0)")
+    tr.add_argument("--seed", type=seed_int, help="seed of the subset, initialisation, batches and noise (default 0)")
     tr.add_argument("--config", type=Path, help="YAML file of GenConfig fields (e.g. token_weight); flags override it")
     tr.add_argument("--nproc", type=int, default=1, help="train in N processes (DDP over gloo on CPU)")
     tr.add_argument("--resume", help="'auto' or a checkpoint folder")
@@ -374,7 +381,9 @@ def build_parser() -> argparse.ArgumentParser:
     sa.add_argument("--noise", type=float, default=0.5, help="SDE noise scale g^2 = noise * (1 - t)")
     sa.add_argument("--graphs", help="conformer runs: molecular graphs as SDF or SMILES")
     _add_on_error(sa, "an unreadable record in --graphs: skip it (reported on stderr) or stop")
-    sa.add_argument("--seed", type=int, default=0, help="seed of the molecule sizes and the sampling noise (default 0)")
+    sa.add_argument(
+        "--seed", type=seed_int, default=0, help="seed of the molecule sizes and the sampling noise (default 0)"
+    )
     add_device_argument(sa)
     sa.add_argument("--no-progress", action="store_true", help="hide progress bars")
     sa.set_defaults(func=cmd_sample)

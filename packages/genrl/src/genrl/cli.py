@@ -18,9 +18,11 @@ from gencore.command import (
     output_file,
     output_folder,
     package_parser,
+    refuse_overwriting_input,
     report_finished,
     resolve_device,
     run,
+    seed_int,
 )
 from gencore.errors import ConfigError, StorageError
 from gencore.io import ensure_dir, write_json
@@ -166,7 +168,7 @@ def _offline_worker(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 def _read_run(run_dir: Path) -> dict[str, Any]:
     """``run_dir/run.json`` as a dict whose ``env_id`` is a string or null (else one sentence naming the file)."""
-    from gencore.io import read_json
+    from gencore.io import read_json, require_fields
 
     path = run_dir / "run.json"
     run = read_json(path)
@@ -174,6 +176,9 @@ def _read_run(run_dir: Path) -> dict[str, Any]:
         raise StorageError(f"{str(path)!r} does not hold a JSON object; it was not written by `genrl train`.")
     if run.get("env_id") is not None and not isinstance(run["env_id"], str):
         raise StorageError(f"{str(path)!r}: field 'env_id' must be a gymnasium id or null, got {run['env_id']!r}.")
+    # another command's run folder (gengraph, genmol, geninterp also write a run.json) is not taken for an unfinished
+    # genrl run: "continue it with --resume" and "pass --env" were the answers to it
+    require_fields(run, ("agent",), repr(str(path)), "; it was not written by `genrl train`")
     return run
 
 
@@ -258,6 +263,7 @@ def _train(args: argparse.Namespace) -> int:
         raise ConfigError(f"batch size {agent.config.batch_size} must be divisible by --nproc {args.nproc}.")
     device = resolve_device(args.device, args.nproc)  # a missing GPU is reported before any process starts
     if (Path(args.out) / "run.json").is_file() and args.resume is None:
+        _read_run(Path(args.out))  # a run.json of another command is named as such
         raise ConfigError(
             f"{str(args.out)!r} already holds a genrl run (run.json); pass --resume to continue it from its "
             "checkpoints or choose a new --out folder."
@@ -345,7 +351,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     if not (run_dir / "run.json").is_file():
         raise StorageError(f"{str(run_dir)!r} is not a genrl run folder (no run.json); make one with `genrl train`.")
     info = _read_run(run_dir)
+    refuse_overwriting_input(args.json, "--json", run_dir / "run.json", run_dir / "agent" / "config.json")
     env_id = args.env or info.get("env_id")
+    if args.env == "toy-bimodal":  # was told to "pass --env", which it had
+        raise ConfigError("--env toy-bimodal is genrl's offline toy chain, not a gymnasium environment to roll out in.")
     if env_id in (None, "toy-bimodal"):
         raise ConfigError(f"run {str(run_dir)!r} has no gymnasium environment; pass --env.")
     if not (run_dir / "agent" / "config.json").is_file():
@@ -402,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mk.add_argument("--episode-length", type=int, default=None, help="OGBench collection episode length (1000)")
     mk.add_argument(
-        "--seed", type=int, default=0, help="seed of the environment, the policy and its training (default 0)"
+        "--seed", type=seed_int, default=0, help="seed of the environment, the policy and its training (default 0)"
     )
     mk.add_argument("--out", required=True, type=output_folder, help="new output folder (data.npz + card.json)")
     mk.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -431,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, type=output_folder, help="run folder")
     tr.add_argument("--config", default=None, help="YAML file of agent config fields")
     tr.add_argument("--batch-size", type=int, default=None, help="overrides the --config file's (default 256)")
-    tr.add_argument("--seed", type=int, default=None, help="overrides the --config file's (default 0)")
+    tr.add_argument("--seed", type=seed_int, default=None, help="overrides the --config file's (default 0)")
     tr.add_argument("--log-every", type=int, default=50, help="updates (offline) and environment steps (online)")
     tr.add_argument(
         "--checkpoint-every",
@@ -460,7 +469,9 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=10, help="episodes to roll out (default 10)")
     ev.add_argument("--json", default=None, type=output_file, help="write the result record here")
     ev.add_argument("--env", default=None, help="override the run's environment id")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the environments and the policy noise (default 0)")
+    ev.add_argument(
+        "--seed", type=seed_int, default=0, help="seed of the environments and the policy noise (default 0)"
+    )
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the deterministic policy")
     ev.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     ev.add_argument("--no-progress", action="store_true", help="hide progress bars")

@@ -18,7 +18,14 @@ from typing import Any
 
 import torch
 
-from gencore.command import add_commands, name_list, output_file, output_folder
+from gencore.command import (
+    add_commands,
+    name_list,
+    output_file,
+    output_folder,
+    refuse_overwriting_input,
+    seed_int,
+)
 from gencore.config import config_from_flags
 from gencore.discrete.experiment import DiscreteConfig, compare, config_dict
 from gencore.discrete.registry import PROCESSES
@@ -53,7 +60,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--n-time", type=int, dest="n_time", help="time strata per sequence in the bound (default 16)")
     cp.add_argument("--n-samples", type=int, dest="n_samples", help="samples scored per process (default 512)")
     cp.add_argument("--guidance-scale", type=float, dest="guidance_scale", help="1 (default): the conditional model")
-    cp.add_argument("--seed", type=int, help="default 0")
+    cp.add_argument("--seed", type=seed_int, help="default 0")
     cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
     cp.add_argument("--out", type=output_folder, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")
@@ -63,6 +70,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def cmd_discrete_compare(args: argparse.Namespace) -> int:
     cfg = config_from_flags(DiscreteConfig, args).validate()
+    refuse_overwriting_input(args.json, "--json", args.config)
     json_path = Path(args.json)
     figures = Path(args.out) if args.out else json_path.parent
     ensure_dir(json_path.parent)

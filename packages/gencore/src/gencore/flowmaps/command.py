@@ -10,7 +10,15 @@ import argparse
 import time
 from pathlib import Path
 
-from gencore.command import add_commands, int_list, name_list, output_file, output_folder
+from gencore.command import (
+    add_commands,
+    int_list,
+    name_list,
+    output_file,
+    output_folder,
+    refuse_overwriting_input,
+    seed_int,
+)
 from gencore.config import config_from_flags
 from gencore.data import TOY_DATASETS
 from gencore.io import ensure_dir, write_json
@@ -56,6 +64,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     methods = check_methods(args.methods)
     cfg = config_from_flags(FlowMapConfig, args).validate()
+    refuse_overwriting_input(args.json, "--json", args.config)
     json_path = Path(args.json)
     figure_dir = Path(args.out) if args.out else json_path.parent
     ensure_dir(json_path.parent)
@@ -99,7 +108,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--batch-size", type=int, dest="batch_size", help="training batch size (default 256)")
     cp.add_argument("--lr", type=float, help="learning rate of the teacher and of students from scratch (default 1e-3)")
     cp.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per (method, nfe) (default 1024)")
-    cp.add_argument("--seed", type=int, help="seed shared by every method (default 0)")
+    cp.add_argument("--seed", type=seed_int, help="seed shared by every method (default 0)")
     cp.add_argument("--config", type=Path, help="YAML file of FlowMapConfig fields; flags override it")
     cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
     cp.add_argument("--out", type=output_folder, help="figure folder (default: beside --json)")

@@ -12,7 +12,15 @@ from pathlib import Path
 
 import torch
 
-from gencore.command import add_commands, int_list, name_list, output_file, output_folder
+from gencore.command import (
+    add_commands,
+    int_list,
+    name_list,
+    output_file,
+    output_folder,
+    refuse_overwriting_input,
+    seed_int,
+)
 from gencore.config import config_from_flags
 from gencore.errors import ConfigError
 from gencore.io import ensure_dir, write_json
@@ -61,6 +69,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from gencore.manifolds.experiment import ManifoldCompareConfig, compare, config_dict
 
     cfg = config_from_flags(ManifoldCompareConfig, args).validate()
+    refuse_overwriting_input(args.json, "--json", args.config)
     json_path = Path(args.json)
     figure_dir = Path(args.out) if args.out else json_path.parent
     if json_path.exists() and json_path.is_dir():
@@ -118,7 +127,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     cp.add_argument("--hidden", type=int, help="MLP width (default 128)")
     cp.add_argument("--depth", type=int, help="MLP hidden layers (default 3)")
     cp.add_argument("--n-eval", type=int, dest="n_eval", help="samples scored per NFE (default 2000)")
-    cp.add_argument("--seed", type=int, help="default 0")
+    cp.add_argument("--seed", type=seed_int, help="default 0")
     cp.add_argument("--json", required=True, type=output_file, help="where to write the records")
     cp.add_argument("--out", type=output_folder, help="figure folder (default: beside --json)")
     cp.add_argument("--no-progress", action="store_true", help="hide progress bars")

@@ -59,9 +59,9 @@ class _ShardWriter:
     """Members into ``out/shard-XXXXX.tar`` files of ``shard_size`` samples, each shard written atomically."""
 
     def __init__(self, out: Path, shard_size: int) -> None:
-        if shard_size < 1:
+        if shard_size < 1:  # refused before the folder is made: a failed call leaves no empty folder behind
             raise InputError(f"shard size must be a positive integer, got {shard_size}.")
-        self.out, self.shard_size, self.paths, self.count = out, shard_size, [], 0
+        self.out, self.shard_size, self.paths, self.count = ensure_dir(out), shard_size, [], 0
         self._tar: tarfile.TarFile | None = None
         self._atomic: Any = None
 
@@ -119,7 +119,7 @@ def write_shards(images: ImageSet, out_dir: str | os.PathLike, *, shard_size: in
     out = Path(out_dir)
     if out.is_dir() and any(out.glob("shard-*.tar")):  # stale shards of another set would be read with these
         raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
-    writer = _ShardWriter(ensure_dir(out), shard_size)
+    writer = _ShardWriter(out, shard_size)
     for i, px in enumerate(to_uint8(images.images)):
         png = _png(Image.fromarray(px[..., 0] if px.shape[-1] == 1 else px))
         writer.add(png, None if images.labels is None else images.labels[i])
@@ -151,7 +151,7 @@ def shard_image_folder(
     if out.is_dir() and any(out.glob("shard-*.tar")):
         raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
     created = not out.exists()
-    writer = _ShardWriter(ensure_dir(out), shard_size)
+    writer = _ShardWriter(out, shard_size)
     skipped: list[str] = []
     gray = True
     try:

@@ -17,13 +17,23 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from gencore.command import add_commands, add_device_argument, name_list, output_file, output_folder, resolve_device
+from gencore.command import (
+    add_commands,
+    add_device_argument,
+    name_list,
+    output_file,
+    output_folder,
+    refuse_overwriting_input,
+    resolve_device,
+    seed_int,
+)
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import ensure_dir, save_tensors, write_json
 from gencore.tables import format_table
@@ -95,9 +105,13 @@ def _key_params(items: list[str] | None) -> dict:
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
-    from genimage.watermark.keys import new_key
+    from genimage.watermark.keys import new_key, parse_message
     from genimage.watermark.schemes import noise_scheme
 
+    if Path(args.out).exists():  # a key replaced by a fresh random one leaves the images marked with it undetectable
+        raise StorageError(
+            f"key file {str(args.out)!r} already exists; a key is never overwritten, so name a new --out."
+        )
     if args.shape:
         try:
             shape = tuple(int(v) for v in args.shape.split(","))
@@ -109,9 +123,11 @@ def cmd_keygen(args: argparse.Namespace) -> int:
         shape = _generator(args.run, 1, "euler").noise_shape
     else:
         raise ConfigError("give --shape C,H,W or --run RUN_DIR to size the key.")
-    key = new_key(
-        args.scheme, shape, seed=args.seed, message=args.message, message_bits=args.bits, **_key_params(args.param)
-    )
+    message = args.message
+    if message is not None and args.bits is not None:  # --bits was dropped: it sizes a hex message, checks a 0/1 one
+        message = parse_message(message, args.bits)
+    bits = 32 if args.bits is None else args.bits
+    key = new_key(args.scheme, shape, seed=args.seed, message=message, message_bits=bits, **_key_params(args.param))
     noise_scheme(key)  # validates the parameters against the shape
     key.save(args.out)
     print(f"wrote {args.scheme} key for noise {shape} ({len(key.message)} message bits) to {args.out}")
@@ -156,6 +172,11 @@ def cmd_attack(args: argparse.Namespace) -> int:
                 "distinct names."
             )
         first[f.stem] = f
+        target = Path(args.out) / (f.stem + ".png")
+        if target.is_file() and os.path.samefile(target, f):  # --out the folder of the originals replaced them
+            raise StorageError(
+                f"--out {str(args.out)!r} would overwrite the input image {str(f)!r}; choose another folder."
+            )
     attacked = apply_attack(images, args.attack, seed=args.seed)
     out = ensure_dir(args.out)
     for f, img in zip(files, attacked):
@@ -170,10 +191,12 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:  # 1.5 called every image marked, NaN none
         raise ConfigError(f"--alpha must be a p-value threshold in (0, 1), got {args.alpha}.")
+    refuse_overwriting_input(args.json, "--json", args.key)
     key = WatermarkKey.load(args.key)
     wm = noise_scheme(key)
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     images, files = _read_images(args.images)
+    refuse_overwriting_input(args.json, "--json", *files)
     if tuple(images.shape[1:]) != tuple(gen.image_shape):
         raise InputError(f"images have shape {tuple(images.shape[1:])} but the run makes {gen.image_shape}.")
     if tuple(gen.noise_shape) != tuple(key.shape):
@@ -327,10 +350,12 @@ def register(commands: argparse._SubParsersAction) -> None:
     kg.add_argument(
         "--scheme", required=True, choices=tuple(NOISE_SCHEMES), help="the noise-space scheme the key is for"
     )
-    kg.add_argument("--out", required=True, type=output_file, help="key file to write (JSON)")
+    kg.add_argument(
+        "--out", required=True, type=output_file, help="new key file to write (JSON; an existing key is kept)"
+    )
     kg.add_argument("--shape", help="noise shape C,H,W (or give --run)")
     kg.add_argument("--run", help="run folder whose image shape sizes the key")
-    kg.add_argument("--bits", type=int, default=32, help="message length in bits (default 32)")
+    kg.add_argument("--bits", type=int, help="message length in bits (default 32, or the --message's own length)")
     kg.add_argument("--message", help="message as 0/1 string or 0x-hex (default: seeded random bits)")
     kg.add_argument("--seed", type=int, help="key seed (default: 62 fresh random bits)")
     kg.add_argument("--param", action="append", help="scheme parameter NAME=VALUE (repeatable), e.g. radius=5")
@@ -340,7 +365,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     em.add_argument("--key", required=True, type=Path, help="key file from `genimage watermark keygen`")
     _add_generator_options(em)
     em.add_argument("--n", type=int, default=16, help="marked images to generate (default 16)")
-    em.add_argument("--seed", type=int, default=0, help="seed of the marked noise (default 0)")
+    em.add_argument("--seed", type=seed_int, default=0, help="seed of the marked noise (default 0)")
     em.add_argument("--out", required=True, type=output_folder, help="folder for the marked images")
     em.set_defaults(func=cmd_embed)
 
@@ -349,7 +374,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     at.add_argument(
         "--attack", required=True, help="an attack name with an optional strength, e.g. jpeg75, or several joined by +"
     )
-    at.add_argument("--seed", type=int, default=0, help="seed of the random attacks (default 0)")
+    at.add_argument("--seed", type=seed_int, default=0, help="seed of the random attacks (default 0)")
     at.add_argument("--out", required=True, type=output_folder, help="folder for the attacked images")
     at.set_defaults(func=cmd_attack)
 
@@ -358,7 +383,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     _add_generator_options(de)
     de.add_argument("--images", required=True, type=Path, nargs="+", help="PNG files to test")
     de.add_argument("--alpha", type=float, default=0.01, help="p-value threshold for 'marked' (default 0.01)")
-    de.add_argument("--seed", type=int, default=0, help="seed of the randomised p-values")
+    de.add_argument("--seed", type=seed_int, default=0, help="seed of the randomised p-values")
     de.add_argument("--json", type=output_file, help="also write the per-image results here")
     de.set_defaults(func=cmd_detect)
 
@@ -381,7 +406,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     ev.add_argument("--bits", type=int, help="message bits of multi-bit schemes (default: noise dims / 64, at most 32)")
     ev.add_argument("--fd", action="store_true", help="quality cost: FD-EffLite0 between marked and unmarked sets")
     ev.add_argument(
-        "--seed", type=int, default=0, help="seed of keys, noise, attacks, p-values and trained markers (default 0)"
+        "--seed",
+        type=seed_int,
+        default=0,
+        help="seed of keys, noise, attacks, p-values and trained markers (default 0)",
     )
     ev.add_argument(
         "--noise-samples", type=int, default=300, dest="noise_samples", help="marked noises for the Gaussianity tests"

@@ -157,6 +157,8 @@ class AgentConfig:
         require(self, "lr", self.lr > 0, "positive")
         require(self, "tau", 0.0 < self.tau <= 1.0, "in (0, 1]")
         require_positive_ints(self, "batch_size", "hidden", "depth")
+        # gymnasium refuses a negative reset seed and torch's generator one of 2**64 or more, each with a traceback
+        require(self, "seed", 0 <= self.seed < 2**32, "an integer in [0, 2**32)")
 
 
 class Agent(nn.Module, abc.ABC):
