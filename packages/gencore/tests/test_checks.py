@@ -60,3 +60,29 @@ def test_check_finite_refuses_complex_nan_and_inf(bad):
         check_finite(x, "z")
     finite = torch.tensor([1 + 2j, 3 - 1j])
     assert check_finite(finite, "z") is finite
+
+
+@pytest.mark.parametrize("value", [-1, 2**32, 2**64, True, 1.0, "3"])
+def test_check_seed_takes_the_suites_one_seed_range(value):
+    """Every seed is in [0, 2**32): gymnasium and NumPy refuse negatives and torch's generator 2**64 or more, each
+    with a traceback, and rank seeds ``seed * 1_000_003 + rank`` must fit torch's 64 bits."""
+    from gencore.checks import check_seed
+
+    assert check_seed(0) == 0 and check_seed(2**32 - 1) == 2**32 - 1
+    with pytest.raises(ConfigError, match=r"^seed must be an integer from 0 to 4294967295, got "):
+        check_seed(value)
+
+
+def test_every_experiment_config_refuses_a_seed_out_of_range():
+    """A seed from a YAML --config file reaches these configs without the --seed flag's argparse type."""
+    from gencore.discrete.experiment import DiscreteConfig
+    from gencore.flowmaps.experiment import FlowMapConfig
+    from gencore.manifolds.experiment import ManifoldCompareConfig
+    from gencore.toy_experiment import ToyConfig
+    from gencore.train import TrainConfig
+
+    for config in (DiscreteConfig, FlowMapConfig, ManifoldCompareConfig, ToyConfig, TrainConfig):
+        config(seed=3).validate()
+        for seed in (-1, 2**64):
+            with pytest.raises(ConfigError, match=r"^seed must be an integer from 0 to"):
+                config(seed=seed).validate()

@@ -179,3 +179,10 @@ def test_loss_and_samples_of_a_prior_with_fixed_logits() -> None:
     for bad in (4, -1):
         with pytest.raises(InputError, match=r"codes of real nodes must lie in \[0, 4\)"):
             code_prior_loss(model, codes.index_fill(1, torch.tensor([1]), bad), mask, gen)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64])
+def test_a_seed_out_of_range_is_refused_by_the_run_config(seed) -> None:
+    """A YAML --config seed bypasses the --seed flag's check; torch's generator raised on 2**64."""
+    with pytest.raises(ConfigError, match=r"^seed must be an integer from 0 to"):
+        RunConfig(seed=seed).validate()

@@ -310,3 +310,10 @@ def test_downstream_effect_refuses_skip_positions_outside_the_sequence(tmp_path,
     sae = make_sae("topk", d_in=4, width=8, k=1)
     with pytest.raises(ConfigError, match=r"skip_positions must be in 0\.\.5"):
         downstream_effect(lm, "layer", sae, ActivationStore(tmp_path / "s"), skip_positions=skip)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64])
+def test_a_seed_out_of_range_is_refused_by_the_sae_config(seed):
+    """A YAML --config seed bypasses the --seed flag's check; torch's generator raised on 2**64."""
+    with pytest.raises(ConfigError, match=r"^seed must be an integer from 0 to"):
+        SAETrainConfig(seed=seed).validate()

@@ -460,7 +460,7 @@ def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, capsys) -
         argv = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--config", str(tmp_path / "c.yaml")]
         assert main([*argv, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err == [f"genrl: error: agent config field 'seed' must be an integer in [0, 2**32), got {value}."]
+        assert err == [f"genrl: error: seed must be an integer from 0 to {2**32 - 1}, got {value}."]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml", "d"]
 
 

@@ -69,6 +69,15 @@ def check_int(
     raise error(f"{name} must be {_int_range(low, high)}, got {value!r}.")
 
 
+SEED_LIMIT = 2**32  # seeds are in [0, 2**32): NumPy's legacy range; rank seeds ``seed * 1_000_003 + rank`` fit torch's
+
+
+def check_seed(value: object, name: str = "seed") -> int:
+    """``value`` as a seed, an integer in ``[0, 2**32)`` (the range every seed of the suite takes: a negative one
+    is refused by gymnasium and NumPy, one of ``2**64`` or more by torch's generator, each with a traceback)."""
+    return check_int(value, name, low=0, high=SEED_LIMIT - 1)
+
+
 def check_choice(value: str, choices: Sequence[str], what: str) -> str:
     """Raise :class:`ConfigError` unless ``value`` is one of ``choices``."""
     if value not in choices:

@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gencore.checks import SEED_LIMIT
 from gencore.errors import GenError, Interrupted, StorageError
 
 
@@ -82,9 +83,6 @@ def output_folder(text: str) -> Path:
     return _storage_checked(check_folder_writable, text)
 
 
-SEED_LIMIT = 2**32  # the range gencore.train.TrainConfig takes: NumPy's legacy seeds, well inside torch's
-
-
 def seed_int(text: str) -> int:
     """argparse type: a seed, an integer in ``[0, 2**32)`` as every ``--seed`` of the suite takes (a negative one
     was a traceback from gymnasium or NumPy, one of 2**64 or more a traceback from torch's generator)."""
@@ -92,7 +90,7 @@ def seed_int(text: str) -> int:
         value = int(text)
     except ValueError:
         value = None
-    if value is None or not 0 <= value < SEED_LIMIT:
+    if value is None or not 0 <= value < SEED_LIMIT:  # gencore.checks.check_seed's range
         raise argparse.ArgumentTypeError(f"expected a seed, an integer in [0, 2**32), got {text!r}")
     return value
 

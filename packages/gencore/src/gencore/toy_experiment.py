@@ -27,7 +27,7 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-from gencore.checks import check_choice, check_int, check_points
+from gencore.checks import check_choice, check_int, check_points, check_seed
 from gencore.couplings import COUPLINGS, SemidiscreteCoupling, make_coupling
 from gencore.data import DATASETS, get_dataset
 from gencore.errors import ConfigError, GenError
@@ -70,6 +70,7 @@ class ToyConfig:
     progress: bool = True
 
     def validate(self) -> ToyConfig:
+        check_seed(self.seed)
         check_choice(self.dataset, DATASETS, "dataset")
         check_choice(self.coupling, COUPLINGS, "coupling")
         for name in ("steps", "batch_size", "hidden", "depth", "n_data", "n_eval", "semidiscrete_batch_size"):

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.utils.data import TensorDataset
 
-from gencore.checks import check_choice, check_int
+from gencore.checks import check_choice, check_int, check_seed
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
@@ -77,6 +77,7 @@ class RunConfig:
     progress: bool = True
 
     def validate(self) -> RunConfig:
+        check_seed(self.seed)
         check_choice(self.model, MODELS, "model")
         check_choice(self.prior_coupling, COUPLINGS, "prior coupling")
         check_choice(self.prior, PRIORS, "prior")

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from gencore.checks import check_seed
 from gencore.errors import ConfigError, StorageError
 from gencore.io import read_json, require_fields, write_json
 from gencore.train import TrainConfig, Trainer, holds_settings, interruption, launch, run_identity
@@ -59,6 +60,7 @@ class SAETrainConfig:
     progress: bool = True
 
     def validate(self) -> SAETrainConfig:
+        check_seed(self.seed)
         if self.arch not in ARCHITECTURES:
             raise ConfigError(f"arch must be one of {', '.join(ARCHITECTURES)}, got {self.arch!r}.")
         if self.skip_positions < 0:

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from gencore.checks import check_seed
 from gencore.discrete.base import DiscreteProcess
 from gencore.discrete.guidance import GuidedDenoiser
 from gencore.discrete.network import TokenDenoiser
@@ -82,6 +83,7 @@ class DiscreteConfig:
     progress: bool = True
 
     def validate(self) -> DiscreteConfig:
+        check_seed(self.seed)
         if self.task not in TASKS:
             raise ConfigError(f"unknown discrete task {self.task!r}; expected one of: {', '.join(TASKS)}.")
         unknown = [p for p in self.processes if p not in PROCESSES]

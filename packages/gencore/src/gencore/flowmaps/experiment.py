@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from gencore.checks import check_choice
+from gencore.checks import check_choice, check_seed
 from gencore.data import TOY_DATASETS, get_dataset
 from gencore.errors import ConfigError, ConvergenceError
 from gencore.flow_matching import FlowMatcher
@@ -89,6 +89,7 @@ class FlowMapConfig:
     progress: bool = True
 
     def validate(self) -> FlowMapConfig:
+        check_seed(self.seed)
         check_choice(self.dataset, TOY_DATASETS, "dataset")
         check_choice(self.derivative, DERIVATIVES, "derivative")
         positive = (

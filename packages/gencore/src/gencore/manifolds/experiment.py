@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from gencore.checks import check_seed
 from gencore.errors import ConfigError
 from gencore.manifolds.base import Manifold
 from gencore.manifolds.distributions import VonMisesFisherMixture, WrappedNormalMixture, torus_checkerboard
@@ -61,6 +62,7 @@ class ManifoldCompareConfig:
     progress: bool = True
 
     def validate(self) -> ManifoldCompareConfig:
+        check_seed(self.seed)
         if self.manifold not in PROBLEMS:
             raise ConfigError(f"unknown manifold {self.manifold!r}; expected one of: {', '.join(PROBLEMS)}.")
         bad = [m for m in self.methods if m not in METHODS]

@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from gencore.checks import check_seed
 from gencore.errors import ConfigError
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -166,9 +166,7 @@ class TrainConfig:
         ):
             if value not in options:
                 raise ConfigError(f"{name} must be one of {', '.join(options)}, got {value!r}.")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or not 0 <= self.seed < 2**32:
-            # each rank's seeds are derived as seed * 1_000_003 + rank, which must stay within torch's 64 bits
-            raise ConfigError(f"seed must be an integer in [0, 2**32), got {self.seed!r}.")
+        check_seed(self.seed)  # each rank's seeds are seed * 1_000_003 + rank, within torch's 64 bits
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be a positive number, got {self.lr}.")
         if not self.weight_decay >= 0:

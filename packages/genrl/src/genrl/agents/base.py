@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gencore.checks import check_seed
 from gencore.errors import ConfigError, InputError
 from gencore.io import save_pretrained
 from gencore.train import average_gradients
@@ -157,8 +158,7 @@ class AgentConfig:
         require(self, "lr", self.lr > 0, "positive")
         require(self, "tau", 0.0 < self.tau <= 1.0, "in (0, 1]")
         require_positive_ints(self, "batch_size", "hidden", "depth")
-        # gymnasium refuses a negative reset seed and torch's generator one of 2**64 or more, each with a traceback
-        require(self, "seed", 0 <= self.seed < 2**32, "an integer in [0, 2**32)")
+        check_seed(self.seed)
 
 
 class Agent(nn.Module, abc.ABC):
