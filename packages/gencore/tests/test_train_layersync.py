@@ -87,3 +87,60 @@ def test_layersync_term_keeps_float64_and_promotes_half_precision():
     exact = -(a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
     assert term.dtype == torch.float64 and abs(float(term) - float(exact.mean())) < 1e-12
     assert layersync_term(a.bfloat16(), b.bfloat16()).dtype == torch.float32
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -0.1])
+def test_non_finite_or_negative_weight_is_config_error(weight: float) -> None:
+    # NaN passed the old `weight < 0` check and made every training loss NaN; inf made it -inf
+    with pytest.raises(ConfigError, match="non-negative finite number"):
+        LayerSync(_net(), [("0", "2")], weight=weight)
+
+
+def test_a_module_paired_with_itself_is_config_error() -> None:
+    # -cos(h, stopgrad(h)) is -1 with zero gradient: such a pair silently regularises nothing
+    net = _net()
+    x = torch.randn(8, 5, requires_grad=True)
+    h = net[0](x)
+    (-F.cosine_similarity(h, h.detach(), dim=-1).mean()).backward()
+    assert float(x.grad.abs().max()) < 1e-6
+    with pytest.raises(ConfigError, match="names one module twice"):
+        LayerSync(net, [("0", "2"), ("2", "2")])
+
+
+def test_the_engine_steps_on_the_gradient_of_loss_plus_weight_times_layersync(tmp_path) -> None:
+    """One full-batch SGD step of the engine equals ``p - lr * grad(mse + w * R)`` computed here by autograd, with
+    ``R = -mean cos(h_weak, stopgrad(h_strong))``: the regulariser reaches the optimiser, with its weight, its sign
+    and the stop-gradient on the strong side (a missing ``detach`` changes the gradient of ``net.2`` and ``net.4``)."""
+    from gencore.train import TrainConfig, Trainer
+    from gencore.train.example import RegressionTask, regression_data
+
+    data, lr, w = regression_data(32), 0.5, 0.7
+    task = RegressionTask(seed=3)
+    start = {k: v.clone() for k, v in task.model.state_dict().items()}
+    cfg = TrainConfig(
+        steps=1,
+        global_batch_size=32,
+        optimizer="sgd",
+        lr=lr,
+        schedule="constant",
+        ema_decay=0.0,
+        progress=False,
+        out_dir=tmp_path,
+        layersync_pairs=(("0", "4"),),
+        layersync_weight=w,
+    )
+    trained = Trainer(cfg, device="cpu").fit(task, data).model
+
+    ref = RegressionTask(seed=3).model
+    ref.load_state_dict(start)
+    x, y = data.tensors
+    feats = {}
+    hooks = [ref[i].register_forward_hook(lambda m, a, o, i=i: feats.__setitem__(i, o)) for i in (0, 4)]
+    mse = (ref(x) - y).pow(2).mean()
+    reg = -F.cosine_similarity(feats[0], feats[4].detach(), dim=-1).mean()
+    for h in hooks:
+        h.remove()
+    assert float(torch.autograd.grad(reg, ref[0].weight, retain_graph=True)[0].abs().max()) > 1e-4  # R matters
+    grads = torch.autograd.grad(mse + w * reg, list(ref.parameters()))
+    for (name, p), g in zip(ref.named_parameters(), grads, strict=True):
+        torch.testing.assert_close(dict(trained.named_parameters())[name].detach(), p.detach() - lr * g, msg=name)

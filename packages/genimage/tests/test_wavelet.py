@@ -73,7 +73,7 @@ def test_mask_is_monotone_in_time() -> None:
 @pytest.mark.parametrize("energy", ["clean", "noisy"])
 def test_task_loss_masks_with_the_energy_of_the_chosen_input(energy: str) -> None:
     """The training loss is the mean of the masked squared error, the mask from the energy map of ``x1``
-    (default) or of the noisy ``x_t`` the network saw (the reference code's choice)."""
+    or of the noisy ``x_t`` the network saw (the reference code's choice, the default)."""
     from genimage.config import ImageTrainConfig
     from genimage.task import ImageTask
 
@@ -169,3 +169,12 @@ def test_inverse_refuses_bands_of_different_shapes() -> None:
         haar_idwt2(ll, ll[..., :3], ll, ll)
     with pytest.raises(InputError, match="bands of one shape"):
         haar_idwt2(ll[0], ll[0], ll[0], ll[0])
+
+
+@pytest.mark.parametrize("floor", [float("nan"), -0.1, 1.5])
+def test_mask_refuses_a_floor_outside_the_unit_interval(floor: float) -> None:
+    # a NaN floor selected no position at all (a zero loss that trains nothing), as ImageTrainConfig.validate refuses
+    energy = torch.rand(2, 4, 4, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(ConfigError, match="the LWD mask floor l must be a number in \\[0, 1\\]"):
+        lwd_mask(energy, torch.tensor([0.5, 0.5]), floor=floor)
+    assert bool((lwd_mask(energy, torch.tensor([0.5, 0.5]), floor=1.0) == 1).all())  # l = 1: every position

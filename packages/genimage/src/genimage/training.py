@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -153,12 +154,42 @@ def build_backbone(cfg: ImageTrainConfig, record: dict[str, Any]) -> ImageBackbo
     )
 
 
+def _check_layersync_pair(model: ImageBackbone, weak: str, strong: str) -> None:
+    """Refuse a ``weak:strong`` pair LayerSync would compute silently wrong: a UNet module other than its taps (a
+    convolution returns ``[B, C, H, W]``, and LayerSync takes the last axis, the width, as the feature axis), or a
+    strong layer that does not come after the weak one (the paper's shallow-to-deep direction; the reference code
+    asserts it). DiT block names are ordered by their index, the UNet taps by depth (``taps.mid_in`` is the
+    last ``taps.down{i}``'s tensor)."""
+    if isinstance(model, UNet):
+        levels = sum(1 for name in model.taps if name.startswith("down"))
+        depth = {f"taps.down{i}": i for i in range(levels)} | {"taps.mid_in": levels - 1, "taps.mid_out": levels}
+        for name in (weak, strong):
+            if name not in depth:
+                raise ConfigError(
+                    f"UNet LayerSync pairs must name its channel-last taps ({', '.join(depth)}), got {name!r}."
+                )
+        if depth[weak] >= depth[strong]:
+            raise ConfigError(
+                f"LayerSync pair {weak}:{strong}: the strong tap must lie deeper than the weak one "
+                f"(order: {', '.join(depth)})."
+            )
+        return
+    index = [re.fullmatch(r"blocks\.(\d+)(\..*)?", name) for name in (weak, strong)]
+    if all(index) and int(index[0].group(1)) > int(index[1].group(1)):  # type: ignore[union-attr]
+        raise ConfigError(
+            f"LayerSync pair {weak}:{strong}: pairs are written weak:strong with the strong (later) block second."
+        )
+
+
 def layersync_pairs(cfg: ImageTrainConfig, model: ImageBackbone) -> tuple[tuple[str, str], ...]:
     """The LayerSync module pairs of a run: given ``weak:strong`` pairs, or the backbone's default."""
     if not cfg.layersync:
         return ()
     if cfg.layersync_pairs:
-        return tuple(tuple(p.split(":")) for p in cfg.layersync_pairs)  # type: ignore[misc]
+        pairs = tuple(tuple(p.split(":")) for p in cfg.layersync_pairs)
+        for weak, strong in pairs:
+            _check_layersync_pair(model, weak, strong)
+        return pairs  # type: ignore[return-value]
     if isinstance(model, (DiT, VideoDiT)):
         return (default_layersync_pair(model.config["depth"]),)
     return (("taps.mid_in", "taps.mid_out"),)
@@ -166,8 +197,9 @@ def layersync_pairs(cfg: ImageTrainConfig, model: ImageBackbone) -> tuple[tuple[
 
 def check_backbone(cfg: ImageTrainConfig, record: dict[str, Any]) -> None:
     """Build the backbone and hook its LayerSync modules once, so that what they refuse (a patch size that does not
-    divide a latent run's latent size, a module name the backbone lacks) stops a latent run before its VAE stage
-    writes ``vae/``, which a corrected command would otherwise reuse whatever its VAE settings."""
+    divide a latent run's latent size, a module name the backbone lacks, a pair :func:`layersync_pairs` refuses)
+    stops the run in this process: before a latent run's VAE stage writes ``vae/``, which a corrected command
+    would otherwise reuse whatever its VAE settings, and before any rank starts."""
     model = build_backbone(cfg, record)
     pairs = layersync_pairs(cfg, model)
     if pairs:
@@ -394,7 +426,7 @@ def train(
         raise ConfigError(f"latent training needs an image size divisible by 4, got {record['image_shape'][1:]}.")
     if cfg.init_from:
         check_init_run(cfg, record)
-    if cfg.latent:
+    if cfg.latent or cfg.layersync:  # refused pairs stop the run here, not in every rank's worker
         check_backbone(cfg, record)
     start = time.perf_counter()
     results = launch(_worker, cfg, data, record, out, dict(engine), nproc=nproc)

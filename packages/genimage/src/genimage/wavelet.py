@@ -85,14 +85,16 @@ def wavelet_energy_map(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
 def lwd_mask(energy: torch.Tensor, t: torch.Tensor | float, floor: float = 0.1) -> torch.Tensor:
     """Binary mask ``[B, 1, H, W]``: 1 where ``energy + floor >= 1 - t`` (LWD's time-dependent mask).
 
-    ``energy: [B, H, W]`` from :func:`wavelet_energy_map`; ``t`` in suite time (scalar or ``[B]``). A
-    non-finite Python number ``t`` is refused (NaN would select no position at all); a tensor ``t`` is not
-    checked, since the training loss calls this every step and reading a GPU tensor's values would
+    ``energy: [B, H, W]`` from :func:`wavelet_energy_map`; ``t`` in suite time (scalar or ``[B]``); ``floor``
+    in ``[0, 1]``. A non-finite Python number ``t`` is refused (NaN would select no position at all); a tensor
+    ``t`` is not checked, since the training loss calls this every step and reading a GPU tensor's values would
     synchronise the device.
     """
     if energy.dim() != 3:
         raise InputError(f"energy must be [B, H, W], got {tuple(energy.shape)}.")
     if isinstance(t, Real) and not math.isfinite(t):
         raise ConfigError(f"the LWD mask time t must be a finite number in suite time, got {t}.")
+    if not (isinstance(floor, Real) and 0.0 <= floor <= 1.0):  # NaN selected no position: a zero loss
+        raise ConfigError(f"the LWD mask floor l must be a number in [0, 1], got {floor}.")
     tau = 1.0 - broadcast_time(t, energy).to(energy.dtype)
     return (energy + floor >= tau[:, None, None]).to(energy.dtype).unsqueeze(1)

@@ -11,7 +11,8 @@ so the gradient of ``R`` reaches only the parameters that produce ``h_w`` (the w
 the strong layer is a fixed target for this term. With several pairs the regulariser is the
 mean of ``R`` over *all* pairs, and the training loss is ``loss + weight * mean_pairs R``
 (``weight`` 0.2 by default). Note: the reference implementation overwrites its accumulator
-in the pair loop and so counts only the last pair; here every pair counts.
+in the pair loop and so counts only the last pair; here every pair counts. A pair naming one module twice is
+refused: ``cos(h, stopgrad(h)) = 1`` has zero gradient, so it would regularise nothing.
 
 Features are captured with forward hooks on modules named as in ``model.named_modules()``
 (of the unwrapped network, so names carry no ``module.`` prefix under DDP). A module that
@@ -22,6 +23,7 @@ evaluation, the last call is used.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -69,9 +71,14 @@ class LayerSync:
     def __init__(self, model: torch.nn.Module, pairs: Sequence[tuple[str, str]], weight: float = 0.2) -> None:
         if not pairs:
             raise ConfigError("LayerSync needs at least one (weak, strong) module pair.")
-        if weight < 0:
-            raise ConfigError(f"LayerSync weight must be non-negative, got {weight}.")
+        if not (math.isfinite(weight) and weight >= 0):  # NaN and inf made every training loss non-finite
+            raise ConfigError(f"LayerSync weight must be a non-negative finite number, got {weight}.")
         self.pairs = [(str(w), str(s)) for w, s in pairs]
+        for w, s in self.pairs:
+            if w == s:  # cos(h, stopgrad(h)) = 1 with zero gradient: the pair would silently do nothing
+                raise ConfigError(
+                    f"LayerSync pair ({w!r}, {s!r}) names one module twice; the weak and strong layers must differ."
+                )
         self.weight = float(weight)
         modules = dict(model.named_modules())
         names = sorted({n for pair in self.pairs for n in pair})
