@@ -122,15 +122,23 @@ class FlowGenerator:
         the linear path."""
         return x + (1 - t) * v
 
+    def noised(self, z: torch.Tensor, eps: torch.Tensor, s: float) -> torch.Tensor:
+        """The state at time ``s`` of the path from noise ``eps`` to the clean state ``z``: ``s z + (1 - s) eps``
+        on the linear path."""
+        return s * z + (1 - s) * eps
+
     @torch.no_grad()
     def regenerate(self, images: torch.Tensor, strength: float, generator: torch.Generator | None = None):
-        """Regeneration attack: the clean state ``z`` of ``images`` noised to ``x_s = s z + (1 - s) eps`` with
-        ``s = 1 - strength``, then solved to the clean time; images on the CPU in ``images``' dtype."""
+        """Regeneration attack: the clean state ``z`` of ``images`` noised to time ``s = 1 - strength`` of the
+        path (:meth:`noised`), then solved to the clean time and read as the clean state (:meth:`clean_state`);
+        images on the CPU in ``images``' dtype. ``strength`` lies in ``(0, 1]``."""
+        if not 0.0 < float(strength) <= 1.0:
+            raise ConfigError(f"the regeneration strength must lie in (0, 1], got {strength}.")
         z = self.to_state(images)
         s = 1.0 - float(strength)
         eps = randn_like_with(z, generator)
-        x = self._solve(s * z + (1 - s) * eps, s, self.t_end, max(1, round(self.steps * strength)))
-        return self.to_image(x).clamp(-1, 1).to(device="cpu", dtype=images.dtype)
+        x = self._solve(self.noised(z, eps, s), s, self.t_end, max(1, round(self.steps * strength)))
+        return self.to_image(self.clean_state(x)).clamp(-1, 1).to(device="cpu", dtype=images.dtype)
 
 
 class GaussianFlowGenerator(FlowGenerator):
@@ -210,6 +218,11 @@ class RunGenerator(FlowGenerator):
     def predict_clean(self, x: torch.Tensor, t: torch.Tensor | float, v: torch.Tensor) -> torch.Tensor:
         """The clean state that ``v`` at ``(x, t)`` points to on the run's path (linear or VP)."""
         return self.run.path.convert(v, x, t, "velocity", "data")
+
+    def noised(self, z: torch.Tensor, eps: torch.Tensor, s: float) -> torch.Tensor:
+        """The state at time ``s`` on the run's path, ``alpha_s z + sigma_s eps`` (a VP run's is not the linear
+        ``s z + (1 - s) eps``: at ``s = 0.8`` it has ``sigma = 0.58``, not ``0.2``)."""
+        return self.run.path.sample(eps, z, s).x_t
 
     @torch.no_grad()
     def generate(self, noise: torch.Tensor) -> torch.Tensor:

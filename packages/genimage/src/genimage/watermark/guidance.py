@@ -22,12 +22,14 @@ the same generator (calibrated, not exact: reported by the harness as ``pvalue_k
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from scipy import stats
 
+from gencore.errors import ConfigError, InputError
 from gencore.rng import randn_like_with
 from gencore.solvers import solve_ode
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
@@ -91,6 +93,20 @@ def guided_generate(
     back to the state. Runs on ``noise``'s device (where ``gen``'s network and ``decoder`` must live; the random
     draws are the same on every device) and returns the images there.
     """
+    unknown = [a for a in augmentations if a not in DEFAULT_AUGMENTATIONS]
+    if isinstance(augmentations, str) or not augmentations or unknown:
+        raise ConfigError(
+            f"guidance augmentations must be a non-empty list of {', '.join(DEFAULT_AUGMENTATIONS)}, "
+            f"got {augmentations!r}."
+        )
+    if not math.isfinite(scale):
+        raise ConfigError(f"the guidance scale must be a finite number, got {scale}.")
+    if message.dim() != 1 or not bool(((message == 0) | (message == 1)).all()):
+        values = sorted(set(message.flatten().tolist()))[:4]
+        raise InputError(
+            f"the guidance message must be a 1-D tensor of 0/1 bits, got shape {tuple(message.shape)} "
+            f"with values {values}."
+        )
     g = torch.Generator().manual_seed(seed)
     x = noise.to(torch.float32)
     target = message.to(device=x.device, dtype=torch.float32).expand(x.shape[0], -1)
@@ -119,6 +135,11 @@ class GaussianNull:
     """A Gaussian fitted to unmarked scores; ``pvalue(score) = P(N(mu, sd^2) >= score)``."""
 
     def __init__(self, scores: torch.Tensor) -> None:
+        if scores.numel() < 2 or not bool(torch.isfinite(scores).all()):
+            raise InputError(
+                f"a Gaussian null needs at least 2 finite unmarked scores, got {scores.numel()} "
+                f"({int((~torch.isfinite(scores)).sum())} not finite)."
+            )
         self.mu = float(scores.double().mean())
         self.sd = float(scores.double().std().clamp_min(1e-12))
 

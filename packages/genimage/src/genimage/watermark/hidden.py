@@ -14,6 +14,7 @@ steers sampling with; encoder + decoder also form a post-hoc scheme (PSNR qualit
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -21,6 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from gencore.checks import check_int, check_seed
+from gencore.errors import ConfigError, InputError
 from gencore.io import Pretrained
 from gencore.rng import randn_like_with, seeded_init
 from genimage.watermark.attacks import crop_resize, gaussian_blur, jpeg
@@ -41,6 +44,20 @@ class HiddenConfig:
     lr: float = 2e-3
     mse_weight: float = 0.2
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("channels", "message_bits", "steps", "batch_size"):
+            check_int(getattr(self, name), f"HiddenConfig.{name}", low=1)
+        if check_int(self.hidden, "HiddenConfig.hidden", low=4) % 4:
+            raise ConfigError(
+                f"HiddenConfig.hidden must be a positive multiple of 4 (its norm groups), got {self.hidden}."
+            )
+        for name, positive in (("strength", True), ("lr", True), ("mse_weight", False)):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and (value > 0 if positive else value >= 0)):
+                bound = "> 0" if positive else ">= 0"
+                raise ConfigError(f"HiddenConfig.{name} must be a finite number {bound}, got {value}.")
+        check_seed(self.seed, "HiddenConfig.seed")
 
 
 def _block(cin: int, cout: int) -> nn.Sequential:
@@ -127,6 +144,11 @@ def train_hidden(
 ) -> HiddenModel:
     """Train encoder + decoder on ``images: [N, C, H, W]`` in ``[-1, 1]`` (random messages per batch) on
     ``device``; the model is returned there. Initial weights and draws do not depend on the device."""
+    if images.dim() != 4 or images.shape[0] < 1 or images.shape[1] != cfg.channels:
+        raise InputError(
+            f"HiDDeN trains on images [N >= 1, {cfg.channels}, H, W] (HiddenConfig.channels), "
+            f"got shape {tuple(images.shape)}."
+        )
     with seeded_init(cfg.seed):
         model = HiddenModel(cfg).to(device)
     g = torch.Generator().manual_seed(cfg.seed)

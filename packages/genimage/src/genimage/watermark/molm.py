@@ -6,7 +6,8 @@ for each of the ``L`` key bits, two rank-``r`` LoRA adapters; a key ``k in {0, 1
 adapter ``k_b`` of bit ``b``: ``W x + (alpha / L) sum_b B_{b, k_b} A_{b, k_b} x``. Adapters and an
 extractor network (the HiDDeN decoder architecture) are trained jointly over random keys, so a
 new key needs no retraining: the loss is the extractor's BCE on the one-step clean prediction
-``x1 = x_t + (1 - t) v_k(x_t, t)`` (through a random distortion) plus ``fidelity *
+``x1 = x_t + (1 - t) v_k(x_t, t)`` on the linear path (a VP run draws ``x_t`` on its own path and converts its
+noise prediction to the clean one and to the velocity) through a random distortion, plus ``fidelity *
 |v_k - v_base|^2``, which keeps the marked generator close to the original. The base weights are
 frozen. Training happens in three phases:
 
@@ -37,7 +38,10 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
+from gencore.checks import check_choice, check_int
 from gencore.errors import ConfigError
+from gencore.paths import AffineGaussianPath, LinearSchedule
+from gencore.paths.base import PREDICTIONS
 from gencore.rng import randn_like_with, seeded_init
 from genimage.watermark.guidance import GaussianNull, decoder_detection
 from genimage.watermark.hidden import HiddenConfig, HiddenDecoder, noise_layer
@@ -206,6 +210,8 @@ def train_extractor(
     distortions of the joint phase, and keep the weights (the starting ones included) that read the held-out
     images best, checked every ``check_every`` steps: the phase can over-fit, and then it changes nothing.
     Returns the held-out bit accuracy before and after, and the step of the weights kept."""
+    steps = check_int(steps, "MOLM's extractor steps", low=0)
+    check_every = check_int(check_every, "check_every", low=1)
     device = next(extractor.parameters()).device
     images, target = images.to(device), keys.to(device=device, dtype=torch.float32)
     held_images, held_keys = held_images.to(device), held_keys.to(device)
@@ -251,14 +257,23 @@ def train_molm(
     seed: int = 0,
     progress: bool = True,
     to_image=None,
+    path: AffineGaussianPath | None = None,
+    prediction: str = "velocity",
+    t_end: float = 1.0,
 ) -> HiddenDecoder:
     """Train the markers already attached to ``model`` and a fresh extractor; returns the extractor.
 
     ``states``: clean ODE states at ``t = 1`` (images, or latents of a latent run) on the model's device, where
     the extractor is trained; ``to_image`` maps states to images differentiably (default the identity) for the
-    extractor. Initial weights and draws do not depend on the device.
+    extractor. ``path``, ``prediction`` and ``t_end``: the run's probability path (default the linear one), what
+    ``model`` predicts (``"velocity"``, or a VP run's ``"noise"``) and its last time; the noisy points are drawn
+    on that path at ``t`` in ``[0.3, 1) * t_end``, the network's output is converted to a velocity (fidelity) and to
+    the clean prediction the extractor reads. Initial weights and draws do not depend on the device.
     """
     to_image = to_image or (lambda x: x)
+    path = path or AffineGaussianPath(LinearSchedule())
+    check_choice(prediction, PREDICTIONS, "prediction")
+    steps = check_int(steps, "MOLM's joint training steps", low=1)
     device = states.device
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -270,16 +285,16 @@ def train_molm(
     for _ in tqdm(range(steps), disable=not progress, desc="train MOLM"):
         x1 = states[torch.randint(0, states.shape[0], (batch_size,), generator=g).to(device)]
         x0 = randn_like_with(x1, g)
-        t = (0.3 + 0.7 * torch.rand(batch_size, generator=g)).to(device)
-        tt = t[:, None, None, None]
-        xt = (1 - tt) * x0 + tt * x1
+        t = ((0.3 + 0.7 * torch.rand(batch_size, generator=g)) * t_end).to(device)
+        xt = path.sample(x0, x1, t).x_t
         keys = torch.randint(0, 2, (batch_size, bits), generator=g).to(device)
         with torch.no_grad():
             route(model, None)
-            v_base = model(xt, t)
+            v_base = path.convert(model(xt, t), xt, t, prediction, "velocity")
         route(model, keys)
-        v = model(xt, t)
-        pred = to_image(xt + (1 - tt) * v).clamp(-1, 1)
+        out = model(xt, t)
+        v = path.convert(out, xt, t, prediction, "velocity")
+        pred = to_image(path.convert(out, xt, t, prediction, "data")).clamp(-1, 1)
         kind = int(torch.randint(0, 6, (), generator=g))
         logits = extractor(noise_layer(pred, kind, g).clamp(-1, 1))
         loss = F.binary_cross_entropy_with_logits(logits, keys.float()) + fidelity * (v - v_base).pow(2).mean()
@@ -316,6 +331,7 @@ def train_through_sampler(
     difference from the unmarked image of the same noise. Returns the mean BCE and squared difference of the
     first and last tenth of the steps.
     """
+    steps = check_int(steps, "MOLM's steps through the sampler", low=1)
     device = gen.device
     g = torch.Generator().manual_seed(seed)
     lora = _trainable_adapters(model)
@@ -405,6 +421,9 @@ class MOLMScheme:
             seed=seed,
             progress=progress,
             to_image=gen.to_image,
+            path=run.path,
+            prediction=run.prediction,
+            t_end=run.t_end,
         )
         key = new_key("molm", gen.image_shape, seed=derive_seed(seed, "molm"), message_bits=message_bits)
         scheme = cls(run.model, extractor, key.message_tensor(), images[256:])
