@@ -371,3 +371,45 @@ def test_ode_samplers_are_rotation_equivariant(strategy, monkeypatch):
         assert a.atomic_numbers.tolist() == b.atomic_numbers.tolist()
         np.testing.assert_allclose(a.coordinates @ rot.double().numpy().T, b.coordinates, atol=1e-4, rtol=0)
     assert max(np.abs(m.coordinates).max() for m in plain[0]) > 0.1  # the samples moved away from the origin
+
+
+@pytest.mark.parametrize("prior", ["gaussian", "harmonic"])
+def test_sde_samplers_step_from_t_k_with_the_priors_noise(prior, monkeypatch):
+    """The SDE samplers take each Euler-Maruyama step at the model's time t_k with dt = 1 / steps (the last step
+    is an Euler step); the conformer sampler draws its initial noise from, and injects through, the harmonic
+    prior's transform of the graph (isotropic noise with the curvature term keeps the wrong law there)."""
+    from conftest import embedded
+
+    import genmol.generation.flow as flow
+    from genmol.chem.batching import pad
+
+    steps, calls, priors = 5, [], []
+    real_step, real_noise = flow.sde_step, flow.prior_noise
+
+    def step(strategy, velocity, x, t, dt, mask, noise_scale, generator, noise_transform=None):
+        calls.append((t, dt, noise_transform))
+        return real_step(strategy, velocity, x, t, dt, mask, noise_scale, generator, noise_transform)
+
+    def noise(shape, mask, transform, **kwargs):
+        priors.append(transform)
+        return real_noise(shape, mask, transform, **kwargs)
+
+    monkeypatch.setattr(flow, "sde_step", step)
+    monkeypatch.setattr(flow, "prior_noise", noise)
+    graph = embedded("OCC=O", 0)
+    model = build_backbone(GenConfig(task="conformer", hidden=8, layers=1), len(VOCAB))
+    g = torch.Generator().manual_seed(0)
+    kwargs = {"strategy": "quotient", "steps": steps, "sampler": "sde", "generator": g}
+    flow.sample_conformers(model, VOCAB, [graph], 2, prior=prior, prior_alpha=1.7, **kwargs)
+    times = [k / steps for k in range(steps - 1)]
+    assert [c[0] for c in calls] == pytest.approx(times) and [c[1] for c in calls] == pytest.approx([1 / steps] * 4)
+    t = pad([graph] * 2, VOCAB.token)
+    expected = flow.prior_transform(prior, t["bonds"], t["mask"], 1.7)
+    for transform in [priors[0]] + [c[2] for c in calls]:
+        if prior == "gaussian":
+            assert transform is None and expected is None
+        else:
+            torch.testing.assert_close(transform, expected)
+    calls.clear()
+    sample_joint(build_backbone(GenConfig(hidden=8, layers=1), len(VOCAB)), VOCAB, [4, 3], **kwargs)
+    assert [c[0] for c in calls] == pytest.approx(times) and all(c[2] is None for c in calls)

@@ -1,13 +1,14 @@
 """Runs: load a data set, train through :mod:`gencore.train`, save and reload a run folder, sample.
 
 A run folder holds ``model/`` (EMA weights as safetensors + config.json), ``run.json`` (settings,
-atom vocabulary, size histogram), ``train_smiles.txt`` (for novelty and FCD), ``reference.sdf`` (up
-to 1,000 training molecules, for the bond-geometry distances), and the engine's ``metrics.jsonl``
-and ``checkpoints/``.
+atom vocabulary, size histogram, a fingerprint of the training tensors), ``train_smiles.txt`` (for novelty
+and FCD), ``reference.sdf`` (a seeded random sample of up to 1,000 training molecules, for the bond-geometry
+distances), and the engine's ``metrics.jsonl`` and ``checkpoints/``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -69,6 +70,26 @@ def load_dataset(
     return mols, report
 
 
+def reference_sample(molecules: Sequence[Any], seed: int) -> list[Any]:
+    """Up to :data:`REFERENCE_SIZE` of ``molecules``, a ``seed``-ed uniform sample kept in data order.
+
+    Not the first ones: data sets come sorted (QM9 by index, roughly by size, fluorinated molecules last), so a
+    prefix would bias the bond-geometry distances that ``genmol evaluate --reference RUN`` measures."""
+    if len(molecules) <= REFERENCE_SIZE:
+        return list(molecules)
+    order = torch.randperm(len(molecules), generator=torch.Generator().manual_seed(seed)).tolist()
+    return [molecules[k] for k in sorted(order[:REFERENCE_SIZE])]
+
+
+def data_fingerprint(tensors: dict[str, torch.Tensor], vocab: AtomVocabulary) -> str:
+    """The first 16 hex digits of the SHA-256 of the training tensors and the vocabulary: a resumed or finished run
+    is the same run only on the same data (``--data qm9`` names many subsets; an SDF file may have changed)."""
+    digest = hashlib.sha256(repr(vocab.to_list()).encode())
+    for key in ("tokens", "coords", "mask", "bonds"):
+        digest.update(tensors[key].contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
 def _worker(cfg: GenConfig, vocab_pairs: list, tensors: dict[str, torch.Tensor], train_cfg: TrainConfig) -> dict:
     task = MoleculeFlowTask(cfg, AtomVocabulary(vocab_pairs))
     data = TensorDataset(tensors["tokens"], tensors["coords"], tensors["mask"], tensors["bonds"])
@@ -97,6 +118,7 @@ def train_run(
     molecules = model_view(molecules, cfg.hydrogens)
     vocab = AtomVocabulary.from_molecules(molecules)
     tensors = molecule_tensors(molecules, vocab)
+    fingerprint = data_fingerprint(tensors, vocab)
     batch = min(cfg.batch_size, len(molecules))
     train_cfg = TrainConfig(
         steps=cfg.steps,
@@ -110,7 +132,7 @@ def train_run(
         seed=cfg.seed,
         progress=cfg.progress,
         out_dir=str(Path(out_dir)),
-        identity=run_identity(cfg, RESUMABLE) | {"data": data_name},
+        identity=run_identity(cfg, RESUMABLE) | {"data": data_name, "data_sha256": fingerprint},
         **engine,
     ).validate()
     nproc = check_int(nproc, "nproc", low=1)  # engine settings are checked before the run folder is made
@@ -120,6 +142,7 @@ def train_run(
         (out / "model").is_dir()
         and saved.get("interrupted") is False
         and saved.get("data") == data_name
+        and saved.get("data_sha256") == fingerprint
         and holds_settings(saved.get("config") or {}, replace(cfg, batch_size=batch))
     ):  # a finished run of these settings: nothing to train
         return {"interrupted": False, "seconds": 0.0, "last_loss": float("nan"), "already_finished": True}
@@ -127,12 +150,13 @@ def train_run(
     info = info or {"interrupted": True, "seconds": 0.0, "last_loss": float("nan")}
     smiles = sorted({s for s in (canonical_smiles(m) for m in molecules) if s})
     write_text(out / "train_smiles.txt", "\n".join(smiles) + "\n")
-    write_sdf(out / "reference.sdf", list(molecules)[:REFERENCE_SIZE])
+    write_sdf(out / "reference.sdf", reference_sample(molecules, cfg.seed))
     write_json(
         out / "run.json",
         {
             "config": config_dict(replace(cfg, batch_size=batch)),
             "data": data_name,
+            "data_sha256": fingerprint,
             "n_train": len(molecules),
             "vocabulary": vocab.to_list(),
             "vocabulary_labels": vocab.labels(),
