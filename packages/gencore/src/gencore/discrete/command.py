@@ -128,7 +128,9 @@ def plot_samples(samples: Mapping[str, torch.Tensor], task: TokenTask, path: Pat
                 hist = torch.bincount(x[:, 0] * k + x[:, 1], minlength=k * k).reshape(k, k).T
                 ax.imshow(hist.numpy(), origin="lower", cmap="viridis")
             else:
-                imgs = x[:16].reshape(4, 4, 8, 8).permute(0, 2, 1, 3).reshape(32, 32)
+                tiles = torch.zeros(16, 64, dtype=x.dtype)  # blank tiles where fewer than 16 samples were drawn
+                tiles[: min(16, x.shape[0])] = x[:16]
+                imgs = tiles.reshape(4, 4, 8, 8).permute(0, 2, 1, 3).reshape(32, 32)
                 ax.imshow(imgs.numpy(), cmap="gray_r", vmin=0, vmax=1)
             ax.set_title(name, fontsize=8)
             ax.set_xticks([])

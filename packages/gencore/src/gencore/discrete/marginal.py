@@ -70,8 +70,8 @@ class MarginalTransitionDiffusion:
     def posterior_probs(self, x_t: torch.Tensor, p_clean: torch.Tensor, t: float, s: float) -> torch.Tensor:
         """``p(x_s = . | x_t)`` ``[..., K]`` for ``s > t``, given the predicted clean-class probabilities
         ``p_clean: [..., K]`` (rows need not be normalised)."""
-        if not s > t:
-            raise ConfigError(f"the reverse step needs s > t, got t={t}, s={s}.")
+        if not 0.0 <= t < s <= 1.0:
+            raise ConfigError(f"the reverse step needs 0 <= t < s <= 1, got t={t}, s={s}.")
         m = self.marginal.to(x_t.device)
         a_t = float(self.schedule.alpha(torch.tensor(t, dtype=torch.float64)))
         a_s = float(self.schedule.alpha(torch.tensor(s, dtype=torch.float64)))

@@ -303,7 +303,7 @@ class WrightFisherSimplex(WrightFisherProcess):
         return log_h, log_dh - log_h
 
     def forward_sample(self, x0, t, *, generator=None):
-        x0 = check_tokens(x0, self.vocab_size)
+        x0, t = self._tokens_and_times(x0, t)
         m, logw = self._nodes(self.tau(t))
         b, length = x0.shape
         idx = sample_categorical(logw.exp()[:, None, :].expand(b, length, -1), generator=generator)

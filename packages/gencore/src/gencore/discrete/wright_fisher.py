@@ -58,7 +58,7 @@ from tqdm.auto import tqdm
 
 from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_tokens
 from gencore.discrete.ctmc import evaluations_per_call, sample_categorical, stratified_times
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 
 __all__ = ["WrightFisherDiscrete", "WrightFisherGaussian", "WrightFisherProcess"]
 
@@ -125,12 +125,23 @@ class WrightFisherProcess(DiscreteProcess):
         """``alpha(tau) = exp(-psi tau / 2)``, the weight of the clean token in the mean."""
         return torch.exp(-0.5 * self.psi * tau)
 
+    def _tokens_and_times(self, x0: torch.Tensor, t: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``x0`` checked and ``t`` (a scalar or one time per sequence) broadcast to ``[B]`` float64."""
+        x0 = check_tokens(x0, self.vocab_size)
+        t = torch.as_tensor(t, dtype=torch.float64)
+        if t.dim() > 1 or t.numel() not in (1, x0.shape[0]):
+            raise InputError(
+                f"t must be a scalar or hold one time per sequence ({x0.shape[0]}), got shape {tuple(t.shape)}."
+            )
+        return x0, t.reshape(-1).expand(x0.shape[0])
+
     # ------------------------------------------------------------------ interface pieces
     @abstractmethod
     def forward_sample(
-        self, x0: torch.Tensor, t: torch.Tensor, *, generator: torch.Generator | None = None
+        self, x0: torch.Tensor, t: torch.Tensor | float, *, generator: torch.Generator | None = None
     ) -> torch.Tensor:
-        """A draw of the noisy state ``x_tau(t) | x0`` (representation depends on the process)."""
+        """A draw of the noisy state ``x_tau(t) | x0`` at ``t`` (scalar or ``[B]``); the representation depends on
+        the process."""
 
     @abstractmethod
     def log_likelihood(self, state: torch.Tensor, tau: torch.Tensor) -> torch.Tensor:
@@ -253,6 +264,7 @@ class WrightFisherDiscrete(WrightFisherProcess):
         return 0.5 * self.psi * (torch.ones(k, 1, dtype=torch.float64) * self.pi[None, :] - torch.eye(k))
 
     def forward_sample(self, x0, t, *, generator=None):
+        x0, t = self._tokens_and_times(x0, t)
         probs = self.transition(self.tau(t))[torch.arange(x0.shape[0])[:, None], x0]  # [B, L, K]
         return sample_categorical(probs, generator=generator)
 
@@ -314,6 +326,7 @@ class WrightFisherGaussian(WrightFisherProcess):
         return self.pi + a * (onehot - self.pi)
 
     def forward_sample(self, x0, t, *, generator=None):
+        x0, t = self._tokens_and_times(x0, t)
         tau = self.tau(t)
         noise = torch.randn((*x0.shape, self.vocab_size), generator=generator, dtype=torch.float64)
         return self.mean(x0, tau) + self.sigma2(tau).sqrt()[:, None, None] * noise
