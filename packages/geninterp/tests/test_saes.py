@@ -193,30 +193,31 @@ def test_reconstruction_terms_are_the_documented_sums(arch):
 
 
 @pytest.mark.parametrize("arch", ["topk", "temporal"])
-def test_auxk_loss_against_a_brute_force_computation(arch):
-    """Gao et al.'s AuxK with ``act_scale != 1`` and ``aux_k`` below the number of dead latents: the top ``aux_k``
-    dead pre-activations (ReLU) reconstruct the detached residual ``(x - x_hat) s``, normalised by the residual's
-    variance; the loss is ``mse + aux_coeff * auxk`` in value and in gradient. A latent silent for exactly
-    ``dead_after_tokens`` tokens is dead."""
+@pytest.mark.parametrize(("aux_k", "k_aux"), [(3, 3), (None, D // 2)])
+def test_auxk_loss_against_a_brute_force_computation(arch, aux_k, k_aux):
+    """Gao et al.'s AuxK with ``act_scale != 1`` and ``k_aux`` below the number of dead latents (``aux_k``, by default
+    ``d_in // 2``): the top ``k_aux`` dead pre-activations (ReLU) reconstruct the detached residual ``(x - x_hat) s``,
+    normalised by the residual's variance; the loss is ``mse + aux_coeff * auxk`` in value and in gradient. A latent
+    silent for exactly ``dead_after_tokens`` tokens is dead."""
     from geninterp.saes import reconstruction_terms
 
     sae = _perturbed(arch, act_scale=1.7)
     x = inputs(sae).double()
     tokens = x.reshape(-1, D).shape[0]
-    objective = make_objective(arch, aux_k=3, aux_coeff=0.25, dead_after_tokens=tokens)
+    objective = make_objective(arch, aux_k=aux_k, aux_coeff=0.25, dead_after_tokens=tokens)
     sae.tokens_since_fired.zero_()
     loss, metrics = objective(sae, x)  # one batch: the latents that did not fire in it are dead, exactly
     out = sae(x)
     fired = (out.codes.reshape(-1, W) > 0).any(0)
     dead = ~fired
-    assert int(dead.sum()) > 3 and torch.equal(sae.tokens_since_fired == tokens, dead)
+    assert int(dead.sum()) > k_aux and torch.equal(sae.tokens_since_fired == tokens, dead)
     residual = ((x - out.recon) * 1.7).reshape(-1, D).detach()
     pre = out.pre_codes.reshape(-1, W)
     atoms = sae.W_dec / sae.W_dec.norm(dim=1, keepdim=True)
     dead_idx = dead.nonzero().flatten().tolist()
     aux_codes = torch.zeros_like(pre)
     for i, row in enumerate(pre):
-        top = sorted(dead_idx, key=lambda j: -float(row[j].detach()))[:3]
+        top = sorted(dead_idx, key=lambda j: -float(row[j].detach()))[:k_aux]
         aux_codes[i, top] = torch.relu(row[top])
     want = (aux_codes @ atoms - residual).pow(2).sum() / (residual - residual.mean(0)).pow(2).sum()
     torch.testing.assert_close(metrics["auxk"], want.detach())
@@ -301,3 +302,36 @@ def test_temporal_attention_sizes_must_be_positive_integers(n_heads, attn_dim):
     """``attn_dim = 0`` used to build zero-width queries and keys (uniform attention), a float a traceback."""
     with pytest.raises(ConfigError, match="n_heads and attn_dim must be positive integers"):
         make_sae("temporal", d_in=D, width=W, k=K, n_heads=n_heads, attn_dim=attn_dim)
+
+
+def test_an_act_scale_that_is_not_a_number_is_a_config_error():
+    """A string (say from a hand-edited config) used to reach ``>`` and raise a TypeError."""
+    with pytest.raises(ConfigError, match="act_scale must be a positive finite number, got '2'"):
+        make_sae("relu", d_in=4, width=8, act_scale="2")
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c.pop("d_in"), "lacks the 'topk' SAE setting\\(s\\) d_in"),
+        (lambda c: c.update(act_scale="x"), "act_scale must be a positive finite number, got 'x'"),
+        (lambda c: c.update(act_scale=None), "act_scale must be a positive finite number, got None"),
+        (lambda c: c.update(k="2"), "k must be in \\[1, width=8\\], got '2'"),
+        (lambda c: c.update(extra=1), "has no setting\\(s\\) extra"),
+        (lambda c: c.update(arch=["topk"]), "unknown SAE architecture"),
+        (lambda c: c.update(width=16), "do not fit the 'topk' SAE"),
+    ],
+)
+def test_a_bad_config_json_is_one_storage_error_naming_the_folder(tmp_path, edit, message):
+    """A missing field, a value of the wrong type or a width the weights do not have used to raise TypeError,
+    RuntimeError (size mismatch) or a ConfigError that did not say which folder was at fault."""
+    import json
+
+    make_sae("topk", d_in=4, width=8, k=2).save_pretrained(tmp_path / "sae")
+    path = tmp_path / "sae" / "config.json"
+    config = json.loads(path.read_text())
+    edit(config)
+    path.write_text(json.dumps(config))
+    with pytest.raises(StorageError, match=message) as info:
+        SparseAutoencoder.from_pretrained(tmp_path / "sae")
+    assert str(tmp_path / "sae") in str(info.value)

@@ -110,7 +110,9 @@ def test_forward_matches_an_explicit_per_token_loop():
             pred = torch.relu(lin(sae.o_proj, torch.cat(heads)))
             direction = pred @ atoms
             coef = (direction @ u[t]) / (direction @ direction)
-            novel = topk_relu((u[t] - coef * direction) @ sae.W_enc + sae.b_enc, k)
+            pre = (u[t] - coef * direction) @ sae.W_enc + sae.b_enc  # what AuxK's dead latents are chosen from
+            novel = topk_relu(pre, k)
+            torch.testing.assert_close(out.pre_codes[b, t], pre)
             torch.testing.assert_close(out.pred_codes[b, t], coef * pred)
             torch.testing.assert_close(out.codes[b, t], novel)
             torch.testing.assert_close(out.pred_recon[b, t], coef * direction / s)

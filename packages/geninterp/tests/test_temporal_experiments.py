@@ -67,3 +67,65 @@ def test_boundary_auroc_reports_the_separation_measures():
     assert 0 <= rec["topk_persistent_latents"] <= 32
     assert (rec["topk_persistent_state_share"] is None) == (rec["topk_persistent_latents"] == 0)
     assert rec["slow_states"] == "continuous" and rec["slow_scale"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ({"n_topics": 1}, "n_topics must be an integer of at least 2"),
+        ({"mean_segment": 0}, "mean_segment must be a finite number of tokens of at least 1"),
+        ({"mean_segment": 0.5}, "mean_segment must be a finite number of tokens of at least 1"),
+        ({"events_per_token": 9, "n_events": 8}, "events_per_token \\(9\\) must not exceed n_events \\(8\\)"),
+        ({"length": 2.5}, "length must be an integer of at least 1"),
+        ({"noise": float("nan")}, "noise must be a non-negative finite number"),
+        ({"slow_scale": float("inf")}, "slow_scale must be a non-negative finite number"),
+    ],
+)
+def test_slow_events_settings_are_checked(setting, message):
+    """One topic (no other topic to switch to), a zero mean segment and more events per token than events used to be
+    RuntimeError/ZeroDivisionError tracebacks; a segment shorter than a token silently switched at every token."""
+    with pytest.raises(ConfigError, match=message):
+        slow_events_sequences(**({"n_seq": 2, "length": 4} | setting))
+
+
+def _signed_identity(arch: str, d: int = 2):
+    """Atoms ``[I; -I]``, encoder their transpose, ``k = d``, zero biases: the codes of ``u`` are ``ReLU([u, -u])``."""
+    from geninterp.saes import make_sae
+
+    extra = {"n_heads": 2, "attn_dim": 4} if arch == "temporal" else {}
+    sae = make_sae(arch, d_in=d, width=2 * d, k=d, **extra).double()
+    signed = torch.cat([torch.eye(d), -torch.eye(d)]).double()
+    with torch.no_grad():
+        sae.W_dec.copy_(signed)
+        sae.W_enc.copy_(signed.T)
+        sae.b_enc.zero_()
+        sae.b_dec.zero_()
+    return sae
+
+
+def test_topk_novelty_is_the_code_energy_of_latents_silent_at_the_previous_token():
+    from geninterp.temporal_experiments import novelty_scores
+
+    sae = _signed_identity("topk")
+    x = torch.tensor([[[1.0, 2.0], [3.0, -1.0], [3.0, -1.0], [-2.0, 0.0], [0.0, 0.0]]], dtype=torch.float64)
+    # codes: [1, 2, 0, 0], [3, 0, 0, 1] (latent 3 new: 1 of 10), the same again, [0, 0, 2, 0] (all new), none
+    torch.testing.assert_close(novelty_scores(sae, x), torch.tensor([[1.0, 0.1, 0.0, 1.0, 0.0]], dtype=torch.float64))
+
+
+def test_temporal_novelty_is_the_novel_share_of_the_energy():
+    """No prediction (the output map's ReLU is off): every token is all novel (1); no novel code (encoder bias far
+    below zero) while the past predicts a direction: nothing is novel (0)."""
+    from geninterp.temporal_experiments import novelty_scores
+
+    x = torch.randn(2, 5, 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    sae = _signed_identity("temporal")
+    with torch.no_grad():
+        sae.o_proj.weight.zero_()
+        sae.o_proj.bias.fill_(-1.0)
+    torch.testing.assert_close(novelty_scores(sae, x), torch.ones(2, 5, dtype=torch.float64))
+    with torch.no_grad():
+        sae.o_proj.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 0.0]))  # predicts atom 0 at every token
+        sae.b_enc.fill_(-100.0)
+    out = sae(x)
+    assert not out.codes.any() and out.pred_recon.abs().sum() > 0
+    torch.testing.assert_close(novelty_scores(sae, x), torch.zeros(2, 5, dtype=torch.float64))

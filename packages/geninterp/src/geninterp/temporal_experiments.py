@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import math
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,18 @@ def slow_events_sequences(
     """
     if slow_states not in ("dictionary", "continuous"):
         raise ConfigError(f"slow_states must be 'dictionary' or 'continuous', got {slow_states!r}.")
+    counts = {"n_seq": (n_seq, 1), "length": (length, 1), "dim": (dim, 1), "n_topics": (n_topics, 2),
+              "n_events": (n_events, 1), "events_per_token": (events_per_token, 0)}  # fmt: skip
+    for name, (value, low) in counts.items():
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= low):
+            raise ConfigError(f"{name} must be an integer of at least {low}, got {value!r}.")
+    if events_per_token > n_events:
+        raise ConfigError(f"events_per_token ({events_per_token}) must not exceed n_events ({n_events}).")
+    if not (isinstance(mean_segment, int | float) and 1 <= mean_segment < math.inf):
+        raise ConfigError(f"mean_segment must be a finite number of tokens of at least 1, got {mean_segment!r}.")
+    for name, value in (("slow_scale", slow_scale), ("noise", noise)):
+        if not (isinstance(value, int | float) and 0 <= value < math.inf):
+            raise ConfigError(f"{name} must be a non-negative finite number, got {value!r}.")
     g = torch.Generator().manual_seed(seed)
     topics = torch.nn.functional.normalize(torch.randn(n_topics, dim, generator=g), dim=-1) * slow_scale
     events = torch.nn.functional.normalize(torch.randn(n_events, dim, generator=g), dim=-1)

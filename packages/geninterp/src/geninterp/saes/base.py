@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
+import numbers
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -44,9 +45,10 @@ class SAEConfig:
 
     def validate(self) -> SAEConfig:
         if not (_is_count(self.d_in) and _is_count(self.width)):
-            raise ConfigError(f"d_in and width must be positive integers, got {self.d_in} and {self.width}.")
-        if not (self.act_scale > 0 and math.isfinite(self.act_scale)):
-            raise ConfigError(f"act_scale must be a positive finite number, got {self.act_scale}.")
+            raise ConfigError(f"d_in and width must be positive integers, got {self.d_in!r} and {self.width!r}.")
+        scale = self.act_scale
+        if not (isinstance(scale, numbers.Real) and not isinstance(scale, bool) and scale > 0 and math.isfinite(scale)):
+            raise ConfigError(f"act_scale must be a positive finite number, got {scale!r}.")
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -130,7 +132,13 @@ class SparseAutoencoder(nn.Module, abc.ABC):
 
         state, config = load_pretrained(directory, device)
         model = build_sae(config, source=str(directory))
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError:  # a tensor of another shape than the config describes
+            raise StorageError(
+                f"the weights in {str(directory)!r} do not fit the {config.get('arch')!r} SAE that its config.json "
+                "describes."
+            ) from None
         if missing or unexpected:
             raise StorageError(
                 f"weights in {str(directory)!r} do not fit a {config.get('arch')!r} SAE "

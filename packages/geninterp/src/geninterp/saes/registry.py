@@ -10,7 +10,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from gencore.errors import ConfigError, StorageError
@@ -60,9 +60,20 @@ def build_sae(config: Mapping[str, Any], source: str = "config") -> SparseAutoen
     if not isinstance(config, Mapping):
         raise StorageError(f"{source}: config.json must hold a JSON object of SAE settings.")
     arch = config.get("arch")
-    if arch not in ARCHITECTURES:
+    if not isinstance(arch, str) or arch not in ARCHITECTURES:
         raise StorageError(f"{source}: unknown SAE architecture {arch!r}; expected one of {', '.join(ARCHITECTURES)}.")
-    return make_sae(arch, **{k: v for k, v in config.items() if k != "arch"})
+    settings = {k: v for k, v in config.items() if k != "arch"}
+    required = {f.name for f in fields(ARCHITECTURES[arch].config) if f.default is MISSING and f.init}
+    if required - set(settings):
+        raise StorageError(
+            f"{source}: config.json lacks the {arch!r} SAE setting(s) {', '.join(sorted(required - set(settings)))}."
+        )
+    try:
+        return make_sae(arch, **settings)
+    except ConfigError as exc:  # a setting of the wrong type or range, or one the architecture does not have
+        raise StorageError(
+            f"{source}: config.json does not describe a valid {arch!r} SAE ({str(exc).rstrip('.')})."
+        ) from None
 
 
 def make_objective(arch: str, **settings: Any) -> Callable[..., Any]:

@@ -50,7 +50,7 @@ class TemporalSAEConfig(SAEConfig):
     def validate(self) -> TemporalSAEConfig:
         super().validate()
         if not (_is_count(self.k) and self.k <= self.width):
-            raise ConfigError(f"k must be in [1, width={self.width}], got {self.k}.")
+            raise ConfigError(f"k must be in [1, width={self.width}], got {self.k!r}.")
         if not (_is_count(self.n_heads) and _is_count(self.attn_dim)):
             raise ConfigError(
                 f"n_heads and attn_dim must be positive integers, got {self.n_heads} and {self.attn_dim}."

@@ -34,7 +34,7 @@ class TopKSAEConfig(SAEConfig):
     def validate(self) -> TopKSAEConfig:
         super().validate()
         if not (_is_count(self.k) and self.k <= self.width):
-            raise ConfigError(f"k must be in [1, width={self.width}], got {self.k}.")
+            raise ConfigError(f"k must be in [1, width={self.width}], got {self.k!r}.")
         return self
 
 
