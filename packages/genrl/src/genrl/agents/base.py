@@ -73,6 +73,8 @@ class EnvSpec:
                 f"EnvSpec field 'action_low' must be finite and below 'action_high' in every action dimension, got "
                 f"{list(self.action_low)} and {list(self.action_high)}."
             )
+        if self.obs_mean is not None and not all(math.isfinite(m) for m in self.obs_mean):
+            raise InputError(f"EnvSpec field 'obs_mean' must be finite, got {list(self.obs_mean)}.")
         if self.obs_std is not None and not all(0 < s < math.inf for s in self.obs_std):
             raise InputError(f"EnvSpec field 'obs_std' must be finite and positive, got {list(self.obs_std)}.")
         if not 0 < self.reward_scale < math.inf:
@@ -226,13 +228,15 @@ class Agent(nn.Module, abc.ABC):
 
     def check_batch(self, batch: dict[str, torch.Tensor]) -> None:
         """One :class:`InputError` naming a batch field of the wrong shape (a ``[B, 1]`` reward column, say, was
-        broadcast against ``[B]`` values deep inside a critic's loss). Observations may be ``[B, *obs]``."""
+        broadcast against ``[B]`` values deep inside a critic's loss). Observations may be ``[B, *obs]``; actions
+        must be ``[B, action_dim]`` (a ``[B, A, 1]`` column passed a flattened check, then failed inside a network)."""
         b = batch["observations"].shape[0] if batch["observations"].dim() else 0
         o, a = self.spec.obs_dim, self.spec.action_dim
         expected = {"observations": (b, o), "actions": (b, a), "rewards": (b,), "terminals": (b,)}
         for key, shape in {**expected, "next_observations": (b, o)}.items():
             got = tuple(batch[key].shape)
-            if (got if len(shape) == 1 or len(got) < 2 else (got[0], math.prod(got[1:]))) != shape:
+            flat = key in ("observations", "next_observations") and len(got) >= 2  # only these are flattened
+            if ((got[0], math.prod(got[1:])) if flat else got) != shape:
                 raise InputError(f"update() batch field {key!r} must have shape {list(shape)}, got {list(got)}.")
 
     def optimise(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
