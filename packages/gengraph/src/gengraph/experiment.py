@@ -21,6 +21,7 @@ the codebook is never averaged linearly across steps.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -327,18 +328,35 @@ def _check_run_fields(info: dict[str, Any], path: Path) -> None:
         isinstance(counts, dict)
         and counts
         and all(
-            k.isdigit() and int(k) <= n_max and isinstance(v, int | float) and not isinstance(v, bool) and v > 0
-            for k, v in counts.items()
-        )
+            k.isdigit() and 1 <= int(k) <= n_max and _is_number(v) and v > 0 for k, v in counts.items()
+        )  # a graph without nodes has no attention keys: its samples are NaN
     ):
         raise InputError(
-            f"{path}: field 'node_counts' must map node counts up to n_max ({n_max}) to positive frequencies."
+            f"{path}: field 'node_counts' must map node counts up to n_max ({n_max}) to positive frequencies, "
+            "with no count of 0."
         )
     if model == "digress":
         for key in ("node_marginal", "edge_marginal"):
             value = info.get(key)
-            if not (isinstance(value, list) and value and all(isinstance(p, int | float) for p in value)):
+            if not (
+                isinstance(value, list) and value and all(_is_number(p) and p >= 0 for p in value) and sum(value) > 0
+            ):
                 raise InputError(f"{path}: field {key!r} must be a list of probabilities, got {value!r}.")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_marginals(info: dict[str, Any], run: Path, model: DigressDenoiser) -> None:
+    """The marginals of ``run.json`` must have one entry per class of the denoiser (node types; no edge and the
+    edge types): shorter or longer lists broadcast against its outputs or fail inside the sampler."""
+    for key, classes in (("node_marginal", model.kx), ("edge_marginal", model.ke)):
+        if len(info[key]) != classes:
+            raise InputError(
+                f"{run / 'run.json'}: field {key!r} must hold {classes} probabilities (the denoiser's classes), "
+                f"got {len(info[key])}."
+            )
 
 
 def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity | CodeTokenPrior]:
@@ -353,8 +371,14 @@ def load_latent_run(run_dir: str | os.PathLike) -> tuple[GGBall, SetVelocity | C
     if meta.get("class") == CodeTokenPrior.__name__:
         return ae, CodeTokenPrior.from_pretrained(where).eval()
     # runs from before the prior's size was a setting hold no hidden / layers: they used 64 and 2
-    arch = {"hidden": int(meta.get("hidden", 64)), "layers": int(meta.get("layers", 2))}
-    flags = {k: bool(meta.get(k, False)) for k in ("distance_bias", "size_embedding")}  # off in runs before them
+    arch = {"hidden": meta.get("hidden", 64), "layers": meta.get("layers", 2)}
+    flags = {k: meta.get(k, False) for k in ("distance_bias", "size_embedding")}  # off in runs before them
+    sizes = [v for v in arch.values() if isinstance(v, int) and not isinstance(v, bool) and v >= 1]
+    if len(sizes) < 2 or arch["hidden"] % HEADS or not all(isinstance(v, bool) for v in flags.values()):
+        raise StorageError(  # int("wide") was a ValueError traceback, bool("false") a prior with the option on
+            f"{str(where / 'config.json')!r} must give the prior's hidden (a positive multiple of {HEADS}) and layers "
+            f"as positive integers and distance_bias / size_embedding as true or false, got {arch | flags}."
+        )
     prior = SetVelocity(ae.geometry, **arch, **flags)
     try:
         prior.load_state_dict(state)
@@ -404,6 +428,7 @@ def sample_run(
     masks = _size_mask(info, n, g).split(batch_size)
     if info["config"]["model"] == "digress":
         model = DigressDenoiser.from_pretrained(run / "denoiser" / "model").eval()
+        _check_marginals(info, run, model)
         nodes = MarginalTransitionDiffusion(info["node_marginal"])
         edges = MarginalTransitionDiffusion(info["edge_marginal"])
 

@@ -19,6 +19,14 @@ whole batch's latents (a tight cluster far from the origin) past the freshly ini
 snapped onto one code within four steps and training fell back on the edge density; centred, the codes in use
 stayed at ~100-128.
 
+Typed edges (``n_edge_types > 1``): the structural and positional inputs and the convolutions read the bare
+adjacency ``edges > 0``, so the input also holds, for each edge type ``k``, the sum of the neighbours' inputs over
+the node's type-``k`` edges divided by its degree (the random features make it say *which* neighbours). Without
+it two graphs that differ only in edge types had identical latents, and the decoder's edge classes could only
+guess: on 10-node trees with two random edge types (widths 32, 512 codes after a 200-step warm-up) the held-out type
+accuracy on true edges stayed at 0.46-0.54 through 600 steps, against 0.82 with the per-type input (0.86 after
+300 steps without quantisation). With one edge type the input, and the weights' shapes, are unchanged.
+
 Quantiser: :class:`~gengraph.models.codebook.ManifoldCodebook` (hyperbolic codebook, k-means initialisation,
 Frechet-mean EMA, dead-code restart, tangent straight-through). For the first ``vq_warmup`` training steps the
 latents bypass the quantiser, so that the k-means initialisation sees an encoder that already separates
@@ -42,6 +50,7 @@ The generative prior over the latent node sets is :mod:`gengraph.models.latent_f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -89,21 +98,22 @@ class GGBallConfig:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
         if self.hidden % self.heads or self.latent_dim % self.heads:
             raise ConfigError(f"hidden ({self.hidden}) and latent_dim ({self.latent_dim}) must be divisible by heads.")
-        if not self.curvature > 0:
-            raise ConfigError(f"curvature must be positive, got {self.curvature}.")
+        if not 0 < self.curvature < math.inf:  # an infinite curvature shrinks the ball to a point: NaN latents
+            raise ConfigError(f"curvature must be positive and finite, got {self.curvature}.")
         if not 0 <= self.codebook_decay < 1:  # a decay above 1 moves each code away from its cluster's mean
             raise ConfigError(f"codebook_decay must lie in [0, 1), got {self.codebook_decay}.")
         for name in ("gnn_layers", "transformer_layers", "vq_warmup", "laplacian_pe", "random_features"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be a non-negative integer, got {getattr(self, name)}.")
-        if not self.commitment >= 0 or not self.node_loss_weight >= 0:
-            raise ConfigError(
-                f"commitment and node_loss_weight must be >= 0, got {self.commitment} and {self.node_loss_weight}."
+        if not 0 <= self.commitment < math.inf or not 0 <= self.node_loss_weight < math.inf:
+            raise ConfigError(  # an infinite weight times the warm-up's zero commitment is a NaN loss
+                f"commitment and node_loss_weight must be finite and >= 0, got {self.commitment} and "
+                f"{self.node_loss_weight}."
             )
-        if not self.code_repulsion >= 0 or not self.repulsion_radius > 0:
+        if not 0 <= self.code_repulsion < math.inf or not 0 < self.repulsion_radius < math.inf:
             raise ConfigError(
-                f"code_repulsion must be >= 0 and repulsion_radius > 0, got {self.code_repulsion} and "
-                f"{self.repulsion_radius}."
+                f"code_repulsion must be finite and >= 0 and repulsion_radius finite and > 0, got "
+                f"{self.code_repulsion} and {self.repulsion_radius}."
             )
         return self
 
@@ -129,7 +139,9 @@ class GGBall(Pretrained, nn.Module):
         c = config
         self.hidden_geo = make_geometry(c.geometry, c.hidden, c.curvature)
         self.latent_geo = make_geometry(c.geometry, c.latent_dim, c.curvature)
-        self.lift = nn.Linear(c.n_node_types + RW_STEPS + 1 + c.laplacian_pe + c.random_features, c.hidden)
+        width = c.n_node_types + RW_STEPS + 1 + c.laplacian_pe + c.random_features
+        typed = c.n_edge_types if c.n_edge_types > 1 else 0  # per-type neighbour means (``encode``)
+        self.lift = nn.Linear(width * (1 + typed), c.hidden)
         self.convs = nn.ModuleList(HypGraphConv(self.hidden_geo, c.hidden, c.hidden) for _ in range(c.gnn_layers))
         self.enc_blocks = nn.ModuleList(
             HypTransformerBlock(self.hidden_geo, c.hidden, c.heads) for _ in range(c.transformer_layers)
@@ -179,6 +191,10 @@ class GGBall(Pretrained, nn.Module):
             noise = torch.randn(*mask.shape, c.random_features, generator=gen, device=draw_device(gen)).to(mask.device)
             parts.append(noise * mask[..., None])
         feats = torch.cat(parts, -1)
+        if c.n_edge_types > 1:  # every other input reads the bare adjacency: without this, edge types are lost
+            per_type = F.one_hot(edges, 1 + c.n_edge_types)[..., 1:].to(feats.dtype)  # [B, N, N, K]
+            means = torch.einsum("bijk,bjf->bikf", per_type, feats) / adj.sum(-1).clamp_min(1)[..., None, None]
+            feats = torch.cat([feats, means.flatten(2)], -1)
         x = self.hidden_geo.expmap0(self.lift(feats))
         for conv in self.convs:
             x = conv(x, adj, mask)
