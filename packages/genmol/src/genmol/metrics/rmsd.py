@@ -103,7 +103,13 @@ def symmetry_rmsd(probe, reference, *, heavy_atoms_only: bool = True, max_matche
         rd = m.to_rdkit(sanitize=False) if isinstance(m, Molecule) else Chem.Mol(m)
         if rd.GetNumConformers() == 0:
             raise InputError("symmetry_rmsd needs molecules with coordinates.")
-        rd.UpdatePropertyCache(strict=False)
+        # Perceive aromaticity when the molecule sanitises: with Kekule bonds a ring flip (toluene's ortho
+        # carbons) is no automorphism, and a Kekule copy does not match an aromatic one (an SDF read as is).
+        try:
+            Chem.SanitizeMol(rd)
+        except Exception:
+            rd = m.to_rdkit(sanitize=False) if isinstance(m, Molecule) else Chem.Mol(m)
+            rd.UpdatePropertyCache(strict=False)
         return Chem.RemoveHs(rd, sanitize=False) if heavy_atoms_only else rd
 
     p, r = as_rd(probe), as_rd(reference)
