@@ -51,7 +51,7 @@ class VonMisesFisherMixture:
         mu, kappa = self.means[comp], self.kappas[comp]
         u = torch.rand(n, generator=generator, dtype=torch.float64)
         # inverse CDF of w = mu . x on S^2: w = 1 + log(u + (1 - u) exp(-2 kappa)) / kappa
-        w = 1 + torch.log(u + (1 - u) * torch.exp(-2 * kappa)) / kappa
+        w = 1 + torch.log1p((1 - u) * torch.expm1(-2 * kappa)) / kappa  # the same, exact as kappa -> 0
         w = w.clamp(-1, 1)
         v = torch.randn(n, 3, generator=generator, dtype=torch.float64)
         v = v - (v * mu).sum(-1, keepdim=True) * mu
@@ -60,9 +60,11 @@ class VonMisesFisherMixture:
         return x.to(dtype)
 
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        k = self.kappas.to(x.dtype)
-        # log C(kappa) = log kappa - log(2 pi) - kappa - log(1 - exp(-2 kappa))
-        log_c = torch.log(k) - math.log(2 * math.pi) - k - torch.log1p(-torch.exp(-2 * k))
+        k = self.kappas
+        # log C(kappa) = log kappa - log(2 pi) - kappa - log(1 - exp(-2 kappa)), in float64 with expm1: in float32
+        # 1 - exp(-2 kappa) rounded to 0 below kappa ~ 3e-8 (an infinite density) and was 3 % off at kappa = 1e-6
+        log_c = (torch.log(k) - math.log(2 * math.pi) - k - torch.log(-torch.expm1(-2 * k))).to(x.dtype)
+        k = k.to(x.dtype)
         comp = log_c + k * (x @ self.means.to(x.dtype).T) + torch.log(self.weights.to(x.dtype))
         return torch.logsumexp(comp, dim=-1)
 
