@@ -224,6 +224,24 @@ def test_errors_and_strict_mode():
     assert not res.converged and res.n_iters == 3
 
 
+@pytest.mark.parametrize("kwargs", [{"eps_start": float("nan")}, {"eps_start": float("inf")}, {"eps_start": -1.0}])
+def test_eps_start_must_be_a_positive_number(kwargs):
+    # NaN and inf escaped as ValueError / OverflowError from the annealing schedule, -1 silently disabled annealing
+    x, y = _clouds(0, 5, 4)
+    with pytest.raises(ConfigError, match="eps_start"):
+        sinkhorn(x=x, y=y, epsilon=0.1, **kwargs)
+
+
+@pytest.mark.parametrize("threshold", [0.0, -1.0, float("nan")])
+def test_absorb_threshold_must_be_a_positive_number(threshold):
+    # a threshold <= 0 re-absorbed the kernel at every check and never accepted convergence: a problem that
+    # converges in 80 iterations ran all max_iters (3000, with 300 absorptions)
+    x, y = _clouds(0, 8, 8, d=3)
+    assert sinkhorn(x=x, y=y, epsilon=1.0, max_iters=3000).n_iters < 3000
+    with pytest.raises(ConfigError, match="absorb_threshold"):
+        sinkhorn(x=x, y=y, epsilon=1.0, max_iters=3000, absorb_threshold=threshold)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cpu_weights_with_a_cuda_cost():
     x, y = _clouds(0, 6, 5)

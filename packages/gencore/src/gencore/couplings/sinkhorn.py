@@ -248,6 +248,9 @@ def sinkhorn(
         raise ConfigError("max_iters, check_every, stage_iters and chunk_elements must be >= 1.")
     if eps_scaling is not None and not 0.0 < eps_scaling < 1.0:
         raise ConfigError(f"eps_scaling must be in (0, 1) or None, got {eps_scaling!r}.")
+    if eps_start is not None:
+        check_positive(eps_start, "eps_start")  # NaN / inf raised ValueError / OverflowError in the schedule
+    check_positive(absorb_threshold, "absorb_threshold")  # <= 0 re-absorbed at every check and never stopped early
     if low_memory:
         if x is None or y is None:
             raise ConfigError("low_memory=True needs point clouds x and y (a dense cost is already in memory).")
