@@ -273,3 +273,22 @@ def test_log_likelihood_with_pure_relative_tolerance() -> None:
         res = log_likelihood(model, x1, rtol=1e-9, atol=0.0)
     torch.testing.assert_close(res.log_prob, gaussian_log_prob(x1, MU, S), atol=1e-6, rtol=0)
     assert res.nfe < 2000, res.nfe
+
+
+def test_a_field_of_the_wrong_shape_is_rejected() -> None:
+    # a field returning [B, 1] for [B, 3] inputs gave a silent, wrong "divergence" (the derivative of one output
+    # summed with unrelated entries, or a broadcast product with the probe), and log_likelihood a raw reshape error
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=DT)
+    probe = torch.ones_like(x)
+    with pytest.raises(InputError, match=r"input's shape \(4, 3\), got \(4, 1\)"):
+        exact_divergence(lambda z: 2 * z[:, :1], x)
+    with pytest.raises(InputError, match=r"input's shape \(4, 3\), got \(4, 1\)"):
+        hutchinson_divergence(lambda z: z.sum(1, keepdim=True), x, probe)
+    for divergence in ("exact", "hutchinson"):
+        with pytest.raises(InputError, match="input's shape"):
+            log_likelihood(lambda z, t: z[:, :1], x, divergence=divergence, method="euler", steps=2)
+
+
+def test_integer_data_is_rejected_naming_x1() -> None:
+    with pytest.raises(InputError, match="x1 must be a floating-point"):
+        log_likelihood(lambda z, t: -z, torch.ones(2, 3, dtype=torch.long), method="euler", steps=2)

@@ -439,3 +439,61 @@ def test_euler_maruyama_cpu_generator_gives_the_same_path_for_cuda_state() -> No
     gpu = euler_maruyama(lambda x, t: -x, 0.7, x0.to("cuda"), steps=5, generator=torch.Generator().manual_seed(3))
     assert gpu.x.is_cuda
     torch.testing.assert_close(gpu.x.cpu(), cpu.x)
+
+
+@pytest.mark.parametrize(("rtol", "atol"), [(1e-3, 1e-3), (1e-6, 1e-9), (1e-9, 1e-6)])
+@pytest.mark.parametrize(("t0", "t1"), [(0.0, 3.0), (3.0, 0.0)])
+def test_dopri5_takes_the_same_steps_as_scipy_rk45(rtol: float, atol: float, t0: float, t1: float) -> None:
+    """SciPy's RK45 is the same method (Dormand-Prince 5(4), Hairer's starting step, RMS error norm with
+    ``atol + rtol * max(|x|, |x'|)``, safety 0.9, factors clipped to [0.2, 10], no growth after a rejection): both
+    must accept the same steps at the same tolerances. The accuracy tests alone do not pin the controller."""
+    integrate = pytest.importorskip("scipy.integrate")
+    x0 = X0 * torch.tensor([[1.0, 1e-3], [30.0, 1.0]], dtype=DT)  # entries of different magnitudes: rtol vs atol
+
+    def rhs(t: float, y):
+        return nonautonomous_field(torch.from_numpy(y).reshape(x0.shape), torch.tensor(t, dtype=DT)).reshape(-1).numpy()
+
+    ref = integrate.solve_ivp(rhs, (t0, t1), x0.reshape(-1).numpy(), method="RK45", rtol=rtol, atol=atol)
+    assert ref.success
+    sol = dopri5(nonautonomous_field, x0, t0, t1, rtol=rtol, atol=atol)
+    assert sol.n_accepted == len(ref.t) - 1 and sol.nfe == ref.nfev, (sol.n_accepted, sol.nfe, len(ref.t), ref.nfev)
+    torch.testing.assert_close(sol.times, torch.from_numpy(ref.t), atol=1e-7, rtol=0)
+    torch.testing.assert_close(sol.x.reshape(-1), torch.from_numpy(ref.y[:, -1]), atol=1e-10, rtol=1e-10)
+
+
+def test_euler_maruyama_rejects_a_non_finite_constant_diffusion() -> None:
+    x0 = torch.zeros(3, 2, dtype=DT)
+    for bad in (float("nan"), float("inf"), torch.tensor([1.0, float("nan")], dtype=DT)):  # every path became NaN
+        with pytest.raises(ConfigError, match="diffusion must be finite"):
+            euler_maruyama(lambda x, t: -x, bad, x0, steps=2)
+
+
+def test_marginal_preserving_sde_with_the_score_from_the_velocity_reaches_the_data() -> None:
+    """dx = (v + g^2 / 2 * s) dt + g dW has the probability-flow marginals for any g (Song et al. 2021, eq. 13 read
+    forwards in t); with the exact velocity of the linear path N(0, I) -> N(mu, diag(s^2)) and the score obtained
+    from it by the path's conversion, Euler-Maruyama from N(0, I) at t = 0 lands on N(mu, diag(s^2)) at t = 1."""
+    from gencore.paths import AffineGaussianPath, LinearSchedule
+
+    mu, s = torch.tensor([1.0, -2.0], dtype=DT), torch.tensor([0.5, 1.5], dtype=DT)
+    path = AffineGaussianPath(LinearSchedule())
+
+    def velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        var = (1 - t) ** 2 + t**2 * s**2
+        return mu + (t * s**2 - (1 - t)) / var * (x - t * mu)
+
+    x = torch.randn(5, 2, generator=torch.Generator().manual_seed(0), dtype=DT)
+    t = torch.tensor(0.37, dtype=DT)  # the conversion against the closed-form score -(x - t mu) / var_t
+    var_t = (1 - t) ** 2 + t**2 * s**2
+    torch.testing.assert_close(path.convert(velocity(x, t), x, t, "velocity", "score"), -(x - t * mu) / var_t)
+
+    g, n = 0.8, 20000
+
+    def drift(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        v = velocity(x, t)
+        return v + 0.5 * g**2 * path.convert(v, x, t, "velocity", "score")
+
+    x0 = torch.randn(n, 2, generator=torch.Generator().manual_seed(1), dtype=DT)
+    sol = euler_maruyama(drift, g, x0, steps=200, generator=torch.Generator().manual_seed(2), noise_last_step=False)
+    # standard errors: s / sqrt(n) for the mean, s / sqrt(2 n) for the std; plus an O(h) discretisation bias
+    torch.testing.assert_close(sol.x.mean(0), mu, atol=4 * float(s.max()) / math.sqrt(n) + 0.01, rtol=0)
+    torch.testing.assert_close(sol.x.std(0), s, atol=4 * float(s.max()) / math.sqrt(2 * n) + 0.01, rtol=0)

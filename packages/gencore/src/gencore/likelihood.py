@@ -89,6 +89,13 @@ def _prepare_input(x: torch.Tensor, create_graph: bool) -> torch.Tensor:
     return x.detach().requires_grad_(True)
 
 
+def _check_field_shape(v: torch.Tensor, x: torch.Tensor) -> None:
+    """A divergence needs ``v`` shaped like ``x``: any other shape would pair the wrong entries, or broadcast."""
+    if not torch.is_tensor(v) or v.shape != x.shape:
+        got = tuple(v.shape) if torch.is_tensor(v) else type(v).__name__
+        raise InputError(f"the vector field must return a tensor of the input's shape {tuple(x.shape)}, got {got}.")
+
+
 def exact_divergence(
     fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, *, create_graph: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -101,6 +108,7 @@ def exact_divergence(
     with torch.enable_grad():
         xg = _prepare_input(x, create_graph)
         v = fn(xg)
+        _check_field_shape(v, x)
         vf = v.flatten(1)
         d = vf.shape[1] if v.requires_grad else 0  # a field that ignores x (a constant) has divergence 0
         div = torch.zeros(vf.shape[0], dtype=v.dtype, device=v.device)
@@ -140,6 +148,7 @@ def hutchinson_divergence(
     with torch.enable_grad():
         xg = _prepare_input(x, create_graph)
         v = fn(xg)
+        _check_field_shape(v, x)
         div = torch.zeros(x.shape[0], dtype=v.dtype, device=v.device)
         for p in range(probes.shape[0] if v.requires_grad else 0):  # a field that ignores x has divergence 0
             eps = probes[p]
@@ -195,6 +204,8 @@ def log_likelihood(
     Returns:
         :class:`LikelihoodResult` with ``log_prob: [B]``, ``x0`` and ``nfe``.
     """
+    if not torch.is_tensor(x1) or not x1.is_floating_point():
+        raise InputError("x1 must be a floating-point torch.Tensor of shape [B, ...].")
     check_finite(x1, "x1")
     if x1.dim() < 2:
         raise InputError(f"x1 must be batch-first [B, ...] with at least 2 dimensions, got {tuple(x1.shape)}.")

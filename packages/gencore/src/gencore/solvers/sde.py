@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gencore.errors import InputError
+from gencore.errors import ConfigError, InputError
 from gencore.rng import randn_like_with
 from gencore.solvers.fixed_step import VectorField, resolve_grid
 
@@ -71,6 +71,8 @@ def euler_maruyama(
     """
     if not torch.is_tensor(x0) or not x0.is_floating_point():
         raise InputError("x0 must be a floating-point torch.Tensor of shape [B, ...].")
+    if not callable(diffusion) and not bool(torch.isfinite(torch.as_tensor(diffusion, dtype=torch.float64)).all()):
+        raise ConfigError(f"diffusion must be finite, got {diffusion!r}.")  # NaN/inf would turn every path into NaN
     grid = resolve_grid(grid, steps, x0)
     n = grid.shape[0] - 1
     ts = grid.unbind(0)
