@@ -373,3 +373,43 @@ def test_validity_rules_reject_what_they_should() -> None:
     assert nx.is_tree(spider) and is_valid(lobster, "lobster") and is_valid(spider, "tree")
     assert not is_valid(spider, "lobster")
     assert not is_valid(nx.empty_graph(0), None) and not is_valid(nx.empty_graph(2), None)
+
+
+def test_graphs_without_nodes_are_isomorphic_to_each_other() -> None:
+    """Two graphs without nodes are the same graph: VF2++ (``nx.vf2pp_is_isomorphic``) answers False on them, so
+    every empty generated graph counted as unique and novel (3 empty graphs against an empty training graph gave
+    unique 1 and novel 1 instead of 1/3 and 0)."""
+    empty, edge = Graph(n_nodes=0), Graph(n_nodes=2, edges=[[0, 1]])
+    assert vun([empty, empty, empty], [empty], None) == {"valid": 0.0, "unique": 1 / 3, "novel": 0.0, "vun": 0.0}
+    assert vun([empty, edge, empty], [edge], None) == {"valid": 1 / 3, "unique": 2 / 3, "novel": 2 / 3, "vun": 0.0}
+
+
+def test_spectral_histograms_of_cycles_and_paths_are_analytic() -> None:
+    """The normalised Laplacian of the cycle C_n has eigenvalues ``1 - cos(2 pi k / n)`` and of the path P_n
+    ``1 - cos(pi k / (n - 1))``, all in ``[0, 2]``; every one is counted, including the eigenvalue 2 of the even
+    cycles and paths, which ``eigvalsh`` puts a few ulps above 2 for C_6."""
+    cases = [(nx.cycle_graph(n), 1 - np.cos(2 * np.pi * np.arange(n) / n)) for n in (3, 4, 5, 6, 8, 12)]
+    cases += [(nx.path_graph(n), 1 - np.cos(np.pi * np.arange(n) / (n - 1))) for n in (2, 5, 6, 9)]
+    rows = spectral_histograms([Graph.from_networkx(g) for g, _ in cases]).numpy()
+    for row, (g, eig) in zip(rows, cases, strict=True):
+        h, _ = np.histogram(np.clip(eig, 0.0, 2.0), bins=200, range=(-1e-5, 2))
+        np.testing.assert_allclose(row, h / g.number_of_nodes(), atol=1e-15, err_msg=str(g))
+
+
+def test_evaluate_sets_record_keys_and_values(sets) -> None:
+    """The record holds the set sizes, each requested MMD (with ``_low`` / ``_high`` when bootstrapped), V.U.N.
+    (novelty and V.U.N. only against a training set) and the generated graphs' mean node and edge counts."""
+    from gengraph.evaluation import evaluate_sets
+
+    ref, gen = sets
+    keys = ["degree_mmd_gaussian_tv", "orbit_mmd_gaussian"]
+    record = evaluate_sets(ref, gen, train=ref[:5], dataset="tree", metrics=keys, n_boot=10, seed=3)
+    mmd = graph_mmd(ref, gen, keys, n_boot=10, seed=3)
+    expected_vun = vun(gen, ref[:5], "tree")
+    assert set(record) == {"n_reference", "n_generated", "mean_nodes", "mean_edges", *mmd, *expected_vun}
+    assert {k: record[k] for k in mmd} == mmd and {k: record[k] for k in expected_vun} == expected_vun
+    assert (record["n_reference"], record["n_generated"]) == (len(ref), len(gen))
+    assert record["mean_nodes"] == pytest.approx(np.mean([g.n_nodes for g in gen]))
+    assert record["mean_edges"] == pytest.approx(np.mean([g.number_of_edges() for g in map(Graph.to_networkx, gen)]))
+    plain = evaluate_sets(ref, gen, metrics=keys)
+    assert set(plain) == {"n_reference", "n_generated", "mean_nodes", "mean_edges", *keys, "valid", "unique"}

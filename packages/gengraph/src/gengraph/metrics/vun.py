@@ -146,6 +146,8 @@ def is_valid(g: nx.Graph, dataset: str | None) -> bool:
 
 
 def _isomorphic_to_any(g: nx.Graph, bucket: list[nx.Graph]) -> bool:
+    if g.number_of_nodes() == 0:  # VF2++ calls two graphs without nodes non-isomorphic
+        return any(h.number_of_nodes() == 0 for h in bucket)
     return any(nx.faster_could_be_isomorphic(g, h) and nx.vf2pp_is_isomorphic(g, h) for h in bucket)
 
 
