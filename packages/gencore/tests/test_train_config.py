@@ -36,6 +36,12 @@ def test_micro_batch_is_global_over_world_times_accum() -> None:
         {"seed": -1},
         {"seed": 2**45},  # seed * 1_000_003 overflowed torch.manual_seed ("Overflow when unpacking long long")
         {"seed": 1.5},
+        {"steps": 4.0},  # range() traceback at the start of the fit
+        {"keep_last": 1.5},  # InputError from the first save, after the run had trained
+        {"checkpoint_every": 1.5},  # silently saved at step 3 (3 % 1.5 == 0)
+        {"global_batch_size": 16.0},
+        {"steps": None},
+        {"grad_accum_steps": True},
     ],
 )
 def test_bad_settings_are_config_errors(kwargs) -> None:

@@ -63,3 +63,19 @@ def test_ranks_get_disjoint_slices_that_cover_the_epoch_but_a_dropped_remainder(
         assert len(left) == n % (world * micro) < world * micro
         dropped.append(left)
     assert dropped[0] != dropped[1] != dropped[2]
+
+
+def test_with_accumulation_an_epoch_holds_whole_steps_and_no_step_repeats_a_sample() -> None:
+    """drop_last for the global batch: with A micro-batches per step an epoch holds n // (W A b) steps. Before, an
+    epoch of 10 micro-batches with A = 4 ended inside step 2, which then held 2 samples of epoch 0 that epoch 1
+    gave it again (14 distinct samples of 16), and the data of a step depended on A."""
+    n, world, micro, accum = 43, 2, 2, 4  # 10 micro-batches of 2 per rank: 2 whole steps of 4, 2 dropped
+    ds = TensorDataset(torch.arange(n))
+    ranks = [RankBatches(ds, micro_batch_size=micro, rank=r, world_size=world, seed=5, accum=accum) for r in range(2)]
+    big = RankBatches(ds, micro_batch_size=world * micro * accum, rank=0, world_size=1, seed=5)  # the step's batch
+    assert ranks[0].per_epoch == (n // (world * micro * accum)) * accum == 8
+    for step in range(7):  # over three epochs
+        rows = torch.cat([next(b)[0] for _ in range(accum) for b in ranks])
+        assert rows.unique().numel() == rows.numel() == world * micro * accum
+        assert sorted(rows.tolist()) == sorted(next(big)[0].tolist())
+        assert ranks[0].position == DataPosition(step // 2, 4 * (step % 2 + 1))

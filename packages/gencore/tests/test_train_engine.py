@@ -96,8 +96,9 @@ class _Augmented(torch.utils.data.Dataset):
 
 
 def test_resume_mid_epoch_with_accumulation_and_augmentation_is_bit_identical(tmp_path: Path) -> None:
-    """44 samples in micro-batches of 4: 11 per epoch, so step 6 (micro-batches 12-13) straddles epochs 0 and 1 and
-    its checkpoint sits one micro-batch into epoch 1; the augmentation draws must continue exactly too."""
+    """44 samples in micro-batches of 4, 2 per step: 5 whole steps (10 micro-batches) per epoch, the last 4 samples
+    dropped, so step 6's checkpoint sits one step (2 micro-batches) into epoch 1; the augmentation draws must continue
+    exactly too."""
 
     def run(out: Path, **kw):
         cfg = _cfg(out, steps=11, global_batch_size=8, grad_accum_steps=2, clip_grad_norm=0.5, checkpoint_every=3)
@@ -110,7 +111,7 @@ def test_resume_mid_epoch_with_accumulation_and_augmentation_is_bit_identical(tm
         if p.name != "step-000000006":
             shutil.rmtree(p)
     state = json.loads((tmp_path / "part" / "checkpoints" / "step-000000006" / "state.json").read_text())
-    assert (state["extra"]["data_epoch"], state["extra"]["data_micro"]) == (1, 1)
+    assert (state["extra"]["data_epoch"], state["extra"]["data_micro"]) == (1, 2)
     resumed = run(tmp_path / "part", resume="auto")
     _same(resumed.model, full.model)
     _same(resumed.ema, full.ema)

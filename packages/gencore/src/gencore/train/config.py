@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from gencore.checks import check_seed
+from gencore.checks import check_int, check_seed
 from gencore.errors import ConfigError
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -151,12 +151,12 @@ class TrainConfig:
 
     def validate(self) -> TrainConfig:
         """Check every field, raising :class:`ConfigError` naming the first bad one."""
+        # whole numbers only: a float passed `< 1` and then failed with a traceback (steps=4.0 in range()), after the
+        # whole run (keep_last=1.5 at the first save), or silently (checkpoint_every=1.5 saved at step 3)
         for name in ("steps", "global_batch_size", "grad_accum_steps", "keep_last", "log_every"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
+            check_int(getattr(self, name), name, low=1)
         for name in ("warmup_steps", "checkpoint_every", "sample_every", "num_workers"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be a non-negative integer, got {getattr(self, name)}.")
+            check_int(getattr(self, name), name, low=0)
         for name, value, options in (
             ("optimizer", self.optimizer, OPTIMIZERS),
             ("schedule", self.schedule, SCHEDULES),

@@ -2,11 +2,13 @@
 
 Epoch ``e`` shuffles the ``len(dataset)`` indices as ``torch.utils.data.DistributedSampler`` does
 (seed ``seed``, ``set_epoch(e)``, ``drop_last=True``); rank ``r`` of ``W`` receives the
-indices ``perm[r::W]`` and cuts them into consecutive micro-batches of ``b`` samples
-(a trailing partial micro-batch is dropped). Micro-batch ``k`` of all ranks together is
-therefore ``perm[k W b : (k + 1) W b]``: the same samples a single process would take with
-micro-batches of ``W b``, which is what makes a W-process run equal a 1-process run with the
-same global batch. The position is ``(epoch, micro)``: the number of micro-batches this rank
+indices ``perm[r::W]`` and cuts them into consecutive micro-batches of ``b`` samples. With ``A``
+micro-batches per optimiser step (gradient accumulation) an epoch holds ``n // (W A b)`` whole steps: the
+trailing ``n mod (W A b)`` samples are dropped (``drop_last`` for the global batch), so no step mixes two
+epochs (which would put a sample twice into one step's batch and make the data order depend on ``A``).
+Micro-batch ``k`` of all ranks together is therefore ``perm[k W b : (k + 1) W b]``: the same samples a
+single process would take with micro-batches of ``W b``, which is what makes a W-process run equal a
+1-process run with the same global batch. The position is ``(epoch, micro)``: the number of micro-batches this rank
 has consumed in the current epoch; resuming skips exactly those. A dataset whose ``__getitem__``
 draws random numbers (augmentation) resumes exactly with ``num_workers=0`` (the draws come from the
 restored global RNG); with workers, each worker's stream restarts from its (seed, rank, epoch) base
@@ -59,19 +61,24 @@ class DataPosition:
     micro: int = 0
 
 
-def per_rank_batches(dataset: Dataset, micro_batch_size: int, world_size: int) -> int:
-    """Micro-batches per epoch on each rank (0 for an iterable dataset, whose length is unknown); one
-    :class:`ConfigError` sentence when a map-style dataset has no length or is smaller than one micro-batch per rank."""
+def per_rank_batches(dataset: Dataset, micro_batch_size: int, world_size: int, accum: int = 1) -> int:
+    """Micro-batches per epoch on each rank, a multiple of ``accum`` (0 for an iterable dataset, whose length is
+    unknown); one :class:`ConfigError` sentence when a map-style dataset has no length or is smaller than one
+    global batch (``accum`` micro-batches per rank)."""
     if isinstance(dataset, IterableDataset):
         return 0
     try:
         n = len(dataset)  # type: ignore[arg-type]
     except TypeError:
         raise ConfigError("dataset must be a torch IterableDataset or a map-style Dataset with a length.") from None
-    per_epoch = (n // world_size) // micro_batch_size
+    per_epoch = (n // world_size) // micro_batch_size // accum * accum  # whole optimiser steps only
     if per_epoch < 1:
         raise ConfigError(
-            f"the dataset has {n} samples, fewer than one micro-batch on every rank "
+            f"the dataset has {n} samples, fewer than one micro-batch on every rank for each of {accum} "
+            f"accumulation steps ({world_size} x {accum} x {micro_batch_size}); use a smaller global batch size "
+            "(--batch-size)."
+            if accum > 1
+            else f"the dataset has {n} samples, fewer than one micro-batch on every rank "
             f"({world_size} x {micro_batch_size}); use a smaller global batch size (--batch-size)."
         )
     return per_epoch
@@ -91,9 +98,10 @@ class RankBatches:
         num_workers: int = 0,
         pin_memory: bool = False,
         position: DataPosition | None = None,
+        accum: int = 1,
     ) -> None:
         self.iterable = isinstance(dataset, IterableDataset)
-        self.per_epoch = per_rank_batches(dataset, micro_batch_size, world_size)
+        self.per_epoch = per_rank_batches(dataset, micro_batch_size, world_size, accum)
         self.dataset = dataset
         self.micro = micro_batch_size
         self.rank = rank

@@ -16,7 +16,7 @@ One optimiser step at 0-based index ``s`` on each of ``W`` ranks:
    raises :class:`~gencore.errors.GenError` naming the step (``"stop"``); no checkpoint is written
    from a corrupted state.
 4. Optimiser update with ``lr * lr_factor(s)`` (linear warm-up, then cosine or constant),
-   EMA update with decay ``min(decay, (1+s)/(10+s))``.
+   EMA update with decay ``min(decay, (1+u)/(10+u))``, ``u`` the EMA updates so far (skipped steps do not count).
 
 Checkpoints (``out_dir/checkpoints/step-*``, written by rank 0 through
 :func:`gencore.train.checkpoint.save_checkpoint`) hold groups ``model``, ``ema``,
@@ -249,7 +249,8 @@ class Trainer:
         cfg = self.cfg
         out = Path(cfg.out_dir)
         micro = cfg.micro_batch_size(info.world_size)
-        per_rank_batches(dataset, micro, info.world_size)  # a data set too small is refused before out_dir exists
+        # a data set too small is refused before out_dir exists
+        per_rank_batches(dataset, micro, info.world_size, cfg.grad_accum_steps)
         if info.is_main:
             ensure_dir(out)
         barrier(info)
@@ -335,6 +336,7 @@ class Trainer:
             num_workers=cfg.num_workers,
             pin_memory=info.device.type == "cuda",
             position=position,
+            accum=cfg.grad_accum_steps,
         )
         net: torch.nn.Module = model
         if info.distributed and not fsdp:
