@@ -415,3 +415,78 @@ def test_the_cached_classifier_belongs_to_the_labelled_set_evaluated(digits_run,
     fresh = ev.evaluate_run(run, reference=other, cache_dir=None, **kw)
     assert cached["classifier_accuracy"] == fresh["classifier_accuracy"]
     assert cached["fd_classifier"] == pytest.approx(fresh["fd_classifier"], rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("mu_b", "cov_b"),
+    [
+        (np.zeros(1), np.eye(3)),  # a [1] mean was broadcast against [3]: FD 3.0 of two 3-d Gaussians
+        (np.zeros(2), np.eye(2)),  # stats of 2 features against 3 (a matmul traceback)
+        (np.zeros(3), np.eye(2)),  # covariance of another D (a matmul traceback)
+        (np.zeros(3), np.array(2.0)),  # a 0-d variance (a LinAlgError)
+    ],
+)
+def test_frechet_from_stats_refuses_stats_of_mismatched_shapes(mu_b, cov_b) -> None:
+    from gencore.errors import InputError
+
+    with pytest.raises(InputError, match=r"means \[D\] and covariances \[D, D\]"):
+        frechet_distance_from_stats(np.zeros(3), np.eye(3), mu_b, cov_b)
+    with pytest.raises(InputError, match=r"means \[D\] and covariances \[D, D\]"):
+        frechet_distance_from_stats(mu_b, cov_b, np.zeros(3), np.eye(3))
+
+
+def test_frechet_from_stats_refuses_a_mean_shorter_than_its_covariance() -> None:
+    from gencore.errors import InputError
+
+    # means [2] with covariances [3, 3] gave 0.0 for two different Gaussians
+    with pytest.raises(InputError, match="covariances"):
+        frechet_distance_from_stats(np.zeros(2), np.eye(3), np.ones(2), 4 * np.eye(3))
+
+
+def test_frechet_from_stats_refuses_non_finite_stats() -> None:
+    from gencore.errors import InputError
+
+    bad = np.eye(3)
+    bad[1, 2] = np.nan
+    with pytest.raises(InputError, match="finite"):
+        frechet_distance_from_stats(np.zeros(3), np.eye(3), np.zeros(3), bad)
+    with pytest.raises(InputError, match="finite"):
+        frechet_distance_from_stats(np.array([0.0, np.inf, 0.0]), np.eye(3), np.zeros(3), np.eye(3))
+
+
+@pytest.mark.parametrize("batch_size", [0, -2, 1.5])
+def test_efflite0_features_refuse_a_batch_size_below_one(batch_size) -> None:
+    from gencore.errors import ConfigError
+    from genimage.metrics.efflite import efflite0_features
+
+    with pytest.raises(ConfigError, match="batch_size"):  # 0 was a RuntimeError from Tensor.split
+        efflite0_features(torch.zeros(2, 3, 32, 32), input_px=32, batch_size=batch_size)
+
+
+@pytest.mark.parametrize(("n", "bpd_images"), [(12.0, 0), (True, 0), (12, 4.0), (12, True)])
+def test_evaluate_refuses_non_integer_counts_before_sampling(digits_run, monkeypatch, n, bpd_images) -> None:
+    # bpd_images 4.0 failed slicing the reference (TypeError) only after sampling and every feature metric had run
+    import genimage.evaluate as ev
+    from gencore.errors import ConfigError
+    from genimage.data import load_image_set
+    from genimage.runs import load_run
+
+    def no_sampling(*args, **kwargs):
+        raise AssertionError("sampled before the counts were checked")
+
+    monkeypatch.setattr(ev, "sample_images", no_sampling)
+    run = load_run(digits_run)
+    data = load_image_set("digits")
+    with pytest.raises(ConfigError, match="n >= 4 images" if bpd_images == 0 else "bpd_images must be"):
+        ev.evaluate_run(run, n=n, input_px=32, bpd_images=bpd_images, reference=data, cache_dir=None, progress=False)
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 2.0])
+def test_classifier_features_refuse_a_batch_size_below_one(batch_size) -> None:
+    from gencore.errors import ConfigError
+    from genimage.metrics import SmallCNN, classifier_features
+
+    net = SmallCNN(channels=1, num_classes=3).eval()
+    with pytest.raises(ConfigError, match="batch_size"):  # 0 was a RuntimeError from Tensor.split
+        classifier_features(net, torch.zeros(4, 1, 8, 8), batch_size=batch_size)
+    assert classifier_features(net, torch.zeros(5, 1, 8, 8), batch_size=2).shape == (5, 128)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import time
 from pathlib import Path
 from typing import Any
@@ -129,11 +130,12 @@ def evaluate_run(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Score ``run`` (see the module docstring); returns a JSON-ready dict of metrics and settings."""
-    if n < 4:
-        raise ConfigError(f"evaluation needs n >= 4 images (k-NN precision/recall uses k = 3), got {n}.")
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 4:
+        raise ConfigError(f"evaluation needs n >= 4 images (k-NN precision/recall uses k = 3), got {n!r}.")
     check_input_px(input_px)  # before any sampling
-    if bpd_images < 0:  # was taken as 0 (skip), after the whole evaluation had run
-        raise ConfigError(f"bpd_images must be 0 (skip) or a positive integer, got {bpd_images}.")
+    # a negative count was taken as 0 (skip), and a float one (32.0) failed slicing, after the whole evaluation had run
+    if isinstance(bpd_images, bool) or not isinstance(bpd_images, numbers.Integral) or bpd_images < 0:
+        raise ConfigError(f"bpd_images must be 0 (skip) or a positive integer, got {bpd_images!r}.")
     start = time.perf_counter()
     data = reference if reference is not None else reference_set(run)
     ref = _choose(data, n, seed)

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gencore.checks import check_int
 from gencore.io import load_pretrained, read_json, save_pretrained, write_json
 from gencore.rng import seeded_init
 from genimage.data import ImageSet
@@ -82,5 +83,6 @@ def classifier_for(data: ImageSet, cache_dir: str | os.PathLike | None, seed: in
 
 @torch.no_grad()
 def classifier_features(net: SmallCNN, images: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
-    """Penultimate features ``[N, 128]``."""
+    """Penultimate features ``[N, 128]``, ``batch_size >= 1`` images at a time."""
+    batch_size = check_int(batch_size, "the classifier feature batch_size", low=1)
     return torch.cat([net.features(b) for b in images.split(batch_size)])

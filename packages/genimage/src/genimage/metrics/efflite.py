@@ -56,6 +56,7 @@ def efflite0_features(images: torch.Tensor, *, input_px: int = 224, batch_size: 
     """1280-d EfficientNet-Lite0 features ``[N, 1280]`` of images ``[N, C, H, W]`` in ``[-1, 1]``."""
     check_images(images)
     check_input_px(input_px)
+    batch_size = check_int(batch_size, "the EfficientNet-Lite0 feature batch_size", low=1)
     net = efficientnet_lite0()
     out = []
     for chunk in images.split(batch_size):

@@ -48,7 +48,19 @@ def _rank_cut(w: np.ndarray) -> np.ndarray:
 
 
 def frechet_distance_from_stats(mu_a: np.ndarray, cov_a: np.ndarray, mu_b: np.ndarray, cov_b: np.ndarray) -> float:
-    """FD between ``N(mu_a, cov_a)`` and ``N(mu_b, cov_b)`` (see the module docstring)."""
+    """FD between ``N(mu_a, cov_a)`` and ``N(mu_b, cov_b)`` (see the module docstring).
+
+    ``mu_a``, ``mu_b``: finite ``[D]``; ``cov_a``, ``cov_b``: finite ``[D, D]`` covariances.
+    """
+    mu_a, cov_a, mu_b, cov_b = (np.asarray(x, dtype=np.float64) for x in (mu_a, cov_a, mu_b, cov_b))
+    d = mu_a.shape[0] if mu_a.ndim == 1 else -1
+    if mu_b.shape != (d,) or cov_a.shape != (d, d) or cov_b.shape != (d, d):  # numpy broadcast a [1] mean silently
+        raise InputError(
+            f"Gaussian stats must be means [D] and covariances [D, D] of one D, got {mu_a.shape}, {cov_a.shape}, "
+            f"{mu_b.shape} and {cov_b.shape}."
+        )
+    if not all(np.isfinite(x).all() for x in (mu_a, cov_a, mu_b, cov_b)):
+        raise InputError("Gaussian stats must be finite; got NaN or infinite means or covariances.")
     w, v = np.linalg.eigh((cov_a + cov_a.T) / 2)
     root_a = (v * np.sqrt(_rank_cut(w))) @ v.T
     m = root_a @ cov_b @ root_a
