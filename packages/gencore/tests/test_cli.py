@@ -18,6 +18,7 @@ from gencore.testing import (
     check_console_script,
     check_engine_refusals_leave_no_folder,
     check_out_folder_refused,
+    check_seed_refused,
     undocumented_options,
 )
 
@@ -292,12 +293,7 @@ def test_seed_int_takes_the_train_config_range() -> None:
 def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, capsys, verb, value) -> None:
     """10**20 was a traceback from torch's generator ("Overflow when unpacking long long"); -1 trained the flowmap,
     discrete and manifold comparisons although the toy commands refused it."""
-    with pytest.raises(SystemExit) as stop:
-        main([*(a.replace("{tmp}", str(tmp_path)) for a in verb), "--seed", value])
-    assert stop.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), err
-    assert "Traceback" not in "\n".join(err)
+    check_seed_refused(main, capsys, [[a.replace("{tmp}", str(tmp_path)) for a in verb]], value)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from gencore.testing import check_seed_refused
 from genimage.cli import main
 from genimage.runs import load_run
 from genimage.sampling import generate, sample_noise
@@ -440,12 +441,7 @@ def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, capsys, v
         ["sample", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "g.png")],
         ["evaluate", "--run", str(tmp_path / "run"), "--json", str(tmp_path / "e.json")],
     ]
-    for verb in verbs:
-        with pytest.raises(SystemExit) as stop:
-            main([*verb, "--seed", value])
-        assert stop.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    check_seed_refused(main, capsys, verbs, value)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from gencore.command import package_parser, run
+from gencore.testing import check_seed_refused
 from genimage.watermark.command import register
 
 
@@ -382,12 +383,7 @@ def test_a_seed_outside_the_range_is_refused_by_every_verb_that_draws_noise(tmp_
         ["detect", "--key", "k.json", *gen, "--images", "a.png"],
         ["evaluate", *gen, "--json", str(tmp_path / "e.json")],
     ]
-    for verb in verbs:
-        with pytest.raises(SystemExit) as stop:
-            _main(["watermark", *verb, "--seed", value])
-        assert stop.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    check_seed_refused(_main, capsys, [["watermark", *verb] for verb in verbs], value)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from gencore.testing import check_seed_refused
 from geninterp.cli import main
 from geninterp.text import docstrings, stdlib_files, token_chunks
 
@@ -295,12 +296,7 @@ def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, store_dir
         ["capture", "--layer", "1", "--out", str(tmp_path / "c")],
         ["train-sae", "--acts", str(store_dir), "--out", str(tmp_path / "r")],
     ]
-    for verb in verbs:
-        with pytest.raises(SystemExit) as stop:
-            main([*verb, "--seed", value])
-        assert stop.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    check_seed_refused(main, capsys, verbs, value)
     assert main(["memorization", "--experiments", "detect", "--seeds", f"0,{value}", "--quick"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"geninterp: error: --seeds must be integers in [0, 2**32), got '0,{value}'."]

@@ -9,6 +9,7 @@ import pytest
 import torch
 from conftest import embedded
 
+from gencore.testing import check_seed_refused
 from genmol.chem.io import read_sdf, read_xyz, write_sdf
 from genmol.chem.molecule import Molecule
 from genmol.cli import main
@@ -424,12 +425,7 @@ def test_a_seed_outside_the_range_is_refused_by_every_verb(tmp_path, capsys, val
         ["train", "--data", str(sdf), "--steps", "1", "--out", str(tmp_path / "run")],
         ["sample", "--run", str(tmp_path / "run"), "--out", str(tmp_path / "s.sdf")],
     ]
-    for verb in verbs:
-        with pytest.raises(SystemExit) as stop:
-            main([*verb, "--seed", value])
-        assert stop.value.code == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), verb
+    check_seed_refused(main, capsys, verbs, value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.sdf"]
 
 

@@ -17,6 +17,7 @@ from gencore.testing import (
     check_console_script,
     check_engine_refusals_leave_no_folder,
     check_out_folder_refused,
+    check_seed_refused,
 )
 from genrl.cli import main
 from genrl.dataset import DATA_NAME
@@ -445,16 +446,8 @@ def test_a_seed_outside_the_range_is_refused_before_any_work(tmp_path, capsys) -
         ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(tmp_path / "r")],
         ["evaluate", "--run", str(tmp_path / "r"), "--episodes", "1"],
     ]
-    for verb in verbs:
-        for value in ("-1", str(10**20)):
-            try:
-                main([*verb, "--seed", value])
-            except SystemExit as stop:
-                assert stop.code == 2
-            else:
-                raise AssertionError(f"{verb[:2]} accepted --seed {value}")
-            err = capsys.readouterr().err.strip().splitlines()
-            assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}.")
+    for value in ("-1", str(10**20)):
+        check_seed_refused(main, capsys, verbs, value)
     for value in ("-1", str(10**20)):  # the same seed from a --config file
         (tmp_path / "c.yaml").write_text(f"seed: {value}\n")
         argv = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--config", str(tmp_path / "c.yaml")]

@@ -11,8 +11,10 @@ import ast
 import importlib
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 
 def check_console_script(package: str) -> None:
@@ -105,6 +107,23 @@ def check_engine_refusals_leave_no_folder(
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (flag, proc.stderr)
         assert proc.stderr.strip().splitlines()[-1].count(": error: ") == 1, (flag, proc.stderr)
         assert not out.exists(), f"{flag} {value} left {out} behind"
+
+
+def check_seed_refused(main: Callable[[list[str]], int], capsys: Any, verbs: list[list[str]], value: str) -> None:
+    """Assert that ``main([*verb, "--seed", value])`` exits 2 for every verb with the seed type's one argparse sentence
+    (``--seed`` takes [0, 2**32); outside it a seed was a traceback from torch's generator, gymnasium or NumPy)."""
+    for verb in verbs:
+        try:
+            main([*verb, "--seed", value])
+        except SystemExit as stop:
+            assert stop.code == 2, (verb, stop.code)
+        else:
+            raise AssertionError(f"{verb} accepted --seed {value}")
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].endswith(f"argument --seed: expected a seed, an integer in [0, 2**32), got {value!r}."), (
+            verb,
+            err,
+        )
 
 
 def check_benchmark_scripts(folder: Path) -> None:
