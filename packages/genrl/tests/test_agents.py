@@ -7,25 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import SMALL, SPEC, small_batch
 
 from gencore.errors import ConfigError, InputError
 from genrl.agents import AGENTS, EnvSpec, load_agent, make_agent
 from genrl.training import ReplayBuffer
-
-SPEC = EnvSpec(obs_dim=3, action_dim=2, action_low=(-2.0, 0.0), action_high=(2.0, 1.0), reward_scale=0.5)
-SMALL = {"hidden": 32, "depth": 2, "batch_size": 16}
-
-
-def _batch(seed: int = 0, n: int = 16) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    low, high = torch.tensor(SPEC.action_low), torch.tensor(SPEC.action_high)
-    return {
-        "observations": torch.randn(n, 3, generator=g),
-        "actions": low + (high - low) * torch.rand(n, 2, generator=g),
-        "rewards": torch.randn(n, generator=g),
-        "terminals": torch.rand(n, generator=g) < 0.2,
-        "next_observations": torch.randn(n, 3, generator=g),
-    }
 
 
 @pytest.fixture(params=sorted(AGENTS))
@@ -36,7 +22,7 @@ def agent(request):
 def test_update_returns_finite_metrics_and_changes_weights(agent) -> None:
     before = {k: v.clone() for k, v in agent.state_dict().items()}
     for step in range(3):
-        metrics = agent.update(_batch(step))
+        metrics = agent.update(small_batch(step))
         assert metrics and all(isinstance(v, float) and math.isfinite(v) for v in metrics.values())
     changed = [k for k, v in agent.state_dict().items() if not torch.equal(v, before[k])]
     assert changed and agent.steps == 3
@@ -53,7 +39,7 @@ def test_act_respects_shapes_and_bounds(agent) -> None:
 
 
 def test_save_load_round_trip(agent, tmp_path) -> None:
-    agent.update(_batch())
+    agent.update(small_batch())
     agent.save(tmp_path / "a")
     back = load_agent(tmp_path / "a")
     assert type(back) is type(agent) and back.config == agent.config and back.spec == agent.spec
@@ -68,7 +54,7 @@ def test_save_load_round_trip(agent, tmp_path) -> None:
 
 def test_moving_within_a_device_type_keeps_the_random_stream(agent) -> None:
     g = agent.generator
-    agent.update(_batch())
+    agent.update(small_batch())
     state = g.get_state()
     assert agent.to("cpu").generator is g and agent.float().generator is g
     assert torch.equal(agent.generator.get_state(), state) and agent.device == torch.device("cpu")
@@ -76,10 +62,10 @@ def test_moving_within_a_device_type_keeps_the_random_stream(agent) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_agent_on_cuda_updates_acts_and_saves(agent, tmp_path) -> None:
-    agent.update(_batch(1))  # optimiser state made on the CPU moves with the agent
+    agent.update(small_batch(1))  # optimiser state made on the CPU moves with the agent
     agent.to("cuda")
     assert agent.device.type == "cuda" and agent.generator.device.type == "cuda"
-    metrics = agent.update(_batch())  # a CPU batch: update moves it
+    metrics = agent.update(small_batch())  # a CPU batch: update moves it
     assert all(math.isfinite(v) for v in metrics.values())
     obs = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
     a = agent.act(obs, deterministic=False)
@@ -94,7 +80,7 @@ def test_agent_on_cuda_updates_acts_and_saves(agent, tmp_path) -> None:
 @pytest.mark.parametrize("name", ["fql", "c51", "iqn", "value-flows"])
 def test_actor_step_freezes_critic_and_detaches_teacher(name: str) -> None:
     agent = make_agent(name, SPEC, SMALL)
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     agent.zero_grad(set_to_none=True)
     loss, _ = agent.actor_loss(b)
     loss.backward()
@@ -116,7 +102,7 @@ def test_distillation_pulls_back_a_one_step_output_beyond_the_bounds(name: str) 
     agent = make_agent(name, SPEC, SMALL)
     with torch.no_grad():
         agent.actor_onestep.body.net[-1].bias.fill_(5.0)
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     agent.zero_grad(set_to_none=True)
     agent.bc_flow_loss = lambda obs, act: torch.zeros((), requires_grad=True)
     loss, _ = agent.actor_loss(b)
@@ -127,7 +113,7 @@ def test_distillation_pulls_back_a_one_step_output_beyond_the_bounds(name: str) 
 
 def test_terminal_mask_and_reward_scale_in_prepare() -> None:
     agent = make_agent("fql", SPEC, SMALL)
-    raw = _batch()
+    raw = small_batch()
     b = agent.prepare(raw)
     torch.testing.assert_close(b["masks"], 1.0 - raw["terminals"].float())
     torch.testing.assert_close(b["rewards"], 0.5 * raw["rewards"])
@@ -137,7 +123,7 @@ def test_terminal_mask_and_reward_scale_in_prepare() -> None:
 
 def test_fql_critic_target_uses_discount_and_mask() -> None:
     agent = make_agent("fql", SPEC, {**SMALL, "discount": 0.9})
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     na = agent.next_actions(b["next_observations"])
     with torch.no_grad():
         expected = b["rewards"] + 0.9 * b["masks"] * agent.target_critic.q(b["next_observations"], na)
@@ -214,10 +200,10 @@ def test_update_refuses_a_batch_field_of_the_wrong_shape(key: str, value: torch.
     for name in ("flow-bc", "fql"):
         agent = make_agent(name, SPEC, SMALL)
         with pytest.raises(InputError, match=f"'{key}' must have shape"):
-            agent.update({**_batch(), key: value})
+            agent.update({**small_batch(), key: value})
     # observations may keep their own shape as long as they flatten to obs_dim
     agent = make_agent("fql", EnvSpec(obs_dim=6, action_dim=2, action_low=(-1.0, -1.0), action_high=(1.0, 1.0)), SMALL)
-    batch = _batch()
+    batch = small_batch()
     batch["observations"] = batch["next_observations"] = torch.randn(16, 2, 3)
     assert math.isfinite(agent.update(batch)["critic_loss"])
 
@@ -256,7 +242,7 @@ class _ExactBCField(torch.nn.Module):
 
 def test_bc_flow_loss_vanishes_at_the_exact_field_and_its_flow_lands_on_the_action() -> None:
     agent = make_agent("flow-bc", SPEC, SMALL)
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     x = b["actions"]
     agent.actor_flow = _ExactBCField(x)
     assert agent.bc_flow_loss(b["observations"], x) < 1e-9
@@ -285,7 +271,7 @@ def test_fql_critic_support_is_the_scaled_return_range() -> None:
 @pytest.mark.parametrize("name", ["fql", "c51", "iqn", "value-flows"])
 def test_fql_actor_loss_is_bc_plus_alpha_distillation_minus_normalised_q(name: str) -> None:
     agent = make_agent(name, SPEC, SMALL | {"alpha": 3.0})
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     obs = b["observations"]
     state = agent.generator.get_state()
     loss, metrics = agent.actor_loss(b)
@@ -303,7 +289,7 @@ def test_fql_actor_loss_is_bc_plus_alpha_distillation_minus_normalised_q(name: s
 
 def test_fql_q_term_is_scale_free_and_rewards_a_larger_q() -> None:
     agent = make_agent("fql", SPEC, SMALL)
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     head = [net.net[-1] for net in agent.critic.nets]
     with torch.no_grad():
         for lin in head:
@@ -327,7 +313,7 @@ def test_target_critic_is_a_polyak_average_of_the_updated_critic(name: str) -> N
         for p in agent.target_critic.parameters():
             p.add_(0.1)
     old = [p.clone() for p in agent.target_critic.parameters()]
-    agent.update(_batch())
+    agent.update(small_batch())
     for p_old, p_new, p_src in zip(old, agent.target_critic.parameters(), agent.critic.parameters()):
         torch.testing.assert_close(p_new, 0.3 * p_src + 0.7 * p_old)
 
@@ -338,7 +324,7 @@ def test_critic_step_bootstraps_from_the_target_critic_at_the_next_observations(
     with torch.no_grad():
         for p in agent.target_critic.parameters():
             p.add_(0.1)
-    raw = _batch()
+    raw = small_batch()
     b = agent.prepare(raw)
     state = agent.generator.get_state()
     with torch.no_grad():
@@ -390,7 +376,7 @@ def test_sac_update_follows_the_soft_bellman_target_and_the_temperature_rule() -
     with torch.no_grad():
         for p in agent.target_critic.parameters():  # twin targets that disagree, so min != max != mean
             p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
-    raw = _batch()
+    raw = small_batch()
     b = agent.prepare(raw)
     log_alpha = agent.log_alpha.item()
     state = agent.generator.get_state()

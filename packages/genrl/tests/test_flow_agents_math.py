@@ -9,6 +9,7 @@ import math
 
 import pytest
 import torch
+from conftest import SMALL, SPEC, small_batch
 from torch.distributions import Normal, TransformedDistribution
 from torch.distributions.transforms import TanhTransform
 
@@ -17,21 +18,6 @@ from genrl.agents import EnvSpec, make_agent
 from genrl.critics import CriticConfig
 from genrl.networks import Ensemble
 from genrl.value_flow_critic import FlowReturnCritic
-
-SPEC = EnvSpec(obs_dim=3, action_dim=2, action_low=(-2.0, 0.0), action_high=(2.0, 1.0), reward_scale=0.5)
-SMALL = {"hidden": 32, "depth": 2, "batch_size": 16}
-
-
-def _batch(seed: int = 0, n: int = 16) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    low, high = torch.tensor(SPEC.action_low), torch.tensor(SPEC.action_high)
-    return {
-        "observations": torch.randn(n, 3, generator=g),
-        "actions": low + (high - low) * torch.rand(n, 2, generator=g),
-        "rewards": torch.randn(n, generator=g),
-        "terminals": torch.rand(n, generator=g) < 0.2,
-        "next_observations": torch.randn(n, 3, generator=g),
-    }
 
 
 class _ConstantField(torch.nn.Module):
@@ -51,7 +37,7 @@ def test_update_refuses_actions_with_an_extra_axis(name: str, shape: tuple[int, 
     # the shape check flattened the actions like the observations, so [B, A, 1] passed it and then failed inside a
     # network with a RuntimeError ("Tensors must have same number of dimensions")
     agent = make_agent(name, SPEC, SMALL)
-    batch = _batch()
+    batch = small_batch()
     with pytest.raises(InputError, match=r"'actions' must have shape \[16, 2\]"):
         agent.update({**batch, "actions": batch["actions"].reshape(shape)})
 
@@ -102,7 +88,7 @@ def test_fql_q_normaliser_is_a_stop_gradient() -> None:
         for net in agent.critic.nets:
             net.net[-1].bias.fill_(50.0)  # every Q positive
     agent.bc_flow_loss = lambda obs, act: torch.zeros((), requires_grad=True)
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     bias = agent.actor_onestep.body.net[-1].bias
     state = agent.generator.get_state()
     loss, _ = agent.actor_loss(b)
@@ -123,7 +109,7 @@ def test_fql_td_target_is_the_mean_of_the_target_ensemble() -> None:
     with torch.no_grad():
         for k, net in enumerate(agent.target_critic.nets):
             net.net[-1].bias.add_(float(k))  # members that disagree, so mean != min != max
-    b = agent.prepare(_batch())
+    b = agent.prepare(small_batch())
     na = agent.next_actions(b["next_observations"])
     with torch.no_grad():
         x = torch.cat([b["next_observations"], na], -1)
