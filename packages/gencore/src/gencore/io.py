@@ -236,14 +236,21 @@ class Pretrained:
         if not isinstance(config, dict):
             raise StorageError(f"{where!r} must hold a JSON object of {cls.__name__} settings.")
         kwargs = {k: v for k, v in config.items() if k != "class"}
+        klass = cls.saved_class(config.get("class", cls.__name__), where)
         try:
-            model = cls(cls.config_class(**kwargs)) if cls.config_class is not None else cls(**kwargs)
+            model = klass(klass.config_class(**kwargs)) if klass.config_class is not None else klass(**kwargs)
         except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError/InputError of a bad setting
-            raise StorageError(f"{where!r} does not describe a {cls.__name__} ({str(exc).rstrip('.')}).") from None
+            raise StorageError(f"{where!r} does not describe a {klass.__name__} ({str(exc).rstrip('.')}).") from None
         try:
             model.load_state_dict(state)
         except RuntimeError:
             raise StorageError(
-                f"the weights in {str(directory)!r} do not fit the {cls.__name__} its config.json describes."
+                f"the weights in {str(directory)!r} do not fit the {klass.__name__} its config.json describes."
             ) from None
         return model.to(device)
+
+    @classmethod
+    def saved_class(cls, name: str, where: str) -> type:
+        """The class to rebuild for the ``"class"`` name saved in ``where``: ``cls`` itself; a base class with a
+        registry of subclasses overrides this to pick one."""
+        return cls

@@ -14,50 +14,31 @@ logits over ``K = num_classes`` (``K = 0`` gives an empty logits tensor).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 from gencore.errors import InputError, StorageError
-from gencore.io import CONFIG_NAME, load_pretrained, save_pretrained
+from gencore.io import Pretrained
 
 
-class Backbone(nn.Module):
-    """Base class: keeps the constructor config for ``save_pretrained`` / ``from_pretrained``."""
+class Backbone(Pretrained, nn.Module):
+    """Base class: keeps the constructor config for ``save_pretrained`` / ``from_pretrained`` (gencore's
+    :class:`~gencore.io.Pretrained`); ``Backbone.from_pretrained`` rebuilds the backbone class the folder names."""
 
     config: dict[str, Any]
 
-    def save_pretrained(self, directory: str | os.PathLike) -> None:
-        save_pretrained(directory, self.state_dict(), {"class": type(self).__name__, **self.config})
-
     @classmethod
-    def from_pretrained(cls, directory: str | os.PathLike, device: str | torch.device = "cpu") -> Backbone:
+    def saved_class(cls, name: str, where: str) -> type:
         from genmol.models import BACKBONES
 
-        state, config = load_pretrained(directory, device)
-        where = str(Path(directory) / CONFIG_NAME)
-        if not isinstance(config, dict):
-            raise StorageError(f"{where!r} must hold a JSON object of backbone settings.")
-        name = config.pop("class", cls.__name__)
         fallback = cls if name == cls.__name__ and cls is not Backbone else None
         klass = next((k for k in BACKBONES.values() if k.__name__ == name), fallback)
         if klass is None:
             names = ", ".join(k.__name__ for k in BACKBONES.values())
             raise StorageError(f"{where!r} names the backbone {name!r}; expected one of {names}.")
-        try:
-            model = klass(**config)
-        except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError of a bad setting
-            raise StorageError(f"{where!r} does not describe a {klass.__name__} ({str(exc).rstrip('.')}).") from None
-        try:
-            model.load_state_dict(state)
-        except RuntimeError:
-            raise StorageError(
-                f"the weights in {str(directory)!r} do not fit the {klass.__name__} its config.json describes."
-            ) from None
-        return model.to(device)
+        return klass
 
     def check_inputs(self, x_t, t, tokens, mask, edges) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
         """One :class:`InputError` sentence unless the inputs match the call signature (module docstring) and this
