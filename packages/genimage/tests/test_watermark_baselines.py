@@ -289,6 +289,6 @@ def test_detection_takes_noise_on_the_gpu(scheme: str) -> None:
     z = wm.embed(4, generator=torch.Generator().manual_seed(0))
     g = torch.Generator().manual_seed(1)
     want = wm.detect(z, generator=torch.Generator().manual_seed(1))
-    got = wm.detect(z.cuda(), generator=g)
+    got = wm.detect(z.to("cuda"), generator=g)
     torch.testing.assert_close(got.pvalue, want.pvalue)
     torch.testing.assert_close(got.score.cpu(), want.score)
