@@ -405,3 +405,21 @@ def test_keygen_sizes_the_message_by_bits_when_both_are_given(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and error in err[0], err
     assert not (tmp_path / "e.json").exists()
+
+
+def test_evaluate_rows_do_not_depend_on_the_other_schemes():
+    """An initial-noise scheme's records are the same evaluated alone or after other schemes (its marks come
+    from a stream of its own), so a table's row can be re-measured with that scheme alone."""
+    import torch
+
+    from genimage.watermark.evaluate import EvaluationConfig, evaluate_watermarks
+    from genimage.watermark.generators import GaussianFlowGenerator
+
+    gen = GaussianFlowGenerator(torch.zeros(1, 16, 16), torch.full((1, 16, 16), 0.5))
+    cfg = EvaluationConfig(n=16, message_bits=16, noise_samples=64, progress=False)
+    alone = evaluate_watermarks(gen, ["tree-ring"], ["none", "blur"], cfg)
+    after = evaluate_watermarks(gen, ["spherical", "gaussian-shading", "tree-ring"], ["none", "blur"], cfg)
+    after = [r for r in after if r["scheme"] == "tree-ring"]
+    for a, b in zip(alone, after, strict=True):
+        timing = {k for k in a if k.endswith("seconds_per_image")}
+        assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}

@@ -12,7 +12,8 @@ mark), ``fpr_at_1fpr`` (realised on the unmarked images), ``auc``, ``pvalue_ks``
 the unmarked p-values against U(0, 1)), ``detect_nfe`` (network evaluations to check one image),
 and per scheme ``noise_ks_pvalue`` / ``detectability_auc`` (marked initial noise against
 ``N(0, I)``, on ``noise_samples`` draws). Image schemes mark the unmarked image of the same noise, so
-their records carry ``psnr`` to it.
+their records carry ``psnr`` to it. Each initial-noise scheme draws its marked noise from a stream of its own
+(derived from the seed and the scheme's name), so its records do not depend on which other schemes are evaluated.
 
 ``quality(a, b) -> {name: value}`` (FD-EffLite0 on the command line) compares each marked set with a
 *reference*: a third set of ``n`` unmarked images from independent noise. The unmarked set is compared with
@@ -34,7 +35,7 @@ from tqdm.auto import tqdm
 
 from gencore.errors import ConfigError
 from genimage.watermark.attacks import AttackContext, apply_attack, parse_attack
-from genimage.watermark.keys import WatermarkKey, derive_seed, new_key
+from genimage.watermark.keys import WatermarkKey, derive_generator, derive_seed, new_key
 from genimage.watermark.metrics import (
     bit_accuracy,
     detectability_auc,
@@ -153,12 +154,13 @@ def evaluate_watermarks(
             )
             wm = noise_scheme(key)
             name, multibit, message = scheme, wm.multibit, key.message_tensor()
-            noise = wm.embed(n, generator=g)
+            mg = derive_generator(config.seed, f"marks:{scheme}")  # its own stream: a row is the same whatever
+            noise = wm.embed(n, generator=mg)  # other schemes are evaluated with it
             t0 = time.perf_counter()
             marked = _batched(generator.generate, noise, bs)
             extra: dict[str, Any] = {"embed_seconds_per_image": (time.perf_counter() - t0) / n}
-            big = wm.embed(config.noise_samples, generator=g)
-            ref = torch.randn(big.shape, generator=g)
+            big = wm.embed(config.noise_samples, generator=mg)
+            ref = torch.randn(big.shape, generator=mg)
             extra["noise_ks_pvalue"] = gaussianity(big)["ks_pvalue"]
             extra["detectability_auc"] = detectability_auc(big, ref, seed=config.seed)
         else:
