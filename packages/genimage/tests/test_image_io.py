@@ -234,3 +234,20 @@ def test_packed_shards_keep_grayscale_png_members_grayscale(tmp_path) -> None:
     with tarfile.open(shard) as tar:
         modes = [Image.open(io.BytesIO(tar.extractfile(m).read())).mode for m in tar]
     assert modes == ["RGB", "L"]  # sorted file order: c.png, g.png; sizes are kept (ShardedImages resizes)
+
+
+def test_float_and_32bit_gray_images_scale_or_are_refused(tmp_path) -> None:
+    """Float TIFFs in [0, 1] are scaled to 8 bits (Pillow's own conversion clips them to 0 or 1, a black image);
+    float in [0, 255] is kept; values beyond, non-finite ones and 32-bit integers past 16 bits are refused."""
+    unit = np.array([[0.0, 0.25, 0.5], [0.75, 0.999, 1.0]], dtype=np.float32)
+    Image.fromarray(unit, mode="F").save(tmp_path / "unit.tif")
+    assert np.asarray(decode_still(tmp_path / "unit.tif", "unit")).tolist() == [[0, 64, 128], [191, 255, 255]]
+    Image.fromarray(unit * 200 + 3.4, mode="F").save(tmp_path / "wide.tif")
+    assert np.asarray(decode_still(tmp_path / "wide.tif", "wide")).tolist() == [[3, 53, 103], [153, 203, 203]]
+    for name, bad in (("neg", unit - 0.5), ("big", unit * 300), ("nan", np.full((2, 3), np.nan, np.float32))):
+        Image.fromarray(bad, mode="F").save(tmp_path / f"{name}.tif")
+        with pytest.raises(InputError, match=rf"{name}.tif: a float image must hold finite values in \[0, 1\]"):
+            decode_still(tmp_path / f"{name}.tif", f"{name}.tif")
+    Image.fromarray(np.array([[0, 70000]], dtype=np.int32), mode="I").save(tmp_path / "i32.tif")
+    with pytest.raises(InputError, match=r"i32.tif: a 32-bit integer image with values in \[0, 70000\]"):
+        decode_still(tmp_path / "i32.tif", "i32.tif")

@@ -101,7 +101,8 @@ def decode_image(path_or_file, name: str):
 
 
 def decode_still(path_or_file, name: str):
-    """:func:`decode_image` of a still image, turned upright by its EXIF orientation, 16-bit gray scaled to 8 bits."""
+    """:func:`decode_image` of a still image, turned upright by its EXIF orientation, 16-bit gray scaled to 8 bits,
+    float gray with values in [0, 1] scaled to 8 bits (in [0, 255] kept)."""
     from PIL import Image, ImageOps
 
     img = decode_image(path_or_file, name)
@@ -112,7 +113,18 @@ def decode_still(path_or_file, name: str):
         raise InputError(f"{name}: unreadable EXIF data ({type(exc).__name__}: {exc}).") from exc
     if img.mode in WIDE_GRAY_MODES:
         wide = np.asarray(img).astype(np.float64)
+        if wide.size and (wide.min() < 0 or wide.max() > 65535):
+            raise InputError(
+                f"{name}: a 32-bit integer image with values in [{wide.min():g}, {wide.max():g}]; expected 8- or "
+                "16-bit pixel values (0 to 65535)."
+            )
         img = Image.fromarray(np.clip(np.round(wide / 257.0), 0, 255).astype(np.uint8))  # mode L
+    elif img.mode == "F":  # float gray (TIFF): [0, 1] is scaled to 8 bits, [0, 255] kept; Pillow would clip to 0/1
+        f = np.asarray(img).astype(np.float64)
+        if not np.isfinite(f).all() or (f.size and (f.min() < 0 or f.max() > 255)):
+            raise InputError(f"{name}: a float image must hold finite values in [0, 1] or [0, 255].")
+        scale = 255.0 if f.size == 0 or f.max() <= 1.0 else 1.0
+        img = Image.fromarray(np.clip(np.round(f * scale), 0, 255).astype(np.uint8))  # mode L
     return img
 
 
