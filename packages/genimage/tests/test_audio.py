@@ -200,3 +200,49 @@ def test_write_wav_round_trips_at_16_bit_and_clips_out_of_range_samples(tmp_path
     back = read_wav(write_wav(tmp_path / "w.wav", wave, 8000), 8000)
     assert back.shape == wave.shape
     np.testing.assert_allclose(back, np.clip(wave, -1, 1), atol=1 / 32767)  # saturates, never wraps around
+
+
+def test_a_hop_longer_than_the_window_is_refused() -> None:
+    # hop 2048 > n_fft 1024 used to be accepted: the STFT skipped half the samples and Griffin-Lim returned
+    # exact silence for 50% of the clip
+    from gencore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"MelConfig\.hop must be at most n_fft = 1024, got 2048"):
+        MelConfig(hop=2048)
+    cfg = MelConfig(hop=1024)  # hop == n_fft still covers every sample
+    wave = mel_to_audio(audio_to_mel(synth_clips(1, cfg)[0][0], cfg), cfg, n_iter=4)
+    assert float(np.mean(np.abs(wave) < 1e-7)) < 0.01
+
+
+def test_nan_waveforms_and_spectrograms_are_one_sentence(tmp_path) -> None:
+    cfg = MelConfig()
+    wave = synth_clips(1, cfg)[0][0]
+    wave[100] = np.nan  # np.clip keeps NaN: it used to be written as a full-scale -32768 sample
+    with pytest.raises(InputError, match=r"w\.wav: the waveform to write contains NaN"):
+        write_wav(tmp_path / "w.wav", wave, cfg.sr)
+    assert not (tmp_path / "w.wav").exists()
+    with pytest.raises(InputError, match=r"audio_to_mel needs one finite mono waveform"):
+        audio_to_mel(wave, cfg)
+    with pytest.raises(InputError, match=r"audio_to_mel needs one finite mono waveform \[samples\], got shape \(2, "):
+        audio_to_mel(np.stack([wave, wave]), cfg)  # stereo: librosa would return a [2, n_mels, frames] stack
+    x = audio_to_mel(synth_clips(1, cfg)[0][0], cfg)
+    x[0, 3, 4] = float("nan")  # a diverged sample: librosa raised its own ParameterError from deep inside
+    with pytest.raises(InputError, match=r"mel_to_audio needs a spectrogram image without NaN"):
+        mel_to_audio(x, cfg)
+
+
+@pytest.mark.parametrize("sr", [8000, 16000])
+def test_synthetic_chirps_stay_below_nyquist_and_move_one_way(sr) -> None:
+    # at 8 kHz a rising chirp up to 3 x 1800 Hz = 5.4 kHz passed Nyquist (4 kHz) and folded back down
+    from scipy.signal import stft
+
+    cfg = MelConfig(sr=sr)
+    clips, labels = synth_clips(200, cfg, seed=0)
+    for clip, k in zip(clips, labels, strict=True):
+        if k not in (1, 2):
+            continue
+        freqs, _, z = stft(clip, fs=sr, nperseg=512, noverlap=384)
+        peak = freqs[np.abs(z).argmax(axis=0)][3:-3]  # skip the fades and the padded edges
+        step = np.diff(peak) * (1 if k == 1 else -1)
+        assert (step >= -2 * (freqs[1] - freqs[0])).all(), (k, peak)
+        assert peak.max() < 0.95 * sr / 2

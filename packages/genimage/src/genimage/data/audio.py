@@ -48,6 +48,8 @@ class MelConfig:
         for name in ("sr", "n_fft", "hop", "n_mels"):
             check_int(getattr(self, name), f"MelConfig.{name}", low=1)
         check_int(self.frames, "MelConfig.frames", low=2)  # one frame would be a clip of no samples
+        if self.hop > self.n_fft:  # the windows would skip samples: Griffin-Lim returns silence between them
+            raise ConfigError(f"MelConfig.hop must be at most n_fft = {self.n_fft}, got {self.hop}.")
         if isinstance(self.top_db, bool) or not isinstance(self.top_db, int | float) or not 0 < self.top_db < math.inf:
             raise ConfigError(f"MelConfig.top_db must be a positive number of decibels, got {self.top_db!r}.")
 
@@ -82,6 +84,8 @@ def write_wav(path: str | os.PathLike, wave: np.ndarray, sr: int) -> Path:
 
     from gencore.io import atomic_path
 
+    if np.isnan(wave).any():  # np.clip keeps NaN, which PCM_16 stores as a full-scale -32768 click
+        raise InputError(f"{path}: the waveform to write contains NaN values.")
     with atomic_path(path) as tmp:
         sf.write(str(tmp), np.clip(wave, -1, 1), sr, subtype="PCM_16", format="WAV")
     return Path(path)
@@ -91,9 +95,10 @@ def audio_to_mel(wave: np.ndarray, cfg: MelConfig) -> torch.Tensor:
     """Waveform -> scaled log-mel image ``[1, n_mels, frames]`` in ``[-1, 1]`` (module docstring)."""
     import librosa
 
-    mel = librosa.feature.melspectrogram(
-        y=np.asarray(wave, dtype=np.float32), sr=cfg.sr, n_fft=cfg.n_fft, hop_length=cfg.hop, n_mels=cfg.n_mels
-    )
+    wave = np.asarray(wave, dtype=np.float32)
+    if wave.ndim != 1 or not np.isfinite(wave).all():
+        raise InputError(f"audio_to_mel needs one finite mono waveform [samples], got shape {wave.shape}.")
+    mel = librosa.feature.melspectrogram(y=wave, sr=cfg.sr, n_fft=cfg.n_fft, hop_length=cfg.hop, n_mels=cfg.n_mels)
     if not mel.max() > 1e-10:  # digital silence (power_to_db's floor): no maximum to be relative to
         db = np.full_like(mel, -cfg.top_db)
     else:  # the floor amin is relative too (librosa's absolute 1e-10 would lift every bin of a quiet clip)
@@ -117,6 +122,8 @@ def mel_to_audio(x: torch.Tensor, cfg: MelConfig, n_iter: int = 64) -> np.ndarra
         raise InputError(
             f"mel_to_audio needs one spectrogram image [1, n_mels, frames] or [n_mels, frames], got {got}."
         )
+    if bool(torch.isnan(x).any()):  # clip(-1, 1) keeps NaN; an infinite value is clipped like any other
+        raise InputError("mel_to_audio needs a spectrogram image without NaN values.")
     a = x.detach().cpu().float().reshape(1, 1, *x.shape[-2:])
     if a.shape[-2:] != (cfg.n_mels, cfg.frames):  # as resize_images, to a rectangle
         a = torch.nn.functional.interpolate(
@@ -131,14 +138,22 @@ def mel_to_audio(x: torch.Tensor, cfg: MelConfig, n_iter: int = 64) -> np.ndarra
 
 
 def synth_clips(n: int, cfg: MelConfig, seed: int = 0) -> tuple[list[np.ndarray], list[int]]:
-    """``n`` seeded clips of the 4 synthetic classes (tones, up/down chirps, chords), with labels."""
+    """``n`` seeded clips of the 4 synthetic classes (tones, up/down chirps, chords), with labels.
+
+    Base frequencies are uniform in 200 .. 1800 Hz, the top capped at ``0.15 sr`` so that a chirp's end (up to
+    3x its start) stays below Nyquist.
+    """
     rng = np.random.default_rng(seed)
+    # the highest frequency is 3 f0 (a rising chirp): keep it below 0.9 of Nyquist, or it folds back down (aliasing)
+    f_max = min(1800.0, 0.15 * cfg.sr)
+    if f_max <= 200:
+        raise ConfigError(f"synthetic clips need MelConfig.sr above 1333 Hz, got {cfg.sr}.")
     t = np.arange(cfg.clip_samples) / cfg.sr
     dur = t[-1]
     clips, labels = [], []
     for i in range(n):
         k = i % len(SYNTH_CLASSES)
-        f0 = rng.uniform(200, 1800)
+        f0 = rng.uniform(200, f_max)
         if k == 0:
             phase = 2 * np.pi * f0 * t
         elif k in (1, 2):
