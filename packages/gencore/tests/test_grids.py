@@ -96,3 +96,13 @@ def test_grid_errors() -> None:
         karras_grid(4, sigma_min=1.0, sigma_max=0.5)
     with pytest.raises(ConfigError):
         karras_grid(4, rho=0.0)
+
+
+def test_non_finite_grid_parameters_are_rejected() -> None:
+    # shift = inf gave [0, ..., 0, nan]; sigma_max = inf made every noise level NaN; rho = inf collapsed them all to 1
+    with pytest.raises(ConfigError, match="shift must be a finite number"):
+        shifted_grid(4, float("inf"))
+    with pytest.raises(ConfigError, match="finite 0 < sigma_min < sigma_max"):
+        karras_grid(4, sigma_max=float("inf"))
+    with pytest.raises(ConfigError, match="rho must be a finite number"):
+        karras_grid(4, rho=float("inf"))

@@ -292,3 +292,13 @@ def test_a_field_of_the_wrong_shape_is_rejected() -> None:
 def test_integer_data_is_rejected_naming_x1() -> None:
     with pytest.raises(InputError, match="x1 must be a floating-point"):
         log_likelihood(lambda z, t: -z, torch.ones(2, 3, dtype=torch.long), method="euler", steps=2)
+
+
+def test_probe_count_and_kind_are_validated() -> None:
+    # n_probes = 1.5 or True reached new_empty as a TypeError; a misspelt probe was ignored with the exact divergence
+    model = GaussianFlow(MU, S)
+    for bad in (1.5, True, 0):
+        with pytest.raises(ConfigError, match="n_probes must be"):
+            log_likelihood(model, data(), divergence="hutchinson", n_probes=bad, method="euler", steps=2)
+    with pytest.raises(ConfigError, match="probe"):
+        log_likelihood(model, data(), divergence="exact", probe="bogus", method="euler", steps=2)

@@ -497,3 +497,66 @@ def test_marginal_preserving_sde_with_the_score_from_the_velocity_reaches_the_da
     # standard errors: s / sqrt(n) for the mean, s / sqrt(2 n) for the std; plus an O(h) discretisation bias
     torch.testing.assert_close(sol.x.mean(0), mu, atol=4 * float(s.max()) / math.sqrt(n) + 0.01, rtol=0)
     torch.testing.assert_close(sol.x.std(0), s, atol=4 * float(s.max()) / math.sqrt(2 * n) + 0.01, rtol=0)
+
+
+def test_euler_maruyama_rejects_drift_or_diffusion_that_would_change_the_state_shape() -> None:
+    # a [B] drift or a per-sample [B] diffusion on a [B, 1] state silently broadcast it to [B, B]
+    x0 = torch.zeros(4, 1, dtype=DT)
+    with pytest.raises(InputError, match=r"drift must return a tensor of the state's shape \(4, 1\)"):
+        euler_maruyama(lambda x, t: -x[:, 0], 0.5, x0, steps=3)
+    with pytest.raises(InputError, match=r"diffusion\(t\) must broadcast to the state's shape \(4, 1\)"):
+        euler_maruyama(lambda x, t: -x, lambda t: torch.ones(4, dtype=DT), x0, steps=3)
+    per_sample = euler_maruyama(  # the documented way: one value per sample, shaped [B, 1]
+        lambda x, t: -x, lambda t: torch.ones(4, 1, dtype=DT), x0, steps=3, generator=torch.Generator().manual_seed(0)
+    )
+    assert per_sample.x.shape == (4, 1)
+
+
+@pytest.mark.parametrize("schedule", ["cosine", "vp"])
+def test_marginal_preserving_sde_on_other_schedules_reaches_the_data(schedule: str) -> None:
+    """The same check as above on schedules with alpha^2 + sigma^2 = 1: exact marginal velocity of
+    x_t = alpha x1 + sigma eps with x1 ~ N(mu, diag(s^2)), start at the exact t = 0 marginal (not N(0, I) on VP),
+    dx = (v + g^2 / 2 * s_t) dt + g dW with the score from the path's conversion, end at N(mu, diag(s^2))."""
+    from gencore.paths import AffineGaussianPath, make_schedule
+
+    sched = make_schedule(schedule)
+    path = AffineGaussianPath(sched)
+    mu, s = torch.tensor([1.0, -2.0], dtype=DT), torch.tensor([0.5, 1.5], dtype=DT)
+
+    def velocity(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        c = sched(t)
+        var = c.alpha**2 * s**2 + c.sigma**2
+        return c.d_alpha * mu + (c.d_alpha * c.alpha * s**2 + c.d_sigma * c.sigma) / var * (x - c.alpha * mu)
+
+    g, n = 0.8, 20000
+
+    def drift(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        v = velocity(x, t)
+        return v + 0.5 * g**2 * path.convert(v, x, t, "velocity", "score")
+
+    c0 = sched(torch.tensor(0.0, dtype=DT))
+    z = torch.randn(n, 2, generator=torch.Generator().manual_seed(1), dtype=DT)
+    x0 = c0.alpha * mu + torch.sqrt(c0.alpha**2 * s**2 + c0.sigma**2) * z
+    sol = euler_maruyama(drift, g, x0, steps=200, generator=torch.Generator().manual_seed(2), noise_last_step=False)
+    torch.testing.assert_close(sol.x.mean(0), mu, atol=4 * float(s.max()) / math.sqrt(n) + 0.01, rtol=0)
+    torch.testing.assert_close(sol.x.std(0), s, atol=4 * float(s.max()) / math.sqrt(2 * n) + 0.01, rtol=0)
+
+
+@pytest.mark.parametrize("method", [*FIXED_STEP_METHODS, "dopri5"])
+def test_ode_solvers_reject_a_field_that_would_change_the_state_shape(method: str) -> None:
+    """A [B] field on a [B, 1] state broadcast the state to [B, B] and integrated silently; a field of the
+    state's shape still integrates."""
+    x0 = torch.ones(4, 1)
+
+    def solve(f):
+        if method == "dopri5":
+            return dopri5(f, x0, 0.0, 1.0).x
+        return solve_ode(f, x0, steps=4, method=method).x
+
+    with pytest.raises(
+        InputError, match=r"vector field must return a tensor of the state's shape \(4, 1\), got \(4,\)"
+    ):
+        solve(lambda x, t: -x[:, 0])
+    with pytest.raises(InputError, match=r"state's shape \(4, 1\), got float"):
+        solve(lambda x, t: 1.0)
+    assert solve(lambda x, t: -x).shape == (4, 1)

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from gencore.checks import check_choice, check_finite
-from gencore.errors import ConfigError, InputError
+from gencore.checks import check_choice, check_finite, check_int
+from gencore.errors import InputError
 from gencore.rng import draw_device, randn_like_with
 from gencore.solvers import FIXED_STEP_METHODS, dopri5, solve_ode, uniform_grid
 
@@ -210,9 +210,9 @@ def log_likelihood(
     if x1.dim() < 2:
         raise InputError(f"x1 must be batch-first [B, ...] with at least 2 dimensions, got {tuple(x1.shape)}.")
     check_choice(divergence, DIVERGENCES, "divergence")
+    check_choice(probe, PROBES, "probe")  # also with the exact divergence: a misspelt probe is never silently ignored
     check_choice(method, ("dopri5", *FIXED_STEP_METHODS), "likelihood ODE method")
-    if n_probes < 1:
-        raise ConfigError(f"n_probes must be >= 1, got {n_probes}.")
+    n_probes = check_int(n_probes, "n_probes", low=1)  # 1.5 or True reached new_empty as a TypeError traceback
     shape = x1.shape
     d = x1[0].numel()
     probes = None

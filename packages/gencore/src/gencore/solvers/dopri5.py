@@ -32,7 +32,7 @@ import math
 import torch
 
 from gencore.errors import ConfigError, ConvergenceError, InputError
-from gencore.solvers.fixed_step import ODESolution, VectorField, _grid_dtype
+from gencore.solvers.fixed_step import ODESolution, VectorField, _grid_dtype, check_field_output
 
 __all__ = ["dopri5"]
 
@@ -143,7 +143,7 @@ def dopri5(
     span = abs(t1 - t0)
 
     x = x0
-    k1 = f(x, tt(t0))
+    k1 = check_field_output(f(x, tt(t0)), x)
     nfe = 1
     if first_step is None:
         h_abs, nfe_init = _initial_step(f, x, k1, t0, direction, rtol, atol, tt)

@@ -95,6 +95,15 @@ def _check_x0(x0: torch.Tensor) -> None:
         raise InputError("x0 must be a floating-point torch.Tensor of shape [B, ...].")
 
 
+def check_field_output(v, x: torch.Tensor) -> torch.Tensor:
+    """``v`` if it is a tensor of ``x``'s shape, else :class:`InputError` (a ``[B]`` field on a ``[B, 1]`` state
+    would broadcast the state to ``[B, B]`` and integrate silently)."""
+    if not torch.is_tensor(v) or v.shape != x.shape:
+        got = tuple(v.shape) if torch.is_tensor(v) else type(v).__name__
+        raise InputError(f"the vector field must return a tensor of the state's shape {tuple(x.shape)}, got {got}.")
+    return v
+
+
 def solve_ode(
     f: VectorField,
     x0: torch.Tensor,
@@ -132,8 +141,9 @@ def solve_ode(
     hs = (grid[1:] - grid[:-1]).unbind(0)
     x = x0
     traj = [x0] if return_trajectory else None
+    checked = lambda x, t: check_field_output(f(x, t), x)  # noqa: E731  (the first step's evaluations)
     for i in range(n):
-        x = step(f, x, ts[i], hs[i], ts[i + 1])
+        x = step(checked if i == 0 else f, x, ts[i], hs[i], ts[i + 1])
         if traj is not None:
             traj.append(x)
     return ODESolution(

@@ -33,6 +33,8 @@ Note: a model trained with :class:`gencore.paths.EDMSchedule` lives in that sche
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from gencore.checks import check_int
@@ -69,8 +71,8 @@ def shifted_grid(
     ``shift = 1`` gives :func:`uniform_grid`; endpoints 0 and 1 are fixed for every shift.
     """
     _check_steps(n_steps)
-    if not shift > 0:
-        raise ConfigError(f"shift must be > 0, got {shift!r}.")
+    if not 0 < shift < math.inf:  # shift = inf gave 0 everywhere and NaN at t = 1
+        raise ConfigError(f"shift must be a finite number > 0, got {shift!r}.")
     t = uniform_grid(n_steps, dtype=torch.float64, device=device)
     out = t / (1.0 + (shift - 1.0) * (1.0 - t))
     return out.to(dtype or torch.get_default_dtype())
@@ -107,10 +109,10 @@ def karras_grid(
     ``t(sigma_max) = 1 / (1 + sigma_max)``. See the module docstring for the map.
     """
     _check_steps(n_steps)
-    if not (0 < sigma_min < sigma_max):
-        raise ConfigError(f"need 0 < sigma_min < sigma_max, got sigma_min={sigma_min}, sigma_max={sigma_max}.")
-    if not rho > 0:
-        raise ConfigError(f"rho must be > 0, got {rho!r}.")
+    if not (0 < sigma_min < sigma_max < math.inf):  # sigma_max = inf made every noise level NaN
+        raise ConfigError(f"need finite 0 < sigma_min < sigma_max, got sigma_min={sigma_min}, sigma_max={sigma_max}.")
+    if not 0 < rho < math.inf:  # rho = inf collapsed every noise level to 1
+        raise ConfigError(f"rho must be a finite number > 0, got {rho!r}.")
     n_ramp = n_steps if append_data else n_steps + 1
     ramp = torch.linspace(0.0, 1.0, n_ramp, dtype=torch.float64, device=device) if n_ramp > 1 else None
     lo, hi = sigma_min ** (1.0 / rho), sigma_max ** (1.0 / rho)

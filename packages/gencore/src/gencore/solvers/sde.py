@@ -82,13 +82,23 @@ def euler_maruyama(
     traj = [x0] if return_trajectory else None
     for i in range(n):
         t = ts[i]
-        x_next = x + hs[i] * drift(x, t)
+        f = drift(x, t)
+        if not torch.is_tensor(f) or f.shape != x.shape:  # a [B] drift on a [B, 1] state would broadcast to [B, B]
+            got = tuple(f.shape) if torch.is_tensor(f) else type(f).__name__
+            raise InputError(f"drift must return a tensor of the state's shape {tuple(x.shape)}, got {got}.")
+        x_next = x + hs[i] * f
         if noise_last_step or i < n - 1:
             g = diffusion(t) if callable(diffusion) else diffusion
             if torch.is_tensor(g):  # a float64 or CPU tensor must not change the state's dtype or device
                 g = g.to(device=x.device, dtype=x.dtype)
             z = randn_like_with(x, generator)  # on the generator's device: a CPU seed gives the same path on CUDA
-            x_next = x_next + (g * sqrt_h[i]) * z
+            noise = (g * sqrt_h[i]) * z
+            if noise.shape != x.shape:  # e.g. a per-sample [B] diffusion on a [B, 1] state
+                raise InputError(
+                    f"diffusion(t) must broadcast to the state's shape {tuple(x.shape)}, got shape {tuple(g.shape)}; "
+                    "reshape per-sample values with gencore.nn.expand_like."
+                )
+            x_next = x_next + noise
         x = x_next
         if traj is not None:
             traj.append(x)
