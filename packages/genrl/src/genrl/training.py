@@ -320,7 +320,9 @@ def train_online(
 ) -> list[dict[str, Any]]:
     """Offline-to-online (or from-scratch) learning: act in ``env_id``, store, update once per env step.
 
-    The first ``start_random`` steps take uniform random actions (for learning from scratch). Episode returns
+    The first ``start_random`` steps take uniform random actions (for learning from scratch); updates begin
+    halfway through them (once the buffer holds a batch), so the agent has trained on the random data by the
+    time it acts. Episode returns
     are logged as ``episode_return``. Terminal vs truncated ends follow the dataset conventions: only a
     true termination stops bootstrapping. ``on_step(n)`` is called after the ``n``-th step's update (to take
     snapshots of the agent along the way).
