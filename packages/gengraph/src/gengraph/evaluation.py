@@ -26,6 +26,9 @@ def evaluate_sets(
     n_boot: int = 0,
     seed: int = 0,
 ) -> dict[str, Any]:
+    """The record: ``n_reference``, ``n_generated``, the MMDs of ``metrics``, ``valid``/``unique`` (and, given
+    ``train``, ``novel``/``vun``), and the generated graphs' ``mean_nodes`` and ``mean_edges`` (an undirected edge
+    counted once, as :attr:`Graph.n_edges` does; a directed graph's arcs each once)."""
     record: dict[str, Any] = {"n_reference": len(reference), "n_generated": len(generated)}
     record.update(graph_mmd(reference, generated, metrics, n_boot=n_boot, seed=seed))
     record.update(vun(generated, train if train is not None else [], dataset))

@@ -198,9 +198,18 @@ def train_run(
             f"{str(out)!r} already holds a gengraph run ({taken[0]}); pass --resume auto to continue an interrupted "
             "run or choose a new --out folder, so that the finished run is not overwritten."
         )
+    own = ("denoiser",) if cfg.model == "digress" else ("autoencoder", "prior")
+    other = [name for name in ("denoiser", "autoencoder", "prior") if name not in own and (out / name).exists()]
+    if other:  # the stages of another model: resuming trained this one beside them and replaced its run.json
+        raise ConfigError(
+            f"{str(out)!r} holds the {other[0]} stage of another model, not of {cfg.model}; resume it with its own "
+            "--model or choose a new --out folder."
+        )
     if engine.get("resume") is not None and is_finished(cfg, out):
         return out  # nothing left to train: every stage reached its step count
     n_max = max(g.n_nodes for g in graphs)
+    if cfg.model == "digress" and n_max < 2:  # no node pair anywhere: the edge-class marginal was 0 / 0 (NaN)
+        raise InputError("every training graph has a single node; DiGress's edge marginal needs node pairs.")
     n_types = max(int(g.node_types.max()) + 1 if g.n_nodes else 1 for g in graphs)
     n_edge_types = max((int(g.edge_types.max()) + 1 if g.n_edges else 1) for g in graphs)
     node_marg, edge_marg = _marginals(graphs, n_types, n_edge_types)
