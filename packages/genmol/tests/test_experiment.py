@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import embedded
 
 import genmol.experiment as experiment
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from genmol.chem.io import read_sdf
 from genmol.generation.flow import GenConfig
 
@@ -48,3 +50,18 @@ def test_a_finished_run_is_the_same_run_only_on_the_same_data(tmp_path):
     assert again.get("already_finished")
     with pytest.raises(ConfigError, match=r"cannot resume .*data_sha256"):
         experiment.train_run(CFG, mols[:5], run, data_name="qm9", resume="auto")
+
+
+def test_an_explicit_hydrogen_run_refuses_molecules_whose_hydrogens_have_no_coordinates(tmp_path):
+    """Heavy-atom 3-D data (hydrogens as counts) trained an explicit-hydrogen model without a word: its vocabulary
+    had no H, every sample came out with neither hydrogen atoms nor counts (all atoms under-valent)."""
+    mols = [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"])]
+    heavy = [m.without_hydrogens() for m in mols]
+    assert all(m.num_hs.any() for m in heavy)
+    with pytest.raises(InputError, match=r"4 of 4 molecules hold hydrogens as counts .*'CCO'.*implicit"):
+        experiment.train_run(CFG, heavy, tmp_path / "run")
+    with pytest.raises(InputError, match=r"1 of 4 molecules hold hydrogens as counts .*'CC=O'"):
+        experiment.train_run(CFG, mols[:2] + heavy[2:3] + mols[3:], tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    experiment.train_run(replace(CFG, hydrogens="implicit"), heavy, tmp_path / "run")  # the heavy-atom model
+    assert (tmp_path / "run" / "run.json").is_file()

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gencore.errors import ConfigError, InputError
-from genmol.generation.flow import GenConfig, build_backbone, draw_sizes, sample_joint
+from genmol.generation.flow import GenConfig, build_backbone, draw_sizes, sample_conformers, sample_joint
 from genmol.generation.vocab import AtomVocabulary
 
 VOCAB = AtomVocabulary([(1, 0), (6, 0), (8, 0)])
@@ -413,3 +413,57 @@ def test_sde_samplers_step_from_t_k_with_the_priors_noise(prior, monkeypatch):
     calls.clear()
     sample_joint(build_backbone(GenConfig(hidden=8, layers=1), len(VOCAB)), VOCAB, [4, 3], **kwargs)
     assert [c[0] for c in calls] == pytest.approx(times) and all(c[2] is None for c in calls)
+
+
+def test_sample_joint_decodes_each_molecule_from_its_own_rows_of_a_padded_chunk():
+    """In a chunk of mixed sizes molecule i is the first sizes[i] atoms of its row: the oracle's leading tokens and
+    its geometry (to a rotation), centred over the real atoms; no padded atom reaches a molecule."""
+    from genmol.metrics.rmsd import kabsch_rmsd
+    from genmol.se3 import center
+
+    sizes = [5, 3, 4, 2]
+    mols = sample_joint(
+        Oracle("com"), VOCAB, sizes, strategy="com", steps=20, generator=torch.Generator().manual_seed(3), batch_size=2
+    )
+    assert [m.name for m in mols] == [f"sample_{k}" for k in range(4)]
+    for m, n in zip(mols, sizes, strict=True):
+        assert m.atomic_numbers.tolist() == [VOCAB.pairs[int(k)][0] for k in TARGET_TOKENS[:n]]
+        assert m.formal_charges.tolist() == [0] * n and m.num_hs.tolist() == [0] * n
+        np.testing.assert_allclose(m.coordinates.mean(0), 0.0, atol=1e-5)
+        target = center(TARGET[None, :n].double())
+        assert kabsch_rmsd(torch.tensor(m.coordinates)[None], target).item() < 1e-3
+
+
+def test_sample_conformers_keeps_each_graph_and_gives_coordinates_in_its_atom_order():
+    """The conformers of each graph keep its atoms, charges, bonds and order; with an oracle velocity towards the
+    graph's own geometry every atom lands on its own position (to a rotation), for graphs of different sizes."""
+    from conftest import embedded
+
+    from genmol.metrics.rmsd import kabsch_align, kabsch_rmsd
+    from genmol.se3 import center
+
+    graphs = [embedded("OCC=O", 0), embedded("CC[NH3+]", 1)]
+    vocab = AtomVocabulary.from_molecules(graphs)
+    targets = {g.num_atoms: torch.tensor(g.coordinates, dtype=torch.float32) for g in graphs}  # sizes 8 and 11
+
+    class ConformerOracle(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, x, t, *, tokens, mask, edges):
+            b, n, _ = x.shape
+            x1 = kabsch_align(center(targets[n][None].expand(b, n, 3), mask), x, mask)
+            return (x1 - x) / (1.0 - t[:, None, None]), torch.zeros(b, n, len(vocab))
+
+    ens = sample_conformers(
+        ConformerOracle(), vocab, graphs, 3, strategy="com", steps=20, generator=torch.Generator().manual_seed(0)
+    )
+    assert [len(e) for e in ens] == [3, 3]
+    for graph, confs in zip(graphs, ens, strict=True):
+        for c in confs:
+            assert c.atomic_numbers.tolist() == graph.atomic_numbers.tolist()
+            assert c.formal_charges.tolist() == graph.formal_charges.tolist()
+            assert c.bonds.tolist() == graph.bonds.tolist() and c.bond_orders.tolist() == graph.bond_orders.tolist()
+            want = center(torch.tensor(graph.coordinates)[None])
+            assert kabsch_rmsd(torch.tensor(c.coordinates)[None], want).item() < 1e-3

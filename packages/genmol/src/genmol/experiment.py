@@ -115,6 +115,14 @@ def train_run(
     cfg.validate()
     if len(molecules) < 2:
         raise InputError(f"training needs at least 2 molecules with coordinates, got {len(molecules)}.")
+    counted = [k for k, m in enumerate(molecules) if cfg.hydrogens == "explicit" and m.num_hs.any()]
+    if counted:  # an explicit-hydrogen model would never see these hydrogens, nor place them when sampling
+        first = molecules[counted[0]].name or f"molecule {counted[0]}"
+        raise InputError(
+            f"{len(counted)} of {len(molecules)} molecules hold hydrogens as counts without coordinates (the first: "
+            f"{first!r}); hydrogens 'explicit' needs every hydrogen as an atom in 3-D, so add them or train with "
+            "hydrogens 'implicit' (--hydrogens implicit)."
+        )
     molecules = model_view(molecules, cfg.hydrogens)
     vocab = AtomVocabulary.from_molecules(molecules)
     tensors = molecule_tensors(molecules, vocab)
