@@ -222,3 +222,25 @@ def test_a_config_json_the_constructor_refuses_names_the_file(tmp_path) -> None:
     with pytest.raises(StorageError) as info:
         _Checked.from_pretrained(tmp_path / "m")
     assert str(info.value) == f"{where!r} does not describe a _Checked (width must be even, got 3)."
+
+
+def test_tensor_fingerprint_is_sha256_of_header_shapes_dtypes_and_bytes() -> None:
+    """The digest semidiscrete couplings stored before this helper existed (so saved potentials still load):
+    ``sha256(header + "(shape)|dtype" + bytes ...)``; shape, dtype, order and header each change it."""
+    import hashlib
+
+    from gencore.io import tensor_fingerprint
+
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    y = torch.tensor([True, False])
+    want = hashlib.sha256(b"h(2, 3)|torch.float32" + x.numpy().tobytes() + b"(2,)|torch.bool" + y.numpy().tobytes())
+    assert tensor_fingerprint(x, y, header="h") == want.hexdigest()
+    others = {
+        tensor_fingerprint(x, y),
+        tensor_fingerprint(y, x, header="h"),
+        tensor_fingerprint(x.reshape(3, 2), y, header="h"),
+        tensor_fingerprint(x.double(), y, header="h"),
+        tensor_fingerprint(x.t(), y, header="h"),  # a non-contiguous view digests its values in order
+    }
+    assert want.hexdigest() not in others and len(others) == 5
+    assert tensor_fingerprint(torch.tensor(2.0)) != tensor_fingerprint(torch.tensor([2.0]))

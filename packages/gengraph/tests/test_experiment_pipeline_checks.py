@@ -114,3 +114,26 @@ def test_digress_refuses_a_training_set_without_node_pairs(tmp_path) -> None:
     graphs = [Graph(n_nodes=1), Graph(n_nodes=1, node_types=[1])]
     with pytest.raises(InputError, match="every training graph has a single node"):
         train_run(RunConfig(model="digress", steps=2, batch_size=2, progress=False), graphs, tmp_path / "r")
+
+
+def test_a_finished_run_resumed_on_other_graphs_is_not_the_same_run(tmp_path) -> None:
+    """A run's identity holds its training graphs' fingerprint: ``--resume auto`` on a finished run of other graphs
+    (a file changed, or a procedural set's generator) reported "finished" and kept the old model. Now the run is
+    not finished on them, and resuming its stages is refused by name; on the same graphs it is finished."""
+    from gengraph.experiment import is_finished
+
+    graphs = generate("community-small", 8, seed=0)
+    run = tmp_path / "d"
+    cfg = RunConfig(model="digress", steps=2, batch_size=4, progress=False)
+    train_run(cfg, graphs, run)
+    assert json.loads((run / "run.json").read_text())["data_sha256"]
+    assert is_finished(cfg, run, graphs)
+    assert train_run(cfg, graphs, run, resume="auto") == run  # nothing to train
+    other = generate("community-small", 8, seed=1)
+    assert not is_finished(cfg, run, other)
+    with pytest.raises(ConfigError, match=r"data_sha256"):
+        train_run(cfg, other, run, resume="auto")
+    flipped = [
+        Graph(n_nodes=g.n_nodes, edges=g.edges, node_types=g.node_types + 1, edge_types=g.edge_types) for g in graphs
+    ]
+    assert not is_finished(cfg, run, flipped)  # the same structure with other node types is other data

@@ -9,6 +9,7 @@ safetensors with a JSON config beside them; nothing is loaded with pickle.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -163,6 +164,17 @@ def require_fields(record: Any, names: tuple[str, ...], source: str, hint: str =
     missing = [name for name in names if name not in record]
     if missing:
         raise StorageError(f"{source} lacks the field {missing[0]!r}{hint}.")
+
+
+def tensor_fingerprint(*tensors: torch.Tensor, header: str = "") -> str:
+    """SHA-256 (hex) of ``header`` and each tensor's shape, dtype and bytes, in order: identifies the data a run
+    or a fitted object was made from (a resumed or finished run is the same run only on the same data)."""
+    digest = hashlib.sha256(header.encode())
+    for x in tensors:
+        x = x.detach().to("cpu").contiguous()
+        digest.update(f"{tuple(x.shape)}|{x.dtype}".encode())
+        digest.update(x.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def save_tensors(

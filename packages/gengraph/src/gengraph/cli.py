@@ -92,9 +92,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from gengraph.experiment import RunConfig, is_finished, train_run
 
     cfg = config_from_flags(RunConfig, args, dataset=args.data).validate()
-    if args.resume is not None and is_finished(cfg, args.out):
-        return report_finished(args.out)
     graphs = _graphs(args.data, "train", cfg.seed)
+    if args.resume is not None and is_finished(cfg, args.out, graphs):
+        return report_finished(args.out)
     start = time.perf_counter()
     engine = {k: getattr(args, k) for k in ("resume", "checkpoint_every", "keep_last") if getattr(args, k) is not None}
     out = train_run(cfg, graphs, args.out, nproc=args.nproc, **engine)

@@ -34,7 +34,7 @@ from torch.utils.data import TensorDataset
 from gencore.checks import check_choice, check_int, check_seed
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError, InputError, StorageError
-from gencore.io import load_pretrained, read_json, save_pretrained, write_json
+from gencore.io import load_pretrained, read_json, save_pretrained, tensor_fingerprint, write_json
 from gencore.train import TrainConfig, Trainer, holds_settings, interruption, launch, run_identity, setup, teardown
 from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
@@ -140,11 +140,12 @@ class _DigressTask:
         )
 
 
-def _engine(cfg: RunConfig, out: Path, steps: int, **kw) -> TrainConfig:
+def _engine(cfg: RunConfig, out: Path, steps: int, data_sha256: str | None = None, **kw) -> TrainConfig:
+    data = {"data_sha256": data_sha256} if data_sha256 else {}
     base = dict(
         steps=steps, global_batch_size=cfg.batch_size, optimizer="adam", lr=cfg.lr, schedule="cosine",
         seed=cfg.seed, progress=cfg.progress, out_dir=str(out), log_every=10, clip_grad_norm=1.0,
-        identity=run_identity(cfg, RESUMABLE),
+        identity=run_identity(cfg, RESUMABLE) | data,
     )  # fmt: skip
     return TrainConfig(**(base | kw)).validate()
 
@@ -159,14 +160,25 @@ def _marginals(graphs: list[Graph], n_types: int, n_edge_types: int) -> tuple[li
     return (nodes / nodes.sum()).tolist(), (edges / edges.sum()).tolist()
 
 
-def is_finished(cfg: RunConfig, out_dir: str | os.PathLike) -> bool:
-    """True when ``out_dir`` holds a finished run of exactly ``cfg`` (step counts included), so that resuming it
-    trains nothing."""
+def data_fingerprint(graphs: list[Graph]) -> str:
+    """SHA-256 of the training graphs as packed for the model (types and node order included): a resumed or
+    finished run is the same run only on the same graphs (a file may have changed, or a procedural set's
+    generator)."""
+    return tensor_fingerprint(*pack(graphs, max(g.n_nodes for g in graphs)))
+
+
+def is_finished(cfg: RunConfig, out_dir: str | os.PathLike, graphs: list[Graph]) -> bool:
+    """True when ``out_dir`` holds a finished run of exactly ``cfg`` (step counts included) on ``graphs``, so that
+    resuming it trains nothing."""
     path = Path(out_dir) / "run.json"  # written once every stage has finished
     if not path.is_file():
         return False
     info = read_json(path)
-    return isinstance(info, dict) and holds_settings(info.get("config") or {}, cfg)
+    return (
+        isinstance(info, dict)
+        and info.get("data_sha256") == data_fingerprint(graphs)
+        and holds_settings(info.get("config") or {}, cfg)
+    )
 
 
 def train_run(
@@ -205,7 +217,7 @@ def train_run(
             f"{str(out)!r} holds the {other[0]} stage of another model, not of {cfg.model}; resume it with its own "
             "--model or choose a new --out folder."
         )
-    if engine.get("resume") is not None and is_finished(cfg, out):
+    if engine.get("resume") is not None and is_finished(cfg, out, graphs):
         return out  # nothing left to train: every stage reached its step count
     n_max = max(g.n_nodes for g in graphs)
     if cfg.model == "digress" and n_max < 2:  # no node pair anywhere: the edge-class marginal was 0 / 0 (NaN)
@@ -218,7 +230,8 @@ def train_run(
         "format": "gengraph.run", "format_version": RUN_FORMAT_VERSION, "config": asdict(cfg), "n_max": n_max,
         "n_node_types": n_types, "n_edge_types": n_edge_types,
         "node_counts": {str(k): v for k, v in sorted(sizes.items())}, "node_marginal": node_marg,
-        "edge_marginal": edge_marg, "n_train_graphs": len(graphs), "nproc": nproc,
+        "edge_marginal": edge_marg, "n_train_graphs": len(graphs), "data_sha256": data_fingerprint(graphs),
+        "nproc": nproc,
     }  # fmt: skip
     done = launch(_train_worker, cfg, pack(graphs, n_max), info, out, dict(engine), nproc=nproc).get(0)
     if not done:
@@ -244,7 +257,9 @@ def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Pat
                 MarginalTransitionDiffusion(info["node_marginal"]),
                 MarginalTransitionDiffusion(info["edge_marginal"]),
             )
-            result = Trainer(_engine(cfg, out / "denoiser", cfg.steps, **engine)).fit(_DigressTask(model, *noise), data)
+            result = Trainer(_engine(cfg, out / "denoiser", cfg.steps, info["data_sha256"], **engine)).fit(
+                _DigressTask(model, *noise), data
+            )
             if result.interrupted:
                 return False
             if dist.rank == 0:
@@ -257,7 +272,7 @@ def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Pat
             vq_warmup=cfg.steps // 3 if cfg.vq_warmup is None else cfg.vq_warmup,
             code_repulsion=cfg.code_repulsion, repulsion_radius=cfg.repulsion_radius,
         )  # fmt: skip
-        stage = _engine(cfg, out / "autoencoder", cfg.steps, ema_decay=0.0, **engine)
+        stage = _engine(cfg, out / "autoencoder", cfg.steps, info["data_sha256"], ema_decay=0.0, **engine)
         result = Trainer(stage).fit(_AutoencoderTask(GGBall(gcfg)), data)
         if result.interrupted:
             return False
@@ -266,7 +281,7 @@ def _train_worker(cfg: RunConfig, tensors: tuple, info: dict[str, Any], out: Pat
             ae.save_pretrained(out / "autoencoder" / "model")
         with torch.no_grad():  # identical on every rank: the replicas hold the same weights and codebook
             zq, codes, _ = ae.quantise(ae.encode(edges, nodes, mask), mask)
-        stage = _engine(cfg, out / "prior", cfg.prior_steps or 5 * cfg.steps, lr=1e-3, **engine)
+        stage = _engine(cfg, out / "prior", cfg.prior_steps or 5 * cfg.steps, info["data_sha256"], lr=1e-3, **engine)
         if cfg.prior == "masked-codes":
             pcfg = CodePriorConfig(n_codes=cfg.codebook_size, hidden=cfg.prior_hidden, layers=cfg.prior_layers)
             result = Trainer(stage).fit(_CodePriorTask(CodeTokenPrior(pcfg)), TensorDataset(codes, mask))

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from gencore.errors import ConfigError
-from gencore.io import ensure_dir, load_tensors, save_tensors
+from gencore.io import ensure_dir, load_tensors, save_tensors, tensor_fingerprint
 from genimage.data import (
     DEFAULT_SIZES,
     VIDEO_SOURCES,
@@ -92,14 +92,6 @@ def reference_set(run: LoadedRun) -> ImageSet | VideoSet:
 def _choose(data: ImageSet | VideoSet, n: int, seed: int) -> ImageSet | VideoSet:
     idx = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[: min(n, len(data))]
     return data.subset(idx)
-
-
-def _digest(*tensors: torch.Tensor) -> str:
-    """SHA-256 of tensors' values (float32 bytes, in order), for cache keys."""
-    h = hashlib.sha256()
-    for x in tensors:
-        h.update(x.detach().cpu().float().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 def _cached_features(cache: Path | None, key: dict[str, Any], compute) -> torch.Tensor:
@@ -166,7 +158,7 @@ def evaluate_run(
         "seed": seed,
         # the reference pixels themselves: a ``reference`` set of the same shape, or files changed under data_path,
         # used to get the cached features of the set first evaluated
-        "content": _digest(ref.videos if video else ref.images),
+        "content": tensor_fingerprint(ref.videos if video else ref.images),
     }
     real_x = ref.frames() if video else ref.images
     fake_x = fake.transpose(1, 2).flatten(0, 1) if video else fake
@@ -192,7 +184,9 @@ def evaluate_run(
     elif ref.labels is not None and data.num_classes:
         clf_dir = None
         if cache is not None:  # named by the training set's content: another set of one name trains its own
-            clf_dir = cache / f"classifier-{data.name}-{ref.shape[1]}px-{_digest(data.images, data.labels)[:16]}"
+            clf_dir = (
+                cache / f"classifier-{data.name}-{ref.shape[1]}px-{tensor_fingerprint(data.images, data.labels)[:16]}"
+            )
         net, acc = classifier_for(data, clf_dir, seed=0)
         record["fd_classifier"] = frechet_distance(classifier_features(net, ref.images), classifier_features(net, fake))
         record["classifier_accuracy"] = acc

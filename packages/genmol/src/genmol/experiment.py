@@ -8,7 +8,6 @@ distances), and the engine's ``metrics.jsonl`` and ``checkpoints/``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from torch.utils.data import TensorDataset
 
 from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
-from gencore.io import ensure_dir, read_json, require_fields, write_json, write_text
+from gencore.io import ensure_dir, read_json, require_fields, tensor_fingerprint, write_json, write_text
 from gencore.train import TrainConfig, Trainer, holds_settings, launch, run_identity
 from genmol.chem.io import ReadReport, read_sdf, write_sdf
 from genmol.chem.molecule import Molecule
@@ -82,12 +81,11 @@ def reference_sample(molecules: Sequence[Any], seed: int) -> list[Any]:
 
 
 def data_fingerprint(tensors: dict[str, torch.Tensor], vocab: AtomVocabulary) -> str:
-    """The first 16 hex digits of the SHA-256 of the training tensors and the vocabulary: a resumed or finished run
-    is the same run only on the same data (``--data qm9`` names many subsets; an SDF file may have changed)."""
-    digest = hashlib.sha256(repr(vocab.to_list()).encode())
-    for key in ("tokens", "coords", "mask", "bonds"):
-        digest.update(tensors[key].contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]
+    """SHA-256 of the training tensors and the vocabulary: a resumed or finished run is the same run only on the
+    same data (``--data qm9`` names many subsets; an SDF file may have changed)."""
+    return tensor_fingerprint(
+        *(tensors[k] for k in ("tokens", "coords", "mask", "bonds")), header=repr(vocab.to_list())
+    )
 
 
 def _worker(cfg: GenConfig, vocab_pairs: list, tensors: dict[str, torch.Tensor], train_cfg: TrainConfig) -> dict:

@@ -34,7 +34,6 @@ the data, relative to the same distance for independent (random) pairing.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import warnings
@@ -49,7 +48,7 @@ from gencore.checks import check_choice, check_finite, check_points
 from gencore.couplings.assignment import optimal_assignment
 from gencore.couplings.base import check_positive, max_inner_product, sq_euclidean_cost
 from gencore.errors import ConfigError, InputError
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import load_pretrained, save_pretrained, tensor_fingerprint
 from gencore.rng import draw_device
 
 
@@ -82,10 +81,7 @@ class SemidiscreteDiagnostics:
 
 def data_fingerprint(data: torch.Tensor) -> str:
     """SHA-256 (hex) of a data set's shape, dtype and bytes: identifies the data a potential was fitted on."""
-    t = data.detach().to("cpu").contiguous()
-    h = hashlib.sha256(f"{tuple(t.shape)}|{t.dtype}".encode())
-    h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
+    return tensor_fingerprint(data)
 
 
 def _w2(a: torch.Tensor, b: torch.Tensor) -> float:
