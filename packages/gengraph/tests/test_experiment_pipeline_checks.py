@@ -137,3 +137,19 @@ def test_a_finished_run_resumed_on_other_graphs_is_not_the_same_run(tmp_path) ->
         Graph(n_nodes=g.n_nodes, edges=g.edges, node_types=g.node_types + 1, edge_types=g.edge_types) for g in graphs
     ]
     assert not is_finished(cfg, run, flipped)  # the same structure with other node types is other data
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"n": 2.5}, "the number of graphs must be a positive integer, got 2.5"),
+        ({"n": 4, "batch_size": True}, "the batch size must be a positive integer, got True"),
+        ({"n": 4, "seed": -1}, "seed"),
+    ],
+)
+def test_sample_run_refuses_non_integer_counts_in_one_sentence(tmp_path, kw, message) -> None:
+    """``sample_run(run, 2.5)`` failed inside torch with a traceback; the CLI passes integers, the API may not."""
+    graphs = generate("community-small", 8, seed=0)
+    run = train_run(RunConfig(model="digress", steps=1, batch_size=4, progress=False), graphs, tmp_path / "d")
+    with pytest.raises(ConfigError, match=message):
+        sample_run(run, steps=1, **kw)

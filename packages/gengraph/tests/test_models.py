@@ -293,7 +293,9 @@ def test_command_line_train_sample_evaluate(tmp_path, capsys) -> None:
     capsys.readouterr()
     argv = ["sample", "--run", str(tmp_path / "d"), "--n", "3", "--batch-size", "0", "--out", str(tmp_path / "z.json")]
     assert main(argv) == 2
-    assert capsys.readouterr().err.strip().splitlines() == ["gengraph: error: the batch size must be positive, got 0."]
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "gengraph: error: the batch size must be a positive integer, got 0."
+    ]
     assert main(["sample", "--run", str(tmp_path / "missing"), "--n", "3", "--out", str(tmp_path / "x.json")]) == 2
     assert "not a gengraph run folder" in capsys.readouterr().err
     # training into a finished run's folder (another model or the same) is refused; the run is untouched

@@ -441,14 +441,12 @@ def sample_run(
     a time so that memory does not grow with ``n`` (the same ``seed`` and ``batch_size`` give the same graphs)."""
     from tqdm.auto import tqdm
 
-    if n < 1:
-        raise ConfigError(f"the number of graphs must be positive, got {n}.")
-    if batch_size < 1:
-        raise ConfigError(f"the batch size must be positive, got {batch_size}.")
+    n = check_int(n, "the number of graphs", low=1)
+    batch_size = check_int(batch_size, "the batch size", low=1)
     steps = check_int(steps, "the number of sampling steps", low=1)  # 0 steps would decode the noise
     info = read_run(run_dir)
     run = Path(run_dir)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(check_seed(seed))
     masks = _size_mask(info, n, g).split(batch_size)
     if info["config"]["model"] == "digress":
         model = DigressDenoiser.from_pretrained(run / "denoiser" / "model").eval()
