@@ -327,6 +327,17 @@ def test_median_heuristic_uses_an_evenly_strided_subset_above_1024_points():
     assert median_pairwise_distance(x, y) == pytest.approx(float(np.quantile(d, 0.5, method="lower")), rel=1e-12)
 
 
+def test_median_heuristic_strided_subset_is_exact_for_a_million_points():
+    # The evenly strided positions must be rounded from float64: in float32 some of them land one point off
+    # above ~1e5 points (and past the last point at 2**25). Only the documented subset holds 0 .. 1023 here.
+    n = 1_234_567
+    pick = np.round(np.linspace(0, n - 1, 1024)).astype(int)
+    x = torch.full((n, 1), 1e6, dtype=torch.float64)
+    x[pick, 0] = torch.arange(1024, dtype=torch.float64)
+    d = np.abs(np.arange(1024.0)[:, None] - np.arange(1024.0)[None])[np.triu_indices(1024, 1)]
+    assert median_pairwise_distance(x) == float(np.quantile(d, 0.5, method="lower"))
+
+
 def test_median_heuristic_falls_back_to_unit_scale_when_all_points_coincide():
     # 6 + 2 coincident points: 16 of the 28 pairwise distances are 0, so the median is 0.
     x, y = torch.ones(6, 3, dtype=torch.float64), torch.full((2, 3), 1.5, dtype=torch.float64)
@@ -338,10 +349,10 @@ def test_median_heuristic_falls_back_to_unit_scale_when_all_points_coincide():
 
 def test_mmd_bandwidth_and_block_arguments_are_validated():
     x = _randn(10, 2, 0)
-    for kwargs in ({"bandwidths": 1.0}, {"bandwidths": ()}, {"bandwidths": (1.0, float("nan"))}):
+    for kwargs in ({"bandwidths": 1.0}, {"bandwidths": ()}, {"bandwidths": (1.0, float("nan"))}, {"bandwidths": "12"}):
         with pytest.raises(InputError, match="bandwidths must be a non-empty sequence"):
             mmd(x, x, **kwargs)
-    for mults in (2.0, (1.0, float("inf")), (0.0,)):
+    for mults in (2.0, (1.0, float("inf")), (0.0,), "24"):
         with pytest.raises(InputError, match="bandwidth_multipliers must be"):
             mmd(x, x, bandwidth_multipliers=mults)
     for rows in (2.5, True, "4"):

@@ -74,7 +74,8 @@ class MMDResult:
 def median_pairwise_distance(x: torch.Tensor, y: torch.Tensor | None = None) -> float:
     """Median Euclidean distance over distinct pairs of the pooled points ``cat(x, y)``.
 
-    Deterministic: above 1024 pooled points an evenly strided subset of 1024 is used.
+    The lower median when the number of pairs is even (no averaging). Deterministic: above 1024
+    pooled points an evenly strided subset of 1024 is used.
     ``x: [N, D]``, ``y: [M, D]`` or None.
     """
     xd, yd = as_point_pair(x, x if y is None else y)
@@ -82,7 +83,9 @@ def median_pairwise_distance(x: torch.Tensor, y: torch.Tensor | None = None) -> 
     if z.shape[0] < 2:
         raise InputError("the median heuristic needs at least two points in total.")
     if z.shape[0] > _MEDIAN_MAX_POINTS:
-        idx = torch.linspace(0, z.shape[0] - 1, _MEDIAN_MAX_POINTS, device=z.device).round().long()
+        # float64 positions: float32 rounds them wrongly above ~1e5 points and past the end at 2**25.
+        idx = torch.linspace(0, z.shape[0] - 1, _MEDIAN_MAX_POINTS, dtype=torch.float64, device=z.device)
+        idx = idx.round().long()
         z = z[idx]
     d = distances(z, z)
     iu = torch.triu_indices(z.shape[0], z.shape[0], offset=1, device=z.device)
@@ -91,8 +94,8 @@ def median_pairwise_distance(x: torch.Tensor, y: torch.Tensor | None = None) -> 
 
 def _positive_floats(values: Sequence[float], name: str) -> tuple[float, ...]:
     """``values`` as a non-empty tuple of positive finite floats, else one :class:`InputError` naming ``name``."""
-    try:
-        out = tuple(float(v) for v in values)
+    try:  # a string iterates into characters: "12" would silently become (1.0, 2.0)
+        out = () if isinstance(values, (str, bytes)) else tuple(float(v) for v in values)
     except (TypeError, ValueError):
         out = ()
     if not out or not all(0 < v < math.inf for v in out):
