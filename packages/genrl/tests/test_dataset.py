@@ -45,6 +45,19 @@ def test_generated_episode_conventions(pendulum_dataset) -> None:
     assert (np.abs(ds.actions) <= 2.0).all() and ds.actions.shape == (450, 1)
 
 
+def test_every_next_observation_follows_the_pendulum_dynamics(pendulum_dataset) -> None:
+    """Pendulum's step, by hand (g = 10, m = l = 1, dt = 0.05, |thdot| <= 8): each next observation is the state its
+    action led to, the last one of a time-limited episode included (not the next episode's reset observation)."""
+    ds, _ = pendulum_dataset
+    o = ds.observations.astype(np.float64)
+    th, thdot, u = np.arctan2(o[:, 1], o[:, 0]), o[:, 2], ds.actions[:, 0].astype(np.float64)
+    new_thdot = np.clip(thdot + (3 * 10.0 / 2 * np.sin(th) + 3.0 * u) * 0.05, -8.0, 8.0)
+    new_th = th + new_thdot * 0.05
+    expected = np.stack([np.cos(new_th), np.sin(new_th), new_thdot], axis=1)
+    np.testing.assert_allclose(ds.next_observations, expected, atol=1e-4)
+    assert not np.allclose(ds.next_observations[199], ds.observations[200], atol=1e-2)  # the reset is elsewhere
+
+
 def test_missing_key_is_a_clear_error(tmp_path, toy_dataset) -> None:
     save_dataset(tmp_path / "d", toy_dataset, make_card(toy_dataset, env_id="toy-bimodal"))
     arrays = _arrays(toy_dataset)

@@ -56,6 +56,11 @@ def _check_layout(ds, card, name: str, obs_dim: int) -> None:
     for start, stop in ds.episode_bounds():
         np.testing.assert_array_equal(ds.next_observations[start : stop - 1], ds.observations[start + 1 : stop])
     assert card["policy"]["name"] == name and card["policy"]["episode_length"] == LENGTH
+    # the two episodes that reached the collection's time limit are complete, the one the collection cut is not
+    # (the evaluation env's own limit, 200 for cube-single, would have left every collection episode out)
+    assert card["max_episode_steps"] == LENGTH and card["n_complete_episodes"] == 2
+    expected = [float(ds.rewards[s : s + LENGTH].sum(dtype=np.float64)) for s in (0, LENGTH)]
+    assert card["returns"]["mean"] == pytest.approx(np.mean(expected))
     assert card["env_version"] == 0 and card["ogbench_version"] and card["seed"] == 1
 
 

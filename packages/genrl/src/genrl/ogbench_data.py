@@ -244,7 +244,10 @@ def make_ogbench_dataset(
         ds,
         env_id=eval_id,
         env_version=task_env.spec.version,
-        max_episode_steps=task_env.spec.max_episode_steps,
+        # the data's episodes end at the collection's time limit, not the evaluation env's (200 for cube-single):
+        # the return statistics count the episodes of exactly that length as complete
+        max_episode_steps=episode_length,
+        eval_max_episode_steps=task_env.spec.max_episode_steps,
         dataset_name=f"{env_name}-{kind}-singletask-task{task_id}-v0",
         policy=behaviour,
         task={
