@@ -319,3 +319,15 @@ def test_train_sae_never_writes_into_another_commands_run_folder(tmp_path, store
         "new --out folder."
     ]
     assert (run / "run.json").read_bytes() == before and [p.name for p in run.iterdir()] == ["run.json"]
+
+
+def test_corpus_files_are_read_in_the_encoding_they_declare(tmp_path):
+    """A UTF-8 BOM lost the file's docstrings (ast refuses U+FEFF) and put U+FEFF into its source text; a file
+    declaring ``coding: latin-1`` (PEP 263) was left out of the corpus."""
+    from geninterp.text import stdlib_texts
+
+    (tmp_path / "a_bom.py").write_bytes(b'\xef\xbb\xbf"""Doc with a BOM."""\nx = 1\n')
+    (tmp_path / "b_latin.py").write_bytes('# -*- coding: latin-1 -*-\n"""Caf\xe9 doc."""\n'.encode("latin-1"))
+    assert sorted(stdlib_texts("docstrings", root=tmp_path)) == ["Café doc.", "Doc with a BOM."]
+    sources = sorted(stdlib_texts("source", root=tmp_path))
+    assert sources == ['"""Doc with a BOM."""\nx = 1', '# -*- coding: latin-1 -*-\n"""Café doc."""']

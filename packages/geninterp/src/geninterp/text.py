@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import random
 import sysconfig
+import tokenize
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -48,9 +49,10 @@ def stdlib_texts(kind: str = "docstrings", seed: int = 0, root: str | Path | Non
     files = stdlib_files(root)
     random.Random(seed).shuffle(files)
     for path in files:
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
+        try:  # the encoding a Python file declares (PEP 263, a UTF-8 BOM), utf-8 otherwise; the BOM is dropped
+            with tokenize.open(path) as f:
+                source = f.read()
+        except (SyntaxError, UnicodeDecodeError, OSError):  # an unknown or wrong declared encoding: file left out
             continue
         parts = []
         if kind in ("docstrings", "mixed"):
