@@ -81,3 +81,45 @@ def test_validity_connected_needs_both_validity_and_one_fragment():
     assert s["validity"] == pytest.approx(2 / 3)
     assert s["connectivity"] == pytest.approx(2 / 3)
     assert s["validity_connected"] == pytest.approx(1 / 3)
+
+
+def test_symmetry_rmsd_refuses_a_probe_with_an_extra_bond():
+    """GetBestRMS matches the reference as a substructure of the probe: a ring-closed copy of a chain (same heavy
+    atoms, one bond more) matched and got an RMSD, so a generated conformer of another graph was scored."""
+    from conftest import embedded
+
+    from gencore.errors import InputError
+
+    ring, chain = embedded("C1CCCCC1", 0), embedded("CCCCCC", 0)
+    for probe, ref in ((ring, chain), (chain, ring)):
+        with pytest.raises(InputError, match="same molecular graph"):
+            symmetry_rmsd(probe, ref)
+    res = coverage_recall([ring], [chain], threshold=5.0)
+    assert res["cov_r"] == 0.0 and np.isnan(res["amr_r"])
+    # the same holds for a charge only the probe carries (a charged probe matched a neutral reference at RMSD 0)
+    acetate = embedded("CC(=O)[O-]", 0)
+    neutral = Molecule(
+        acetate.atomic_numbers,
+        np.zeros(acetate.num_atoms),
+        acetate.bonds,
+        acetate.bond_orders,
+        acetate.num_hs,
+        acetate.coordinates,
+    )
+    with pytest.raises(InputError, match="same molecular graph"):
+        symmetry_rmsd(acetate, neutral)
+    res = coverage_recall([acetate], [neutral], threshold=5.0)
+    assert res["cov_r"] == 0.0 and np.isnan(res["amr_r"])
+
+
+def test_coverage_threshold_is_strict_as_documented():
+    """COV-R counts a reference conformer when its best RMSD is below delta (``< delta``, not ``<=``)."""
+    from conftest import embedded
+
+    ref = embedded("CCCCO", 0)
+    gen = ref.with_coordinates(ref.coordinates + np.random.default_rng(0).normal(0.0, 0.2, ref.coordinates.shape))
+    d = symmetry_rmsd(gen, ref)
+    assert d > 0.01
+    at = coverage_recall([gen], [ref], threshold=d)
+    assert at["cov_r"] == 0.0 and at["amr_r"] == d
+    assert coverage_recall([gen], [ref], threshold=np.nextafter(d, np.inf))["cov_r"] == 1.0

@@ -115,6 +115,15 @@ def symmetry_rmsd(probe, reference, *, heavy_atoms_only: bool = True, max_matche
     p, r = as_rd(probe), as_rd(reference)
     if p.GetNumAtoms() != r.GetNumAtoms():
         raise InputError(f"the two molecules differ in size ({p.GetNumAtoms()} vs {r.GetNumAtoms()} atoms).")
+    # GetBestRMS matches the reference as a substructure of the probe: with as many atoms, a probe with an extra
+    # bond (a chain's ring-closed copy) or a charge the reference lacks would match; equal bond counts make the match
+    # an isomorphism of the bond graph, equal charge multisets rule out the probe's extra charges
+    charges = [sorted(a.GetFormalCharge() for a in m.GetAtoms()) for m in (p, r)]
+    if p.GetNumBonds() != r.GetNumBonds() or charges[0] != charges[1]:
+        raise InputError(
+            "symmetry_rmsd needs two conformers of the same molecular graph "
+            f"({p.GetNumBonds()} vs {r.GetNumBonds()} bonds, net charge {sum(charges[0])} vs {sum(charges[1])})."
+        )
     try:
         return float(rdMolAlign.GetBestRMS(p, r, maxMatches=max_matches))
     except RuntimeError as exc:  # "No sub-structure match found between the reference and probe mol"
