@@ -413,3 +413,19 @@ def test_evaluate_sets_record_keys_and_values(sets) -> None:
     assert record["mean_edges"] == pytest.approx(np.mean([g.number_of_edges() for g in map(Graph.to_networkx, gen)]))
     plain = evaluate_sets(ref, gen, metrics=keys)
     assert set(plain) == {"n_reference", "n_generated", "mean_nodes", "mean_edges", *keys, "valid", "unique"}
+
+
+def test_vun_refuses_unknown_dataset_names_and_empty_generated_sets() -> None:
+    """A misspelt set name fell back to the connectivity rule (a cycle counted as a valid "trees" graph), and an
+    empty generated set was reported as 0 % valid, unique and novel."""
+    from gencore.errors import ConfigError
+    from gengraph.metrics import is_valid
+
+    cycle = Graph(n_nodes=4, edges=[[0, 1], [1, 2], [2, 3], [3, 0]])
+    assert vun([cycle], [], "tree")["valid"] == 0.0 and vun([cycle], [], None)["valid"] == 1.0
+    with pytest.raises(ConfigError, match=r"unknown dataset 'trees' for validity; expected one of .*tree"):
+        vun([cycle], [], "trees")
+    with pytest.raises(ConfigError, match="unknown dataset 'Planar'"):
+        is_valid(nx.cycle_graph(4), "Planar")
+    with pytest.raises(InputError, match="at least one graph"):
+        vun([], [cycle], "tree")

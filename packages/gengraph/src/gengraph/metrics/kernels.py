@@ -9,7 +9,8 @@ data, so every metric key names its kernel:
   two histograms under the ground distance ``|i - j| / scale`` (GraphRNN, You et al. 2018). In one dimension
   ``W1 = sum_i |F_x(i) - F_y(i)| / scale`` with ``F`` the cumulative sums, so the whole Gram matrix is one
   ``cdist`` of cumulative histograms instead of GraphRNN's per-pair ``pyemd`` calls.
-- ``gaussian``: ``exp(-|x - y|_2^2 / (2 sigma^2))`` (GraphRNN/GRAN's orbit kernel).
+- ``gaussian``: ``exp(-|x - y|_2^2 / (2 sigma^2))`` (GraphRNN's orbit kernel; GRAN's released evaluation
+  uses ``gaussian_tv`` on the same unnormalised mean orbit counts, sigma 30).
 
 :func:`mmd2_from_gram` is the biased (V-statistic) estimate ``mean K_xx + mean K_yy - 2 mean K_xy`` that
 GraphRNN, GRAN and PolyGraph report.

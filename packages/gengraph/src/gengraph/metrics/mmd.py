@@ -7,10 +7,10 @@ key                             descriptor                  sigma (scale)  used 
 ``degree_mmd_gaussian_emd``     degree histogram            1.0 (1)        GraphRNN, GDSS, GGBall tables
 ``clustering_mmd_gaussian_tv``  clustering, 100 bins        0.1            GRAN, PolyGraph
 ``clustering_mmd_gaussian_emd`` clustering, 100 bins        0.1 (100)      GraphRNN, GDSS
-``orbit_mmd_gaussian_tv``       mean 4-node orbit counts    30             PolyGraph
-``orbit_mmd_gaussian``          mean 4-node orbit counts    30             GraphRNN, GRAN (L2 distance)
+``orbit_mmd_gaussian_tv``       mean 4-node orbit counts    30             GRAN, PolyGraph, SPECTRE
+``orbit_mmd_gaussian``          mean 4-node orbit counts    30             GraphRNN, GDSS (L2 distance)
 ``spectral_mmd_gaussian_tv``    Laplacian spectrum, 200     1.0            GRAN, PolyGraph, SPECTRE
-``spectral_mmd_gaussian_emd``   Laplacian spectrum, 200     1.0 (1)        GraphRNN-style EMD variant
+``spectral_mmd_gaussian_emd``   Laplacian spectrum, 200     1.0 (1)        GDSS (ground distance in bins)
 ==============================  ==========================  =============  ==============================
 
 Values are the biased squared MMD (:func:`~gengraph.metrics.kernels.mmd2_from_gram`), the quantity these

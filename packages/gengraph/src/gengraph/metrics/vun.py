@@ -36,6 +36,7 @@ from collections import defaultdict
 import networkx as nx
 import numpy as np
 
+from gencore.errors import ConfigError, InputError
 from gengraph.graph import Graph
 
 __all__ = ["is_grid", "is_lobster", "is_sbm_graph", "is_valid", "vun"]
@@ -129,7 +130,18 @@ def _sbm_bic(adj: np.ndarray, labels: np.ndarray) -> float:
     return float(-2 * loglik + e.size * np.log(n * (n - 1) / 2) + 2 * n * np.log(len(sizes)))
 
 
+def _check_dataset(dataset: str | None) -> None:
+    """A misspelt set name (``"trees"``) silently fell back to the connectivity rule of the other sets."""
+    from gengraph.datasets import DATASETS
+
+    if dataset is not None and dataset not in DATASETS:
+        raise ConfigError(
+            f"unknown dataset {dataset!r} for validity; expected one of {', '.join(DATASETS)}, or None (connected)."
+        )
+
+
 def is_valid(g: nx.Graph, dataset: str | None) -> bool:
+    _check_dataset(dataset)
     if g.number_of_nodes() == 0:
         return False
     if dataset == "planar":
@@ -159,6 +171,9 @@ def _wl_hash(g: nx.Graph) -> str:
 
 def vun(generated: list[Graph], train: list[Graph], dataset: str | None = None) -> dict[str, float]:
     """Fractions ``valid``, ``unique``, ``novel`` and ``vun`` (valid and unique and novel) of ``generated``."""
+    _check_dataset(dataset)
+    if not generated:  # 0 of 0 graphs was reported as 0 % valid, unique and novel
+        raise InputError("the generated set must hold at least one graph for V.U.N.")
     gen = [g.to_undirected().to_networkx() for g in generated]
     seen_train: dict[str, list[nx.Graph]] = defaultdict(list)
     for h in (t.to_undirected().to_networkx() for t in train):
@@ -172,5 +187,5 @@ def vun(generated: list[Graph], train: list[Graph], dataset: str | None = None) 
         seen_gen[key].append(g)
         n = not _isomorphic_to_any(g, seen_train[key])
         valid, unique, novel, both = valid + v, unique + u, novel + n, both + (v and u and n)
-    total = max(len(gen), 1)
+    total = len(gen)
     return {"valid": valid / total, "unique": unique / total, "novel": novel / total, "vun": both / total}
