@@ -54,6 +54,8 @@ def test_a_hand_edited_run_config_is_one_sentence(digits_run, tmp_path, capsys) 
         ({"prediction": "noise"}, "field 'prediction' must be 'velocity'"),
         ({"sample_shape": [1, 8]}, "field 'sample_shape' must be three positive integers"),
         ({"t_end": "1"}, "field 't_end' must be a number"),
+        ({"t_end": 0.5}, "field 't_end' must be a number, 1.0 for the 'flow' objective, got 0.5"),  # half-noisy
+        ({"objective": "vp", "prediction": "noise"}, "field 't_end' must be a number, 0.999 for the 'vp' objective"),
     ]
     for k, (edit, message) in enumerate(edits):
         run = tmp_path / f"run{k}"

@@ -147,6 +147,8 @@ def test_non_integer_labels_are_refused_not_truncated() -> None:
     noise = sample_noise(run, 3)
     with pytest.raises(InputError, match="integer"):
         generate(run, noise, torch.tensor([0.7, 1.5, 2.2]), nfe=2)
+    with pytest.raises(InputError, match="integer class indices, got a bool tensor"):  # was sampled as 1, 0, 1
+        generate(run, noise, torch.tensor([True, False, True]), nfe=2)
     with pytest.raises(ConfigError, match="finite"):
         generate(run, noise, torch.tensor([0, 1, 2]), nfe=2, cfg_scale=float("nan"))
     a = generate(run, noise, torch.tensor([0.0, 1.0, 2.0]), nfe=2)  # integral floats are class indices
@@ -357,3 +359,72 @@ def test_guidance_is_refused_for_a_run_whose_null_class_was_never_trained() -> N
     for config in ({"label_dropout": 0.1}, {"label_dropout": 0.0, "init_from": "runs/base"}):
         run.config = run.config | config
         assert generate(run, noise, y, nfe=2, cfg_scale=2.0).shape == (3, 1, 4, 4)
+
+
+CLASS_MEANS = torch.tensor([-0.2, 0.1, 0.25, 0.05])  # classes 0..2 and the null class (index 3)
+
+
+class ConditionalGaussianOracle(GaussianOracle):
+    """Bayes-optimal prediction for class ``y`` data ``N(CLASS_MEANS[y], diag(VAR))``, the null class included."""
+
+    def forward(self, x, t, y=None):
+        _, c = self.path.coefficients(t, x)
+        a, s, da, ds = (v.double() for v in (c.alpha, c.sigma, c.d_alpha, c.d_sigma))
+        m = CLASS_MEANS.double()[y].view(-1, 1, 1, 1)
+        centred = (x.double() - a * m) / (a**2 * VAR + s**2)
+        x1, eps = m + a * VAR * centred, s * centred
+        return (eps if self.prediction == "noise" else da * x1 + ds * eps).float()
+
+
+@pytest.mark.parametrize("objective", ["flow", "vp"])
+def test_guided_generation_is_the_exact_flow_map_of_the_extrapolated_gaussian(objective: str) -> None:
+    """Class Gaussians of one covariance have velocities affine in their mean, so the guided velocity
+    ``v_null + w (v_y - v_null)`` is the exact velocity of ``N(m_null + w (m_y - m_null), VAR)``: each noise sample has
+    a known guided image (``w = 1`` conditional, ``w = 0`` the null class). A sampler that dropped the scale on the
+    ODE, the VP run's final clean estimate or the inversion, or swapped the branches, misses it."""
+    run = _run(objective)
+    run.model = ConditionalGaussianOracle(schedule=run.model.config["schedule"], prediction=run.prediction)
+    run.num_classes, run.config = 3, run.config | {"num_classes": 3, "label_dropout": 0.1}
+    schedule = run.path.schedule
+    noise = 0.5 * sample_noise(run, 48, seed=2)
+    y = torch.arange(48) % 3
+    start, end = (schedule(torch.tensor(t, dtype=torch.float64)) for t in (0.0, run.t_end))
+    for w in (0.0, 1.0, 2.0):
+        m = (CLASS_MEANS[3] + w * (CLASS_MEANS[y] - CLASS_MEANS[3])).double().view(-1, 1, 1, 1)
+        standard = (noise - start.alpha * m) / torch.sqrt(start.alpha**2 * VAR + start.sigma**2)
+        x_end = end.alpha * m + torch.sqrt(end.alpha**2 * VAR + end.sigma**2) * standard
+        expected = m + end.alpha * VAR * (x_end - end.alpha * m) / (end.alpha**2 * VAR + end.sigma**2)
+        assert float(expected.abs().max()) < 0.95  # the clamp to [-1, 1] does not act
+        x = generate(run, noise, y, nfe=512, cfg_scale=w, solver="rk4")
+        torch.testing.assert_close(x, expected.float(), atol=2e-5, rtol=0)
+        if objective == "flow":  # the guided ODE run backwards returns the noise (a VP image is a clean estimate)
+            torch.testing.assert_close(invert(run, x, y, nfe=512, cfg_scale=w, solver="rk4"), noise, atol=1e-4, rtol=0)
+    from genimage.sampling import sample_images
+
+    kw = {"nfe": 4, "cfg_scale": 2.0, "solver": "heun", "seed": 2, "progress": False}
+    whole = sample_images(run, 48, y, batch_size=256, **kw)
+    torch.testing.assert_close(sample_images(run, 48, y, batch_size=5, **kw), whole, atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        whole, generate(run, sample_noise(run, 48, seed=2), y, nfe=4, cfg_scale=2.0, solver="heun")
+    )
+
+
+def test_a_latent_runs_decode_undoes_the_latent_scale_of_its_encode() -> None:
+    """Training sees ``latent_scale * mean`` (unit-variance latents); sampling must divide the scale out before the
+    decoder, so a latent run's ``decode(encode(x))`` is the decoder applied to the posterior mean. (The KL-VAE's own
+    decoder starts with a GroupNorm that hides a positive scale, so a scale-sensitive decoder stands in for it.)"""
+    from genimage.models.vae import KLVAE
+
+    torch.manual_seed(0)
+    vae = KLVAE(channels=1, latent_channels=2, width=8).eval()
+    vae.latent_scale.fill_(2.5)
+    vae.decoder = torch.nn.Sequential(torch.nn.Upsample(scale_factor=2), torch.nn.Conv2d(2, 1, 1))
+    config = {"prediction": "velocity", "objective": "flow", "image_shape": [1, 8, 8], "sample_shape": [2, 4, 4]}
+    run = LoadedRun.from_parts(_run("flow").model, config | {"t_end": 1.0, "num_classes": None}, vae)
+    x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    with torch.no_grad():
+        mean = vae.encode(x)[0]
+        torch.testing.assert_close(run.encode(x), 2.5 * mean)
+        reconstruction = vae.decoder(mean)
+        assert float(reconstruction.abs().max()) < 1.0  # the clamp of decode does not act
+        torch.testing.assert_close(run.decode(run.encode(x)), reconstruction)

@@ -128,7 +128,7 @@ def _check_run_fields(config: dict[str, Any], where: Path) -> None:
     """The derived fields sampling relies on, checked so a hand-edited config fails with one sentence."""
     if config["objective"] not in ("flow", "vp"):
         raise StorageError(f"{where}: field 'objective' must be 'flow' or 'vp', got {config['objective']!r}.")
-    _, prediction, _ = make_path(config["objective"])
+    _, prediction, t_end = make_path(config["objective"])
     if config["prediction"] != prediction:
         raise StorageError(
             f"{where}: field 'prediction' must be {prediction!r} for the {config['objective']!r} objective, "
@@ -141,8 +141,13 @@ def _check_run_fields(config: dict[str, Any], where: Path) -> None:
         shape = config[name]
         if not (isinstance(shape, list) and len(shape) == rank and all(isinstance(v, int) and v > 0 for v in shape)):
             raise StorageError(f"{where}: field {name!r} must be {count} positive integers {layout}, got {shape!r}.")
-    if not isinstance(config["t_end"], (int, float)) or not 0.0 < config["t_end"] <= 1.0:
-        raise StorageError(f"{where}: field 't_end' must be a number in (0, 1], got {config['t_end']!r}.")
+    # derived from the objective: another end time samples half-noisy images (flow) or NaN (VP at t = 1)
+    value = config["t_end"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or abs(value - t_end) > 1e-9:
+        raise StorageError(
+            f"{where}: field 't_end' must be a number, {t_end} for the {config['objective']!r} objective, "
+            f"got {value!r}."
+        )
 
 
 def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedRun:

@@ -66,6 +66,8 @@ def _labels(run: LoadedRun, labels: torch.Tensor | None, n: int, cfg_scale: floa
     if not run.num_classes:
         raise InputError("labels were given, but the run is unconditional; pass labels=None.")
     y = torch.as_tensor(labels)
+    if y.dtype == torch.bool:  # a mask passed by mistake would silently sample classes 0 and 1
+        raise InputError("labels must be integer class indices, got a bool tensor.")
     if y.is_floating_point() and not bool((y == y.round()).all()):
         raise InputError(f"labels must be integer class indices, got non-integer values of dtype {y.dtype}.")
     y = y.long()
