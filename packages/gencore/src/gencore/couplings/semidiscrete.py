@@ -224,11 +224,13 @@ class SemidiscreteCoupling(nn.Module):
 
     @torch.no_grad()
     def score_scale(self, generator: torch.Generator | None = None, n_noise: int = 256) -> float:
-        """Typical spread over the data of the matching score ``<x, y_j> - |y_j|^2 / 2`` for noise ``x``:
-        the mean over ``n_noise`` draws of its standard deviation over (up to 4096 of) the data points.
+        """Typical spread over the data of the matching score ``<x, z_j> - |z_j|^2 / 2`` for noise ``x`` and
+        the centred data ``z_j = y_j - mean(y)``: the mean over ``n_noise`` draws of its standard deviation over
+        (up to 4096 of) the data points.
         It is the size of the gaps the potential must close, and sets the default learning rate (1 when the
         data points are all equal)."""
         sub = self.data[:: max(1, self.n_points // 4096)]
+        sub = sub - self.data.mean(0)  # a translation of the data costs the potential no steps (see fit)
         scores = self._noise(n_noise, generator) @ sub.t() - 0.5 * (sub * sub).sum(-1)
         spread = float(scores.std(dim=1, correction=0).mean()) if sub.shape[0] > 1 else 0.0
         return spread if spread > 0 else 1.0  # identical data points: no gap to close, any unit step
@@ -269,7 +271,9 @@ class SemidiscreteCoupling(nn.Module):
         follows a cosine from ``lr`` down to ``lr / 100``. The matching uses the EMA (rate ``ema``) of
         the iterates, which is what is stored in ``self.potential``. Every ``eval_every`` steps the
         unbiased chi^2 of the EMA potential is recorded on ``eval_samples`` fresh noise samples.
-        Continues from the current potential (call again to fit longer).
+        Continues from the current potential (call again to fit longer); a first fit from the zero potential
+        starts at ``g_j = <mean(y), y_j>``, the potential of the translation to the data's mean, which makes
+        the fit equivariant to translations of the data.
         """
         check_choice(optimizer, ("adam", "sgd"), "optimizer")
         if n_steps < 1 or batch_size < 1:
@@ -282,6 +286,11 @@ class SemidiscreteCoupling(nn.Module):
         lr = check_positive(lr, "lr")
         eval_every = eval_every or max(1, n_steps // 20)
         eval_samples = eval_samples or min(max(4096, 4 * n), 2**17)
+        if int(self.fit_steps) == 0 and not bool(self.potential.any()):
+            # the OT map to data translated by c is the map to the centred data, translated: start from that
+            # translation's potential g_j = <c, y_j> (x is matched as x + c). From g = 0 the fit also had to learn
+            # the translation: 64 points of spread 0.5 at offset 3 ended at chi2 0.16 after 600 steps (0.002 now)
+            self.potential.copy_(self.data @ self.data.mean(0))
         g = self.potential.clone()
         g_ema = self.potential.clone()
         m1, m2 = torch.zeros_like(g), torch.zeros_like(g)
