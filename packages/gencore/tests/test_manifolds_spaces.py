@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import geoopt
+import numpy as np
 import pytest
 import torch
 
@@ -500,3 +501,73 @@ def test_safe_norm_and_sqrt_of_zero_are_positive_with_finite_gradients_in_every_
     assert bool((s > 0).all())
     s.sum().backward()
     assert bool(torch.isfinite(x.grad).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("delta", [1e-2, 1e-3, 1e-4])
+@pytest.mark.parametrize("n", [2, 3])
+def test_sphere_log_exp_and_transport_near_the_antipode(n, delta, dtype):
+    """Points at distance pi - delta: |log_x y| = d(x, y), exp_x(log_x y) = y, and transport keeps inner products.
+    The log scaled its O(eps) direction by d / sin d (float32, delta = 1e-3: length off by 2.5e-4) and the transport
+    divided by 1 + <x, y>, which cancels (float32, delta = 1e-4: a unit vector came back with norm 1.5e7)."""
+    m = Sphere(n)
+    g = torch.Generator().manual_seed(20)
+    x = m.random_base(32, generator=g, dtype=torch.float64)
+    e = m.proju(x, torch.randn(x.shape, generator=g, dtype=torch.float64))
+    e = e / e.norm(dim=-1, keepdim=True)
+    d = math.pi - delta
+    y = (math.cos(d) * x + math.sin(d) * e).to(dtype)
+    x = x.to(dtype)
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    v = m.logmap(x, y)
+    assert torch.allclose(v.norm(dim=-1), m.dist(x, y), atol=tol, rtol=0)
+    assert torch.allclose(m.dist(x, y).double(), torch.full((32,), d, dtype=torch.float64), atol=tol, rtol=0)
+    assert (m.dist(m.expmap(x, v), y) < tol).all()
+    u = m.proju(x, torch.randn(x.shape, generator=g, dtype=torch.float64).to(dtype))
+    w = m.proju(x, torch.randn(x.shape, generator=g, dtype=torch.float64).to(dtype))
+    pu, pw = m.transp(x, y, u), m.transp(x, y, w)
+    assert torch.allclose(m.inner(y, pu, pw), m.inner(x, u, w), atol=tol * 10, rtol=0)
+    assert torch.allclose(m.inner(y, pu, pu), m.inner(x, u, u), atol=tol * 10, rtol=0)
+    # the transported vector is tangent at y (up to the rounding of the points themselves, ~eps / delta)
+    assert (m.inner(y, pu, y).abs() < (1e-2 if dtype == torch.float32 else 1e-9)).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(MANIFOLDS))
+def test_parallel_transport_along_a_zero_length_geodesic_is_the_identity(name, dtype):
+    m = MANIFOLDS[name]()
+    x = m.random_base(32, generator=torch.Generator().manual_seed(21), dtype=dtype)
+    u = m.proju(x, torch.randn(x.shape, generator=torch.Generator().manual_seed(22), dtype=dtype))
+    tol = 1e-5 if dtype == torch.float32 else 1e-12
+    assert torch.allclose(m.transp(x, x, u), u, atol=tol * (1 + float(u.abs().max())), rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_so3_log_exp_near_angle_pi_agree_with_scipy(dtype):
+    """Rotation angles pi - delta down to the cut locus, in float32 and float64, against scipy's rotation vectors."""
+    from scipy.spatial.transform import Rotation
+
+    m = SO3()
+    g = torch.Generator().manual_seed(23)
+    axis = torch.nn.functional.normalize(torch.randn(64, 3, generator=g, dtype=torch.float64), dim=-1)
+    tol = 2e-5 if dtype == torch.float32 else 1e-12
+    for delta in (0.1, 1.1e-2, 9e-3, 1e-4, 1e-6):
+        w = (math.pi - delta) * axis
+        r = torch.as_tensor(Rotation.from_rotvec(w.numpy()).as_matrix(), dtype=dtype)
+        assert torch.allclose(so3_log(r).double(), w, atol=tol, rtol=0)
+        o = m.origin(dtype).expand(64, 9)
+        v = m.origin_tangent(w.to(dtype))
+        assert torch.allclose(m.logmap(o, m.expmap(o, v)), v, atol=tol, rtol=0)
+        assert torch.allclose(m.dist(o, m._f(r)).double(), torch.full((64,), math.pi - delta).double(), atol=tol)
+        ref = torch.as_tensor(Rotation.from_matrix(r.double().numpy()).as_rotvec())
+        assert torch.allclose(so3_log(r).double(), ref, atol=tol, rtol=0)
+
+
+def test_so3_uniform_base_has_the_haar_angle_density():
+    """Haar measure: the rotation angle has density (1 - cos theta) / pi on [0, pi] (KS test)."""
+    from scipy import stats
+
+    m = SO3()
+    x = m.random_base(20000, generator=torch.Generator().manual_seed(24), dtype=torch.float64)
+    angle = m.dist(m.origin(torch.float64).expand_as(x), x).numpy()
+    assert stats.kstest(angle, lambda t: (t - np.sin(t)) / math.pi).pvalue > 1e-3

@@ -26,7 +26,7 @@ import geoopt
 import torch
 
 from gencore.errors import ConfigError
-from gencore.manifolds.base import Manifold, eps_for, safe_norm, safe_sqrt, sinc_ratio, wrapped_normal_log_prob
+from gencore.manifolds.base import TINY, Manifold, eps_for, safe_norm, safe_sqrt, sinc_ratio, wrapped_normal_log_prob
 from gencore.rng import draw_device
 
 __all__ = ["SO3", "Euclidean", "Lorentz", "PoincareBall", "Sphere", "Torus", "wrap_angle"]
@@ -125,16 +125,23 @@ class Sphere(Manifold):
         return 2 * torch.atan2(safe_norm(x - y, keepdim=False), safe_norm(x + y, keepdim=False))
 
     def logmap(self, x, y):
-        w = self.proju(x, y - x)  # |w| = sin d, computed without cancellation
-        d = self.dist(x, y).unsqueeze(-1)
-        return w * _small_series(d, lambda t: t / torch.sin(t), lambda t: 1 + t**2 / 6 + 7 * t**4 / 360)
+        # the direction w = P_x (y - x) has |w| = sin d; near the antipode w is an O(eps) difference, so scaling it by
+        # d / sin d put the rounding into the length (float32, d = pi - 1e-4: |log| off by 1.5e-3); normalising w by
+        # its own norm keeps |log_x y| = d exact (d / |w| -> 1 and the gradient stays finite at y = x)
+        w = self.proju(x, y - x)
+        return w * (self.dist(x, y).unsqueeze(-1) / safe_norm(w))
 
     def pairwise_sq_dist(self, x, y):
         return torch.acos((x @ y.T).clamp(-1, 1)).square()
 
     def transp(self, x, y, v):
-        denom = (1 + _dot(x, y, keepdim=True)).clamp_min(eps_for(x))
-        return v - _dot(y, v, keepdim=True) / denom * (x + y)
+        # v - <y, v> / (1 + <x, y>) (x + y) for v in T_x is the reflection of v in the plane orthogonal to s = x + y
+        # (<y, v> = <s, v>, 1 + <x, y> = |s|^2 / 2): an isometry for every rounding of s, where 1 + <x, y> cancelled to
+        # 0 near the antipode (float32, d = pi - 1e-4: a unit vector came back with norm 1.5e7)
+        s = x + y
+        return (
+            v - 2 * _dot(s, v, keepdim=True) / s.square().sum(-1, keepdim=True).clamp_min(TINY.get(x.dtype, 1e-30)) * s
+        )
 
     def inner(self, x, u, v):
         return _dot(u, v)
