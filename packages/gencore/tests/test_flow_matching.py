@@ -122,3 +122,15 @@ def test_cpu_generator_gives_same_numbers_for_cuda_data() -> None:
     for a, b in zip(cpu, gpu):
         assert b.is_cuda
         torch.testing.assert_close(a, b.cpu())
+
+
+def test_integer_data_is_refused_with_a_clear_error() -> None:
+    # t was drawn in the data's dtype before the path's check: a NotImplementedError from deep inside torch
+    x0, x1 = torch.zeros(3, 2, dtype=torch.long), torch.ones(3, 2, dtype=torch.long)
+    fm = FlowMatcher()
+    with pytest.raises(InputError, match="floating-point"):
+        fm(x0, x1)
+    with pytest.raises(InputError, match="floating-point"):
+        fm.loss(lambda x_t, t: x_t, x1)
+    with pytest.raises(InputError, match="floating-point"):
+        fm.loss(lambda x_t, t: x_t, x1, x0=x0)

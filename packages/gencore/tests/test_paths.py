@@ -138,6 +138,28 @@ def test_bayes_optimal_denoiser_converts_to_marginal_score(sched) -> None:
     torch.testing.assert_close(velocity, co.d_alpha[:, None] * post_mean_x1 + co.d_sigma[:, None] * post_mean_x0)
 
 
+@pytest.mark.parametrize("sched", SCHEDULES, ids=IDS)
+def test_bayes_optimal_predictions_convert_into_each_other(sched) -> None:
+    """Data x1 ~ N(m, c^2 I): the four Bayes-optimal predictions are known in closed form (E[x1 | x_t],
+    E[x0 | x_t], E[u_t | x_t] and grad log p_t); every one of the 12 conversions maps one onto another."""
+    m, c2 = torch.tensor([0.7, -1.2], dtype=F64), 0.5**2
+    path = AffineGaussianPath(sched)
+    x_t = torch.randn(5, 2, generator=_gen(13), dtype=F64) * 3
+    t = torch.tensor([0.02, 0.3, 0.5, 0.7, 0.98], dtype=F64)
+    co = sched(t)
+    a, s = co.alpha[:, None], co.sigma[:, None]
+    var = a**2 * c2 + s**2
+    bayes = {
+        "data": m + a * c2 / var * (x_t - a * m),
+        "noise": s / var * (x_t - a * m),
+        "score": -(x_t - a * m) / var,
+    }
+    bayes["velocity"] = co.d_alpha[:, None] * bayes["data"] + co.d_sigma[:, None] * bayes["noise"]
+    for src, dst in itertools.product(PREDICTIONS, PREDICTIONS):
+        got = path.convert(bayes[src], x_t, t, src, dst)
+        torch.testing.assert_close(got, bayes[dst], rtol=1e-9, atol=1e-9, msg=f"{src} -> {dst}")
+
+
 def test_path_sample_fields_and_shapes() -> None:
     path = AffineGaussianPath(CosineSchedule())
     assert isinstance(path, ProbabilityPath)

@@ -104,3 +104,11 @@ def test_draws_stay_below_one_when_t_max_rounds_to_one_in_the_output_dtype() -> 
     assert float(t.max()) < 1.0
     t64 = BetaTime(1.0, 0.1, t_max=t_max)(20000, generator=_gen(0), dtype=torch.float64)
     assert float(t64.max()) <= t_max
+
+
+def test_integer_dtype_is_refused_rather_than_truncating_every_draw_to_zero() -> None:
+    # with t_max < 1 an integer dtype silently returned all zeros; with t_max = 1 it failed inside the clamp
+    with pytest.raises(InputError, match="floating-point"):
+        UniformTime(t_max=0.9)(8, generator=_gen(0), dtype=torch.int64)
+    with pytest.raises(InputError, match="floating-point"):
+        BetaTime(2.0, 2.0)(8, generator=_gen(0), dtype=torch.int32)

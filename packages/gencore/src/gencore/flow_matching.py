@@ -32,6 +32,14 @@ Coupling = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 """``coupling(x0, x1, *, generator=None) -> (x0_paired, x1_paired)``."""
 
 
+def _check_float(**xs: torch.Tensor) -> None:
+    # t is drawn in the data's dtype: integer data would truncate every t in [0, 1) to 0
+    for name, x in xs.items():
+        if not (torch.is_tensor(x) and x.is_floating_point()):
+            kind = x.dtype if torch.is_tensor(x) else type(x).__name__
+            raise InputError(f"{name} must be a floating-point tensor, got {kind}.")
+
+
 class FlowMatcher:
     """Couple, draw times, sample the conditional path.
 
@@ -72,6 +80,7 @@ class FlowMatcher:
     def _pair(
         self, x0: torch.Tensor, x1: torch.Tensor, generator: torch.Generator | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        _check_float(x0=x0, x1=x1)
         if x0.shape[:1] != x1.shape[:1] or x0.dim() < 1:
             raise InputError(f"x0 and x1 must share the batch size, got {tuple(x0.shape)} and {tuple(x1.shape)}.")
         if self.coupling is None:
@@ -112,6 +121,7 @@ class FlowMatcher:
         ``B`` together with such a coupling raises :class:`ConfigError`.
         """
         if x0 is None:
+            _check_float(x1=x1)
             x0 = randn_like_with(x1, generator)
         p0, p1 = self._pair(x0, x1, generator)
         if p1 is not x1 and any(

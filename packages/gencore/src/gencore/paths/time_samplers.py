@@ -56,6 +56,9 @@ class TimeSampler(ABC):
     ) -> torch.Tensor:
         """Draw ``n`` times, a ``[n]`` tensor in ``[t_min, t_max]`` (default dtype unless ``dtype``)."""
         n = check_int(n, "n", low=0, error=InputError)
+        if dtype is not None and not dtype.is_floating_point:
+            # an integer dtype truncated every draw in [0, 1) to 0 (and failed in the clamp below 1)
+            raise InputError(f"time sampler dtype must be a floating-point dtype, got {dtype}.")
         u = self._draw(n, generator, draw_device(generator, device))
         if self.t_min != 0.0 or self.t_max != 1.0:
             u = self.t_min + (self.t_max - self.t_min) * u
