@@ -119,29 +119,10 @@ def test_velocity_to_data_at_the_end_of_vp_is_the_limit_with_finite_gradients() 
 
 
 @pytest.mark.parametrize("sched", SCHEDULES, ids=IDS)
-def test_bayes_optimal_denoiser_converts_to_marginal_score(sched) -> None:
-    """Data x1 ~ N(m, c^2 I): p_t = N(alpha m, (alpha^2 c^2 + sigma^2) I) and E[x1 | x_t] is linear in x_t.
-    Converting the posterior mean (data prediction) to a score must give grad log p_t exactly; converting it
-    to a velocity must give E[u_t | x_t] = E[d_alpha x1 + d_sigma x0 | x_t]."""
-    m, c2 = torch.tensor([0.7, -1.2], dtype=F64), 0.5**2
-    path = AffineGaussianPath(sched)
-    x_t = torch.randn(5, 2, generator=_gen(3), dtype=F64) * 3
-    t = torch.tensor([0.1, 0.3, 0.5, 0.7, 0.9], dtype=F64)
-    co = sched(t)
-    a, s = co.alpha[:, None], co.sigma[:, None]
-    var = a**2 * c2 + s**2
-    post_mean_x1 = m + a * c2 / var * (x_t - a * m)
-    post_mean_x0 = s / var * (x_t - a * m)  # Cov(x0, x_t) = sigma
-    score = path.convert(post_mean_x1, x_t, t, "data", "score")
-    torch.testing.assert_close(score, -(x_t - a * m) / var)
-    velocity = path.convert(post_mean_x1, x_t, t, "data", "velocity")
-    torch.testing.assert_close(velocity, co.d_alpha[:, None] * post_mean_x1 + co.d_sigma[:, None] * post_mean_x0)
-
-
-@pytest.mark.parametrize("sched", SCHEDULES, ids=IDS)
 def test_bayes_optimal_predictions_convert_into_each_other(sched) -> None:
     """Data x1 ~ N(m, c^2 I): the four Bayes-optimal predictions are known in closed form (E[x1 | x_t],
-    E[x0 | x_t], E[u_t | x_t] and grad log p_t); every one of the 12 conversions maps one onto another."""
+    E[x0 | x_t], E[u_t | x_t] and grad log p_t); every one of the 12 conversions maps one onto another (so the
+    posterior mean converts to the marginal score exactly, and to the velocity E[d_alpha x1 + d_sigma x0 | x_t])."""
     m, c2 = torch.tensor([0.7, -1.2], dtype=F64), 0.5**2
     path = AffineGaussianPath(sched)
     x_t = torch.randn(5, 2, generator=_gen(13), dtype=F64) * 3
