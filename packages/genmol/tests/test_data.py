@@ -162,6 +162,8 @@ def test_qm9_molecules_are_named_by_their_qm9_index_and_skips_by_file_and_line(t
         assert (bad.source, bad.line, bad.index) == (rows[index][0], rows[index][1], rows[index][1] - 2)
     again, _ = qm9.qm9_subset(None, cache=tmp_path / "cache", progress=False)  # from the SDF cache
     assert [m.name for m in again] == [m.name for m in mols]
+    for a, b in zip(mols, again, strict=True):  # the first call returned unrounded coordinates, the cache 4 decimals
+        assert np.array_equal(a.coordinates, b.coordinates) and np.array_equal(a.formal_charges, b.formal_charges)
 
 
 def test_conformers_of_a_3d_molecule_keep_its_stereoisomer():
@@ -205,3 +207,24 @@ def test_featurize_smiles_skips_what_the_smiles_readers_skip_with_the_same_reaso
     assert [(b.index, b.reason) for b in report.bad] == [(b.index, b.reason) for b in ref.bad]
     assert [b.index for b in report.bad] == [1, 2, 3] and "position 3" in report.bad[1].reason
     assert not any(b.reason.startswith("[") for b in report.bad)
+
+
+def test_conformers_count_molecules_that_cannot_be_prepared_or_embedded_instead_of_raising():
+    """A molecule that fails sanitization (a pentavalent carbon, as an SDF read without sanitizing can hold) raised
+    InputError and one with no atoms raised ValueError out of ETKDG, aborting the whole job for every molecule."""
+    import numpy as np
+
+    five = Molecule(
+        atomic_numbers=[6, 1, 1, 1, 1, 1],
+        formal_charges=[0] * 6,
+        bonds=[[0, k] for k in range(1, 6)],
+        bond_orders=[1.0] * 5,
+        num_hs=[0] * 6,
+    )
+    empty = Molecule(atomic_numbers=[], formal_charges=[], bonds=np.zeros((0, 2)), bond_orders=[], num_hs=[])
+    mols = [empty, Molecule.from_smiles("CCO"), five, Molecule.from_smiles("CCN")]
+    for workers in (1, 2):
+        out, report = generate_conformers(mols, 1, seed=0, workers=workers, progress=False)
+        assert report.n_read == 2 and [b.index for b in report.bad] == [0, 2]
+        assert "valence" in report.bad[1].reason and "no atoms" in report.bad[0].reason
+        assert [len(o) for o in out] == [0, 1, 0, 1] and out[1][0].num_atoms == 9

@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from rdkit import Chem, rdBase
 from rdkit.Chem import AllChem
 
-from gencore.errors import ConfigError
+from gencore.errors import ConfigError, InputError
 from genmol.chem.io import BadRecord, ReadReport
 from genmol.chem.molecule import Molecule
 
@@ -31,7 +31,10 @@ def _embed(args: tuple[int, str, int, int, bool]) -> tuple[int, list[str], str]:
     params = AllChem.ETKDGv3()
     params.randomSeed = seed
     with rdBase.BlockLogs():  # the distance bounds type atoms with UFF: "UFFTYPER: Unrecognized charge state" for S+
-        ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=n_confs, params=params))
+        try:
+            ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=n_confs, params=params))
+        except ValueError as exc:  # RDKit raises for a molecule with no atoms
+            return index, [], f"ETKDG could not embed the molecule ({exc})"
     if not ids:
         return index, [], "ETKDG could not embed the molecule"
     if mmff and AllChem.MMFFHasAllMoleculeParams(mol):
@@ -57,14 +60,18 @@ def generate_conformers(
         raise ConfigError(f"the number of worker processes must be positive, got {workers}.")
 
     jobs = []
+    report = ReadReport("conformers")
     for k, m in enumerate(molecules):
-        rd = m.to_rdkit(sanitize=True)
+        try:
+            rd = m.to_rdkit(sanitize=True)
+        except InputError as exc:  # e.g. a pentavalent carbon from an SDF read without sanitizing: skipped, counted
+            report.bad.append(BadRecord(k, k + 1, str(exc).rstrip("."), "conformers"))
+            continue
         if rd.GetNumConformers():  # the stereoisomer of the given geometry, not a random one, reaches the block
             Chem.AssignStereochemistryFrom3D(rd)
         rd.RemoveAllConformers()
         jobs.append((k, Chem.MolToMolBlock(rd), n_confs, (seed + k) % 2**31, mmff))
     out: list[list[Molecule]] = [[] for _ in molecules]
-    report = ReadReport("conformers")
     bar = tqdm(total=len(jobs), desc="conformers", unit="mol", disable=not progress)
 
     def collect(result: tuple[int, list[str], str]) -> None:
@@ -85,4 +92,5 @@ def generate_conformers(
             for result in pool.map(_embed, jobs, chunksize=max(1, len(jobs) // (4 * workers))):
                 collect(result)
     bar.close()
+    report.bad.sort(key=lambda b: b.index)
     return out, report

@@ -211,6 +211,7 @@ def qm9_subset(
             mols.append(mol)
             report.n_read += 1
     write_sdf(sdf, mols)
+    mols, _ = read_sdf(sdf, on_error="raise", sanitize=False)  # what a cached call returns (coordinates to 1e-4 A)
     skipped = [{"index": b.index, "line": b.line, "reason": b.reason, "source": b.source} for b in report.bad]
     write_json(meta, {"format": CACHE_FORMAT, "n_requested": n, "seed": seed, "n_kept": len(mols), "skipped": skipped})
     return mols, report
