@@ -490,3 +490,17 @@ def test_classifier_features_refuse_a_batch_size_below_one(batch_size) -> None:
     with pytest.raises(ConfigError, match="batch_size"):  # 0 was a RuntimeError from Tensor.split
         classifier_features(net, torch.zeros(4, 1, 8, 8), batch_size=batch_size)
     assert classifier_features(net, torch.zeros(5, 1, 8, 8), batch_size=2).shape == (5, 128)
+
+
+def test_frechet_of_ill_conditioned_covariances_is_the_closed_form() -> None:
+    # commuting covariances Q diag(s) Q^T with eigenvalues 1e-4 .. 1e3: FD = sum (sqrt(s_a) - sqrt(s_b))^2 exactly.
+    # Cutting round-off in the squared spectrum of S_a^{1/2} S_b S_a^{1/2} dropped the small true eigenvalues
+    # (44.299690 for 44.299470, and FD(a, a) = 2e-4)
+    g = np.random.default_rng(3)
+    q, _ = np.linalg.qr(g.standard_normal((64, 64)))
+    s_a = np.logspace(-4, 3, 64)
+    s_b = 1.21 * s_a
+    ca, cb, mu = (q * s_a) @ q.T, (q * s_b) @ q.T, np.zeros(64)
+    expected = ((np.sqrt(s_a) - np.sqrt(s_b)) ** 2).sum()
+    assert frechet_distance_from_stats(mu, ca, mu, cb) == pytest.approx(expected, rel=1e-9)
+    assert abs(frechet_distance_from_stats(mu, ca, mu, ca)) < 1e-9 * s_a.sum()
