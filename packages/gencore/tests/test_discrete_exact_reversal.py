@@ -13,6 +13,7 @@ import pytest
 import torch
 from scipy.linalg import expm
 from scipy.stats import chisquare
+from test_wright_fisher import ExactPairDenoiser  # the exact length-2 posterior, shared with the Wright-Fisher tests
 
 from gencore.discrete import (
     ExactDenoiser,
@@ -158,20 +159,6 @@ def test_few_step_uniform_ancestral_sampler_is_the_exact_bayes_chain(schedule):
 
 
 # ------------------------------------------------------------------------------ Wright-Fisher
-class ExactPairDenoiser(torch.nn.Module):
-    """The hollow exact posterior of a length-2 law ``joint [K, K]`` (the process adds the position's likelihood)."""
-
-    def __init__(self, joint: torch.Tensor) -> None:
-        super().__init__()
-        self.joint = joint
-
-    def forward(self, features, t, **cond):
-        lik = features.double().clamp_min(1e-300)
-        first = (self.joint @ lik[:, 1, :, None]).squeeze(-1)
-        second = (self.joint.T @ lik[:, 0, :, None]).squeeze(-1)
-        return torch.stack([first, second], 1).log()
-
-
 def test_few_step_wf_discrete_sampler_is_the_exact_bayes_chain():
     """Three reverse steps of the mutation chain plus the likelihood decoder, with the exact denoiser, draw from the
     enumerated chain of exact Bayes posteriors built from ``expm(tau L)`` (non-uniform ``pi``, ``psi = 1.5``)."""
