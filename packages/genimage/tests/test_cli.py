@@ -37,6 +37,26 @@ def test_sampling_on_cuda_matches_the_cpu(digits_run) -> None:
     torch.testing.assert_close(x_gpu, x_cpu, atol=1e-2, rtol=0)  # cuDNN may use TF32 (10-bit mantissa) convolutions
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_metrics_of_a_run_on_cuda_match_the_cpu(digits_run) -> None:
+    """Bits/dim and the feature extractors take CPU images for a run loaded on CUDA (they built their inputs,
+    or kept their network, on the CPU: a device mismatch) and agree with the CPU numbers."""
+    from genimage.metrics import bits_per_dim, classifier_features, efflite0_features
+    from genimage.metrics.classifier import SmallCNN
+
+    cpu, gpu = load_run(digits_run), load_run(digits_run, device="cuda")
+    images = generate(cpu, sample_noise(cpu, 4), torch.tensor([0, 1, 2, 3]), nfe=4)
+    assert bits_per_dim(gpu, images, steps=4) == pytest.approx(bits_per_dim(cpu, images, steps=4), rel=1e-3)
+    f_cpu, f_gpu = efflite0_features(images, input_px=32), efflite0_features(images.to("cuda"), input_px=32)
+    torch.testing.assert_close(f_gpu.cpu(), f_cpu, atol=1e-2, rtol=1e-2)
+    net = SmallCNN(channels=1, num_classes=10)
+    gpu_net = SmallCNN(channels=1, num_classes=10).to("cuda")
+    gpu_net.load_state_dict(net.state_dict())
+    torch.testing.assert_close(
+        classifier_features(gpu_net, images).cpu(), classifier_features(net, images), atol=1e-3, rtol=1e-3
+    )
+
+
 def test_sample_on_cuda_without_cuda_is_one_line(digits_run, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     out = tmp_path / "g.png"

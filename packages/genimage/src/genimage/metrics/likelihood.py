@@ -50,6 +50,8 @@ def bits_per_dim(
         n, c, t, h, w = images.shape
         u = u.view(n, t, c, h, w).transpose(1, 2)
     y = ((u + torch.rand(u.shape, generator=g, dtype=torch.float64)) / 127.5 - 1.0).float()
+    # dequantised on the CPU (the same draws whatever the run's device), evaluated where the model lives
+    y = y.to(next(run.model.parameters()).device)
     res = log_likelihood(
         lambda x, t: run.velocity(x, t), y, divergence=divergence, method=method, steps=steps, generator=g
     )
