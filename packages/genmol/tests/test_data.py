@@ -121,6 +121,31 @@ def test_conformers_sit_at_mmff_minima_and_follow_the_documented_per_molecule_se
         assert (a.coordinates == b.coordinates).all()
 
 
+def test_conformers_not_relaxed_to_convergence_are_flagged_and_relaxation_continues(monkeypatch):
+    """MMFF94 stopped after 500 iterations and a molecule without MMFF94 parameters was left unrelaxed, and
+    neither was said: both are now warnings in the report. A conformer not converged in one round gets more
+    rounds: at 20 iterations a round, eicosane's conformers are still strained after one round (the warning)
+    and sit at a minimum after enough rounds (no warning)."""
+    import genmol.data.conformers as conformers
+    from genmol.metrics.chemistry import mmff_strain
+
+    boronic = Molecule.from_smiles("OB(O)c1ccccc1")  # MMFF94 has no boron types
+    ens, report = generate_conformers([boronic], 1, seed=0, progress=False)
+    assert report.n_read == 1 and len(ens[0]) == 1 and not report.bad
+    assert len(report.warnings) == 1 and "no MMFF94 parameters" in report.warnings[0].reason
+    assert "1 kept with warnings" in report.summary() and report.as_dict()["warnings"][0]["index"] == 0
+
+    chain = Molecule.from_smiles("C" * 20)
+    monkeypatch.setattr(conformers, "MMFF_ITERS", 20)
+    monkeypatch.setattr(conformers, "MMFF_ROUNDS", 1)
+    ens, report = generate_conformers([chain], 2, seed=0, progress=False)
+    assert [w.reason for w in report.warnings] == ["MMFF94 did not converge in 20 iterations for 2 of 2 conformers"]
+    assert min(mmff_strain(c) for c in ens[0]) > 1.0
+    monkeypatch.setattr(conformers, "MMFF_ROUNDS", 200)
+    ens, report = generate_conformers([chain], 2, seed=0, progress=False)
+    assert not report.warnings and all(mmff_strain(c) == pytest.approx(0.0, abs=0.05) for c in ens[0])
+
+
 @pytest.mark.skipif(importlib.util.find_spec("qm9pack") is None, reason="needs genmol[qm9]")
 def test_qm9_molecules_are_named_by_their_qm9_index_and_skips_by_file_and_line(tmp_path, monkeypatch):
     """qm9pack leaves out 3,054 of QM9's molecules, so the place of a molecule in its files is not its QM9 index (the

@@ -114,6 +114,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             mols, args.conformers, seed=args.seed, workers=args.workers, progress=not args.no_progress
         )
         print(conf_report.summary())
+        for bad in conf_report.bad[:5]:
+            print(f"  skipped {bad}")
+        for note in conf_report.warnings[:5]:
+            print(f"  warning {note}")
         out_mols = []
         for k, ens in enumerate(ensembles):
             for c, m in enumerate(ens):

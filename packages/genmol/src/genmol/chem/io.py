@@ -49,13 +49,15 @@ class ReadReport:
     source: str
     n_read: int = 0
     bad: list[BadRecord] = field(default_factory=list)
+    warnings: list[BadRecord] = field(default_factory=list)  # records kept, with a caveat
 
     @property
     def n_skipped(self) -> int:
         return len(self.bad)
 
     def summary(self) -> str:
-        return f"{self.source}: {self.n_read} records read, {self.n_skipped} skipped"
+        kept = f", {len(self.warnings)} kept with warnings" if self.warnings else ""
+        return f"{self.source}: {self.n_read} records read, {self.n_skipped} skipped{kept}"
 
     def as_dict(self) -> dict:
         return {
@@ -63,6 +65,7 @@ class ReadReport:
             "n_read": self.n_read,
             "n_skipped": self.n_skipped,
             "bad_records": [{"index": b.index, "line": b.line, "reason": b.reason} for b in self.bad],
+            "warnings": [{"index": b.index, "line": b.line, "reason": b.reason} for b in self.warnings],
         }
 
 

@@ -21,12 +21,28 @@ from gencore.errors import ConfigError, InputError
 from genmol.chem.io import BadRecord, ReadReport
 from genmol.chem.molecule import Molecule
 
+MMFF_ITERS = 500  # MMFF94 iterations per round; a conformer not converged gets up to MMFF_ROUNDS rounds
+MMFF_ROUNDS = 4
 
-def _embed(args: tuple[int, str, int, int, bool]) -> tuple[int, list[str], str]:
+
+def _relax(mol: Chem.Mol) -> str:
+    """MMFF94-relax every conformer of ``mol`` in place; a note where that was not done to convergence."""
+    if not AllChem.MMFFHasAllMoleculeParams(mol):
+        return "no MMFF94 parameters for this molecule: its ETKDG geometries are kept unrelaxed"
+    for _ in range(MMFF_ROUNDS):  # each round restarts from the last geometries; converged ones stay put
+        results = AllChem.MMFFOptimizeMoleculeConfs(mol, maxIters=MMFF_ITERS)
+        stuck = sum(flag != 0 for flag, _ in results)
+        if not stuck:
+            return ""
+    return f"MMFF94 did not converge in {MMFF_ROUNDS * MMFF_ITERS} iterations for {stuck} of {len(results)} conformers"
+
+
+def _embed(args: tuple[int, str, int, int, bool]) -> tuple[int, list[str], str, str]:
+    """``(index, mol blocks, reason the molecule failed or "", note on its relaxation or "")``."""
     index, molblock_or_smiles, n_confs, seed, mmff = args
     mol = Chem.MolFromMolBlock(molblock_or_smiles, removeHs=False)
     if mol is None:
-        return index, [], "cannot rebuild the molecule"
+        return index, [], "cannot rebuild the molecule", ""
     mol = Chem.AddHs(mol, addCoords=False)
     params = AllChem.ETKDGv3()
     params.randomSeed = seed
@@ -34,12 +50,13 @@ def _embed(args: tuple[int, str, int, int, bool]) -> tuple[int, list[str], str]:
         try:
             ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=n_confs, params=params))
         except ValueError as exc:  # RDKit raises for a molecule with no atoms
-            return index, [], f"ETKDG could not embed the molecule ({exc})"
+            return index, [], f"ETKDG could not embed the molecule ({exc})", ""
     if not ids:
-        return index, [], "ETKDG could not embed the molecule"
-    if mmff and AllChem.MMFFHasAllMoleculeParams(mol):
-        AllChem.MMFFOptimizeMoleculeConfs(mol, maxIters=500)
-    return index, [Chem.MolToMolBlock(mol, confId=c) for c in ids], ""
+        return index, [], "ETKDG could not embed the molecule", ""
+    note = _relax(mol) if mmff else ""
+    if 0 < len(ids) < n_confs:
+        note = "; ".join(filter(None, [f"ETKDG embedded {len(ids)} of {n_confs} conformers", note]))
+    return index, [Chem.MolToMolBlock(mol, confId=c) for c in ids], "", note
 
 
 def generate_conformers(
@@ -51,7 +68,12 @@ def generate_conformers(
     mmff: bool = True,
     progress: bool = True,
 ) -> tuple[list[list[Molecule]], ReadReport]:
-    """``n_confs`` ETKDG(+MMFF) conformers per molecule, with hydrogens; ``workers`` processes."""
+    """``n_confs`` ETKDG(+MMFF) conformers per molecule, with hydrogens; ``workers`` processes.
+
+    The report counts the molecules that could not be embedded (``bad``, no conformers) and, in ``warnings``,
+    those kept with fewer conformers than asked, without MMFF94 parameters (unrelaxed) or with conformers that
+    MMFF94 did not converge in ``MMFF_ROUNDS * MMFF_ITERS`` iterations.
+    """
     from tqdm.auto import tqdm
 
     if n_confs < 1:
@@ -74,13 +96,15 @@ def generate_conformers(
     out: list[list[Molecule]] = [[] for _ in molecules]
     bar = tqdm(total=len(jobs), desc="conformers", unit="mol", disable=not progress)
 
-    def collect(result: tuple[int, list[str], str]) -> None:
-        index, blocks, reason = result
+    def collect(result: tuple[int, list[str], str, str]) -> None:
+        index, blocks, reason, note = result
         if reason:
             report.bad.append(BadRecord(index, index + 1, reason, "conformers"))
         else:
             out[index] = [Molecule.from_molblock(b, sanitize=True) for b in blocks]
             report.n_read += 1
+            if note:
+                report.warnings.append(BadRecord(index, index + 1, note, "conformers"))
         bar.update()
 
     workers = min(workers, len(jobs))  # a pool starts every worker at once: no more than there are molecules
@@ -93,4 +117,5 @@ def generate_conformers(
                 collect(result)
     bar.close()
     report.bad.sort(key=lambda b: b.index)
+    report.warnings.sort(key=lambda b: b.index)
     return out, report
