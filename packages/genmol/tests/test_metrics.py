@@ -147,6 +147,17 @@ def test_fcd_is_small_for_a_set_against_itself_and_larger_for_different_sets():
     assert 0 <= same < other
 
 
+def test_summary_says_why_fcd_is_missing_for_fewer_than_two_valid_molecules():
+    """With one valid molecule the summary had no ``fcd`` key at all (a consumer could not tell "not asked for"
+    from "not computable"); it now holds NaN with the reason, as for any other FCD failure."""
+    from genmol.metrics.suite import Reference
+
+    ev = evaluate_molecules([embedded("CCO", 0)], Reference(smiles=["CCO", "CCN"]), strain=False)
+    assert math.isnan(ev.summary["fcd"])
+    assert ev.summary["fcd_error"] == "FCD needs at least 2 valid molecules, got 1"
+    assert "fcd" not in evaluate_molecules([embedded("CCO", 0)], Reference(smiles=["CCO"]), with_fcd=False).summary
+
+
 def test_fcd_prints_nothing_for_smiles_with_a_lone_hydrogen(capfd):
     """fcd-torch parses the SMILES again; RDKit warned once per hydrogen without neighbours."""
     pytest.importorskip("fcd_torch")

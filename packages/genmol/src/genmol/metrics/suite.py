@@ -160,7 +160,10 @@ def summarise(
     if reference is not None and reference.smiles:
         ref_set = set(reference.smiles)
         out["novelty"] = novelty(valid_smiles, ref_set)
-        if with_fcd and len(valid_smiles) >= 2:
+        if with_fcd and len(valid_smiles) < 2:  # the key is there whenever FCD was asked for, with the reason
+            out["fcd"] = float("nan")
+            out["fcd_error"] = f"FCD needs at least 2 valid molecules, got {len(valid_smiles)}"
+        elif with_fcd:
             try:
                 out["fcd"] = fcd(valid_smiles, reference.smiles)
             except Exception as exc:  # the suite reports, it does not crash
