@@ -172,6 +172,8 @@ def test_loss_and_samples_of_a_prior_with_fixed_logits() -> None:
     codes = torch.full((64, 10), 2).masked_fill(~mask, 3)
     loss, _ = code_prior_loss(model, codes, mask, torch.Generator().manual_seed(0))
     torch.testing.assert_close(loss, -b[:4].log_softmax(-1)[2])
+    # without a generator (the global stream) too: it read ``generator.device`` and raised AttributeError
+    torch.testing.assert_close(code_prior_loss(model, codes, mask, None)[0], -b[:4].log_softmax(-1)[2])
     gen = torch.Generator().manual_seed(0)
     drawn = sample_code_sets(model.eval(), mask[:, :5].repeat(40, 1), steps=3, generator=gen)
     share = torch.bincount(drawn[:, :3].flatten(), minlength=4).float() / drawn[:, :3].numel()

@@ -218,3 +218,15 @@ def test_usage_is_an_ema_of_the_code_shares_and_dead_codes_fall_below_the_thresh
     cb.ema_update(z, assign, torch.Generator().manual_seed(0))
     torch.testing.assert_close(cb.usage, torch.tensor([0.625, 0.25, 0.25, 0.25], dtype=torch.float64))
     assert float(torch.cdist(cb.codes[2:], z).min(-1).values.max()) < 1e-12
+
+
+def test_usage_shares_are_divided_by_the_batch_size_not_the_codebook_size() -> None:
+    """``counts / M`` with ``M`` (6 latents) unequal to ``K`` (2 codes): from uniform usage, decay 0.5 gives
+    ``0.5 * 0.5 + 0.5 * 4 / 6`` and ``0.5 * 0.5 + 0.5 * 2 / 6``, a distribution again."""
+    g = BallGeometry(2).double()
+    cb = ManifoldCodebook(g, 2, decay=0.5, dead_threshold=0.0).double()
+    cb.codes.copy_(torch.tensor([[0.3, 0.0], [-0.3, 0.0]], dtype=torch.float64))
+    cb.initialised.fill_(True)
+    z = torch.tensor([[0.3, 0.01], [0.29, 0.0], [0.31, 0.0], [0.3, -0.01], [-0.3, 0.0], [-0.29, 0.0]])
+    cb.ema_update(z.double(), torch.tensor([0, 0, 0, 0, 1, 1]))
+    torch.testing.assert_close(cb.usage, torch.tensor([0.25 + 2 / 6, 0.25 + 1 / 6], dtype=torch.float64))

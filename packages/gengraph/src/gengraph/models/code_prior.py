@@ -50,6 +50,7 @@ from gencore.checks import check_int
 from gencore.discrete import MaskedDiffusion, model_device, stratified_times
 from gencore.errors import ConfigError, InputError
 from gencore.io import Pretrained
+from gencore.rng import draw_device
 from gengraph.models.latent_flow import node_count_embedding
 
 __all__ = ["CodePriorConfig", "CodeTokenPrior", "code_prior_loss", "sample_code_sets"]
@@ -128,7 +129,9 @@ def code_prior_loss(
             f"[{int(real.min())}, {int(real.max())}]."
         )
     tokens = codes.masked_fill(~mask, prior.pad)
-    t = stratified_times(codes.shape[0], generator=generator, device=generator.device).to(codes.device)
+    t = stratified_times(codes.shape[0], generator=generator, device=draw_device(generator, codes.device)).to(
+        codes.device
+    )
     x_t = process.corrupt(tokens, t, generator=generator)
     hidden = ((x_t == process.mask_index) & mask).float()
     logits = model(process.features(x_t), t, mask=mask)

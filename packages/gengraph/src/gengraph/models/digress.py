@@ -39,7 +39,7 @@ from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError
 from gencore.io import Pretrained
 from gencore.nn import SinusoidalTimeEmbedding
-from gencore.rng import draw_device
+from gencore.rng import draw_device, rand_with
 from gengraph.batch import cycle_counts, graph_spectrum, structural_features
 
 __all__ = ["DigressConfig", "DigressDenoiser", "digress_loss", "digress_sample", "extra_features"]
@@ -161,7 +161,7 @@ def noisy_edges(edge_noise, edges: torch.Tensor, t: torch.Tensor, mask: torch.Te
 
 def digress_loss(model, node_noise, edge_noise, edges, nodes, mask, generator, edge_weight: float = 5.0):
     b = nodes.shape[0]
-    t = torch.rand(b, generator=generator, device=nodes.device)
+    t = rand_with((b,), generator, device=nodes.device)
     xt = node_noise.sample(nodes, t[:, None], generator=generator) * mask
     et = noisy_edges(edge_noise, edges, t, mask, generator)
     node_logits, edge_logits = model(xt, t, edges_t=et, mask=mask)

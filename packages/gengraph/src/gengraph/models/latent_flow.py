@@ -52,6 +52,7 @@ from gencore.discrete import model_device
 from gencore.errors import GenError
 from gencore.manifolds import geodesic_interpolant, solve_manifold_ode
 from gencore.nn import BiasedAttentionBlock, SinusoidalTimeEmbedding, broadcast_time
+from gencore.rng import rand_with
 from gengraph.hyperbolic.geometry import Geometry
 
 __all__ = ["COUPLINGS", "SetVelocity", "latent_flow_loss", "node_count_embedding", "sample_latent_sets"]
@@ -156,7 +157,7 @@ def latent_flow_loss(
     x0 = m.random_base(b * n, generator=generator, dtype=x1.dtype).to(x1.device)
     if coupling == "set-ot":
         x0 = align_sets(x0.view(b, n, d), x1, mask, cost=m.pairwise_sq_dist).reshape(-1, d)
-    t = torch.rand(b, generator=generator, device=x1.device, dtype=x1.dtype)
+    t = rand_with((b,), generator, device=x1.device, dtype=x1.dtype)
     xt, ut = geodesic_interpolant(m, x0, x1.reshape(-1, d), t.repeat_interleave(n))
     v = model(xt.view(b, n, d), t, mask=mask).reshape(-1, d)
     err = m.norm2(xt, v - ut).view(b, n)
