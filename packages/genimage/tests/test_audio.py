@@ -64,6 +64,26 @@ def test_wav_folder(tmp_path) -> None:
     assert data.labels.tolist() == [0, 1, 2, 3] and data.skipped == [str(bad)]
 
 
+@pytest.mark.parametrize("rate", [16000, 44100, 22050])
+def test_reading_a_clip_reads_only_the_frames_it_needs_and_matches_the_whole_file(tmp_path, rate, monkeypatch) -> None:
+    """A clip of a long recording equals the head of the whole file read and resampled (bit for bit: the margin
+    past the clip covers the resampler's filter), and only about the clip's share of the file is read (the
+    whole file was decoded and resampled for every clip)."""
+    import soundfile as sf
+
+    sr, clip = 16000, 2 * 16000
+    t = np.arange(30 * rate) / rate
+    stereo = np.stack([0.5 * np.sin(2 * np.pi * (200 + 300 * t) * t), 0.3 * np.sin(2 * np.pi * 440 * t)], 1)
+    sf.write(tmp_path / "long.wav", stereo.astype(np.float32), rate)
+    whole = read_wav(tmp_path / "long.wav", sr)[:clip]
+    asked = []
+    real_read = sf.read
+    monkeypatch.setattr(sf, "read", lambda *a, **k: asked.append(k["frames"]) or real_read(*a, **k))
+    head = read_wav(tmp_path / "long.wav", sr, clip)
+    np.testing.assert_array_equal(head[:clip], whole)
+    assert 0 < asked[0] <= 2.2 * rate  # 2 s of the 30 s file, plus the resampling margin
+
+
 def test_synthetic_set_is_seeded() -> None:
     a = load_mel_set(n=8)
     b = load_mel_set(n=8)

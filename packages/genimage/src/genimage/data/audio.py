@@ -58,12 +58,24 @@ class MelConfig:
         return self.hop * (self.frames - 1)
 
 
-def read_wav(path: str | os.PathLike, sr: int) -> np.ndarray:
-    """Mono float32 waveform of a WAV/FLAC/OGG file resampled to ``sr`` (soundfile + librosa)."""
+RESAMPLE_MARGIN_S = 0.1  # source audio read past the end of a clip, so that the resampler's filter sees it
+
+
+def read_wav(path: str | os.PathLike, sr: int, max_samples: int | None = None) -> np.ndarray:
+    """Mono float32 waveform of a WAV/FLAC/OGG file resampled to ``sr`` (soundfile + librosa).
+
+    ``max_samples``: only the first ``max_samples`` output samples are wanted, so only the source frames they
+    need (plus ``RESAMPLE_MARGIN_S`` for the resampler) are read: an hour-long recording is not loaded whole
+    for a two-second clip. The result may be longer than ``max_samples``; crop it.
+    """
     import soundfile as sf
 
     try:
-        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+        frames = -1
+        if max_samples is not None:
+            rate = sf.info(str(path)).samplerate
+            frames = math.ceil(max_samples * rate / sr) + (0 if rate == sr else math.ceil(RESAMPLE_MARGIN_S * rate))
+        data, rate = sf.read(str(path), frames=frames, dtype="float32", always_2d=True)
     except (RuntimeError, sf.LibsndfileError, OSError) as exc:
         raise InputError(f"{path}: not a readable audio file ({exc}).") from exc
     if not len(data):  # would become a clip of digital silence, indistinguishable from a silent recording
@@ -189,7 +201,7 @@ def espeak_clips(cfg: MelConfig, voices: int = 8) -> tuple[list[np.ndarray], lis
                 subprocess.run(
                     ["espeak-ng", "-s", str(speed), "-p", str(pitch), "-w", str(path), word], check=True, timeout=30
                 )
-                wave = read_wav(path, cfg.sr)[: cfg.clip_samples]
+                wave = read_wav(path, cfg.sr, cfg.clip_samples)[: cfg.clip_samples]
                 clips.append(np.pad(wave, (0, cfg.clip_samples - len(wave))))
                 labels.append(k)
     return clips, labels
@@ -212,7 +224,7 @@ def load_wav_folder(
     files, labels, classes = list_labelled_files(root, (".wav", ".flac", ".ogg"), "audio files")
 
     def clip(path: Path) -> np.ndarray:
-        wave = read_wav(path, cfg.sr)[: cfg.clip_samples]
+        wave = read_wav(path, cfg.sr, cfg.clip_samples)[: cfg.clip_samples]
         return np.pad(wave, (0, cfg.clip_samples - len(wave)))
 
     clips, kept, skipped = decode_files(files, clip, skip_bad, root, "audio file")
