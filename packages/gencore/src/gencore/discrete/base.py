@@ -44,6 +44,16 @@ def check_tokens(x0: torch.Tensor, vocab_size: int, name: str = "x0") -> torch.T
     return x0.long()
 
 
+def check_unit_times(t: torch.Tensor | float, name: str = "t") -> torch.Tensor:
+    """Raise :class:`InputError` unless every time in ``t`` lies in ``[0, 1]`` (``t = 0`` noise, ``t = 1`` data)."""
+    t = torch.as_tensor(t)
+    if t.numel() and not bool(((t >= 0) & (t <= 1)).all()):  # NaN fails too
+        raise InputError(
+            f"{name} must lie in [0, 1] (0 noise, 1 data), got values in [{float(t.min())}, {float(t.max())}]."
+        )
+    return t
+
+
 def check_logits(logits: torch.Tensor, positions: tuple[int, ...], width: int, process: str) -> torch.Tensor:
     """Raise :class:`ConfigError` unless the denoiser's ``logits`` have shape ``[*positions, width]`` (``[B, L, K]``).
 

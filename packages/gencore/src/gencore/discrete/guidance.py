@@ -30,6 +30,8 @@ floating-point rounding, since kernels may block a doubled batch differently).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -61,8 +63,8 @@ class GuidedDenoiser(nn.Module):
 
     def __init__(self, model: nn.Module, scale: float, null_label: int, *, batched: bool = False) -> None:
         super().__init__()
-        if not isinstance(scale, int | float) or scale != scale:
-            raise ConfigError(f"guidance scale must be a number, got {scale!r}.")
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale):
+            raise ConfigError(f"guidance scale must be a finite number, got {scale!r}.")
         self.model = model
         self.scale = float(scale)
         self.null_label = int(null_label)
@@ -73,7 +75,12 @@ class GuidedDenoiser(nn.Module):
             raise InputError("a guided denoiser needs class labels y of shape [batch].")
         b = features.shape[0]
         t = torch.as_tensor(t, dtype=features.dtype, device=features.device).expand(b)
-        y = torch.as_tensor(y, device=features.device).long().expand(b)
+        y = torch.as_tensor(y, device=features.device)
+        if y.is_floating_point() or y.is_complex() or y.dim() > 1 or y.numel() not in (1, b):
+            raise InputError(
+                f"class labels y must be integers of shape [{b}] (or one label), got {y.dtype} {tuple(y.shape)}."
+            )
+        y = y.long().reshape(-1).expand(b)
         null = torch.full_like(y, self.null_label)
         if self.batched:
             logits = self.model(torch.cat([features, features]), torch.cat([t, t]), y=torch.cat([y, null]))

@@ -42,7 +42,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens
+from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens, check_unit_times
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     discrete_schedule,
@@ -104,6 +104,7 @@ class MaskedDiffusion(ELBOProcess):
     def marginal(self, x0: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:
         """``q_t(x_t_i = v | x0)`` for ``v`` in ``0..K`` (``K`` the mask): ``[B, L, K + 1]``."""
         x0 = check_tokens(x0, self.vocab_size)
+        t = check_unit_times(t)
         alpha = self.schedule.alpha(torch.as_tensor(t, dtype=torch.float32, device=x0.device).expand(x0.shape[0]))
         probs = alpha[:, None, None] * F.one_hot(x0, self.input_dim).float()
         probs[..., self.mask_index] = 1.0 - alpha[:, None]
@@ -114,6 +115,7 @@ class MaskedDiffusion(ELBOProcess):
     ) -> torch.Tensor:
         """Draw ``x_t ~ q_t(. | x0)`` (``[B, L]``, the mask is token ``K``) at ``t`` (scalar or ``[B]``)."""
         x0 = check_tokens(x0, self.vocab_size)
+        t = check_unit_times(t)
         alpha = self.schedule.alpha(torch.as_tensor(t, dtype=torch.float32, device=x0.device).expand(x0.shape[0]))
         keep = rand_with(x0.shape, generator, device=x0.device) < alpha[:, None]
         return torch.where(keep, x0, torch.full_like(x0, self.mask_index))

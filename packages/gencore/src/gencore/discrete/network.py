@@ -88,6 +88,15 @@ class TokenDenoiser(Pretrained, nn.Module):
         if self.class_embed is not None:
             if y is None:
                 y = torch.full((features.shape[0],), cfg["num_classes"], dtype=torch.long, device=features.device)
+            elif (
+                y.is_floating_point()
+                or y.shape != (features.shape[0],)
+                or (y.numel() and not bool(((y >= 0) & (y <= cfg["num_classes"])).all()))
+            ):
+                raise InputError(
+                    f"class labels y must be integers in [0, {cfg['num_classes']}] ({cfg['num_classes']} = null label) "
+                    f"of shape [{features.shape[0]}], got {y.dtype} {tuple(y.shape)}."
+                )
             cond = cond + self.class_embed(y)
         h = self.embed(features) + self.position + cond[:, None, :]
         if self.local is not None:

@@ -64,7 +64,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.checks import check_choice
-from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens
+from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens, check_unit_times
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     ctmc_jump,
@@ -149,6 +149,7 @@ class UniformDiffusion(ELBOProcess):
         return F.one_hot(x_t, self.vocab_size).float()
 
     def _alpha(self, t: torch.Tensor | float, batch: int, device: torch.device) -> torch.Tensor:
+        t = check_unit_times(t)
         return self.schedule.alpha(torch.as_tensor(t, dtype=torch.float32, device=device).expand(batch))
 
     def marginal(self, x0: torch.Tensor, t: torch.Tensor | float) -> torch.Tensor:

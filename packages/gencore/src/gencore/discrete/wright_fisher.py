@@ -56,7 +56,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_tokens
+from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_tokens, check_unit_times
 from gencore.discrete.ctmc import evaluations_per_call, sample_categorical, stratified_times
 from gencore.errors import ConfigError, InputError
 
@@ -128,7 +128,7 @@ class WrightFisherProcess(DiscreteProcess):
     def _tokens_and_times(self, x0: torch.Tensor, t: torch.Tensor | float) -> tuple[torch.Tensor, torch.Tensor]:
         """``x0`` checked and ``t`` (a scalar or one time per sequence) broadcast to ``[B]`` float64."""
         x0 = check_tokens(x0, self.vocab_size)
-        t = torch.as_tensor(t, dtype=torch.float64)
+        t = check_unit_times(torch.as_tensor(t, dtype=torch.float64))
         if t.dim() > 1 or t.numel() not in (1, x0.shape[0]):
             raise InputError(
                 f"t must be a scalar or hold one time per sequence ({x0.shape[0]}), got shape {tuple(t.shape)}."
