@@ -164,3 +164,24 @@ def test_trajectories_of_a_teacher_undefined_at_t1_never_evaluate_it_there() -> 
     torch.testing.assert_close(data.endpoints, teacher_trajectories(velocity, _noise(), steps=8).endpoints)
     for k in range(8):
         torch.testing.assert_close(data.velocities[k], velocity(data.states[k], data.times[k]))
+
+
+def test_pair_indices_are_uniform_start_then_uniform_later_end() -> None:
+    """``pair_batch``'s law: start ``i`` uniform over ``0 .. n - 1``; off the diagonal ``j | i`` uniform over
+    ``i + 1 .. n``. Checked on 60 000 draws with a chi-square statistic per table (``n = 4``: 4 starts, 10 cells;
+    the 0.1 % critical values are 16.3 for 3 and 27.9 for 9 degrees of freedom)."""
+    n = 4
+    data = teacher_trajectories(velocity, _noise(8), steps=n, method="euler")
+    _, s, t, _ = data.pair_batch(60_000, torch.Generator().manual_seed(5), diagonal=0.25)
+    i, j = (s * n).round().long(), (t * n).round().long()
+    off = i != j
+    start = torch.bincount(i, minlength=n).double()
+    assert float(((start - 15_000) ** 2 / 15_000).sum()) < 16.3
+    chi2 = 0.0
+    for a in range(n):
+        ends = j[off & (i == a)]
+        counts = torch.bincount(ends - a - 1, minlength=n - a).double()
+        assert counts.shape[0] == n - a  # never past the end
+        expected = ends.shape[0] / (n - a)
+        chi2 += float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 27.9

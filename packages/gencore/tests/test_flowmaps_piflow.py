@@ -232,3 +232,41 @@ def test_non_integer_substeps_or_points_are_refused_not_truncated() -> None:
     for kwargs in ({"substeps": 2.5}, {"points": 1.5}, {"points": 0}):
         with pytest.raises(ConfigError, match=next(iter(kwargs))):
             PiFlow(teacher, **kwargs)
+
+
+def test_trained_policy_net_saves_and_loads_like_every_suite_model(tmp_path) -> None:
+    """PolicyNet kept its constructor settings in ``config`` but had no ``save_pretrained``: a trained pi-Flow
+    student could not be written or read back."""
+    torch.manual_seed(0)
+    student = PolicyNet(2, components=3, hidden=16, depth=2).double()
+    student.save_pretrained(tmp_path / "policy")
+    loaded = PolicyNet.from_pretrained(tmp_path / "policy").double()
+    assert loaded.config == student.config
+    z = _x(1, seed=4)
+    torch.testing.assert_close(
+        sample_policy(loaded, z, 2, substeps=8), sample_policy(student, z, 2, substeps=8), rtol=0, atol=0
+    )
+
+
+def test_imitation_points_are_drawn_uniformly_from_every_substep_of_each_segment() -> None:
+    """``points`` states per sample, uniform over the ``substeps // nfe`` substeps of each segment's rollout:
+    a recording teacher sees each substep time about equally often (chi-square, 0.1 % critical value 24.3 for
+    7 degrees of freedom). Comparing only at the segment's start would still give the exact policy zero loss."""
+    seen: list[torch.Tensor] = []
+
+    def recording_teacher(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        seen.append(t.detach().clone())
+        return torch.zeros_like(x)
+
+    x0 = _x(500, seed=9)
+    for nfe in (1, 2):
+        seen.clear()
+        PiFlow(recording_teacher, substeps=8, points=16).loss(
+            exact_posterior, x0, nfe=nfe, generator=torch.Generator().manual_seed(1)
+        )
+        t = torch.cat(seen)
+        assert t.shape == (500 * 16 * nfe,)
+        counts = torch.bincount((t * 8).round().long(), minlength=8).double()
+        assert counts.shape == (8,)  # never the end time 1
+        expected = t.shape[0] / 8
+        assert float(((counts - expected) ** 2 / expected).sum()) < 24.3

@@ -166,7 +166,9 @@ class MeanFlow:
 
     Args:
         path: probability path supplying ``x_s`` and its conditional velocity (default: linear).
-        time_sampler: draws the two times; the smaller is ``s``, the larger ``t`` (default ``U[0, 1)``).
+        time_sampler: draws the two times; the smaller is ``s``, the larger ``t`` (default ``U[0, 1)``). The
+            paper's best setting, logit-normal ``(-0.4, 1.0)`` over its time (1 = noise), is
+            ``LogitNormalTime(loc=0.4, scale=1.0)`` here (0 = noise); ``loc=-0.4`` would mirror it.
         ratio: fraction of pairs with ``s != t``; the rest sit on the diagonal (plain flow matching).
         derivative: ``"jvp"`` or ``"fd"`` (finite difference, width ``fd_eps``).
         weight_power, weight_eps: adaptive weighting ``w = 1 / (||delta||^2 + weight_eps)^weight_power``;

@@ -50,6 +50,7 @@ from torch import nn
 from gencore.checks import check_int
 from gencore.errors import ConfigError, InputError
 from gencore.flowmaps.network import mlp, smooth_time_embedding
+from gencore.io import Pretrained
 from gencore.nn import broadcast_time, expand_like
 from gencore.solvers import VectorField
 
@@ -164,10 +165,11 @@ def policy_rollout(
     return x, traj, grid[:-1].to(x_src.dtype)
 
 
-class PolicyNet(nn.Module):
+class PolicyNet(Pretrained, nn.Module):
     """Student ``net(x_{t_s}, t_s) -> GaussianMixture`` with ``components`` isotropic components per sample.
 
     Means are parameterised as ``x_{t_s} + offsets`` so that the initial policy stays near the input scale.
+    Saved and loaded like every suite model: ``save_pretrained(dir)`` / ``PolicyNet.from_pretrained(dir)``.
     """
 
     def __init__(
