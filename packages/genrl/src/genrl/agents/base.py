@@ -231,6 +231,8 @@ class Agent(nn.Module, abc.ABC):
         broadcast against ``[B]`` values deep inside a critic's loss). Observations may be ``[B, *obs]``; actions
         must be ``[B, action_dim]`` (a ``[B, A, 1]`` column passed a flattened check, then failed inside a network)."""
         b = batch["observations"].shape[0] if batch["observations"].dim() else 0
+        if batch["observations"].dim() and b == 0:  # it failed in a reshape with a traceback
+            raise InputError("update() batch must hold at least one transition, got 0.")
         o, a = self.spec.obs_dim, self.spec.action_dim
         expected = {"observations": (b, o), "actions": (b, a), "rewards": (b,), "terminals": (b,)}
         for key, shape in {**expected, "next_observations": (b, o)}.items():
