@@ -254,3 +254,43 @@ def test_experiment_sizes_outside_the_data_are_refused():
     for kw in ({"n_unique": 2000}, {"n_unique": 5, "n_duplicated": 6}, {"copies": 0}):
         with pytest.raises(ConfigError, match="n_duplicated <= n_unique"):
             duplicated_training_set(**kw)
+
+
+def test_steering_directions_read_the_path_with_data_at_t_one():
+    """The class directions come from ``x_t = (1 - t) x0 + t x`` (t = 0 noise, t = 1 data): the model sees, at
+    t = 0.2 and 0.4, the digits plus noise whose standardised part ``(x_t - t x) / (1 - t)`` is N(0, 1)."""
+    from geninterp.memorization import digits_scaled, steering
+
+    torch.manual_seed(0)
+    net = ReLUVelocity(64, hidden=16).eval()
+    seen = []
+
+    class Recorder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rep = net.rep
+
+        def forward(self, x, t):
+            seen.append((x.clone(), float(t)))
+            return net(x, t)
+
+    steering(Recorder(), n_samples=2, nfe=4, strength=1.0)
+    data, _ = digits_scaled()
+    probes = [(x, t) for x, t in seen if x.shape[0] == len(data)]
+    assert sorted(t for _, t in probes) == pytest.approx([0.2, 0.4])
+    for x, t in probes:
+        z = (x - t * data) / (1 - t)
+        assert abs(float(z.mean())) < 0.02 and abs(float(z.std()) - 1) < 0.02
+
+
+def test_auroc_table_reports_the_mean_score_of_each_class():
+    """``mean_memorised`` averages the score over the memorised samples, ``mean_other`` over the rest."""
+    label = torch.tensor([True, False, False, True])
+    per_step = torch.tensor([[1.0, 2.0, 4.0, 3.0]]).repeat(4, 1)  # the same score at every step
+    probe = torch.tensor([[10.0, 0.0, 2.0, 6.0]])
+    table = auroc_table({"tap": {"std": per_step}}, {"tap": {"std": probe}}, label, times=(0.5,))
+    by = {r["window"]: r for r in table}
+    for window in ("early", "middle", "late"):
+        assert by[window]["mean_memorised"] == pytest.approx(2.0) and by[window]["mean_other"] == pytest.approx(3.0)
+    assert by["final, t=0.5"]["mean_memorised"] == pytest.approx(8.0)
+    assert by["final, t=0.5"]["mean_other"] == pytest.approx(1.0)

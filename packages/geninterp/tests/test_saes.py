@@ -335,3 +335,50 @@ def test_a_bad_config_json_is_one_storage_error_naming_the_folder(tmp_path, edit
     with pytest.raises(StorageError, match=message) as info:
         SparseAutoencoder.from_pretrained(tmp_path / "sae")
     assert str(tmp_path / "sae") in str(info.value)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_a_loaded_sae_keeps_the_saved_precision(arch, dtype, tmp_path):
+    """A float64 (or bfloat16) SAE used to come back as float32: rounded weights, and a float64 input then raised a
+    dtype-mismatch RuntimeError. The loaded SAE encodes and reconstructs bit for bit like the saved one."""
+    sae = build(arch, act_scale=0.37).to(dtype)
+    with torch.no_grad():
+        for p in sae.parameters():
+            p.add_(0.01 * torch.randn_like(p))
+    sae.save_pretrained(tmp_path / "sae")
+    loaded = SparseAutoencoder.from_pretrained(tmp_path / "sae")
+    assert all(p.dtype == dtype for p in loaded.parameters())
+    x = inputs(sae).to(dtype)
+    a, b = sae(x), loaded(x)
+    torch.testing.assert_close(b.codes, a.codes, rtol=0, atol=0)
+    torch.testing.assert_close(b.recon, a.recon, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_objective_l0_and_dead_fraction_by_hand(arch):
+    """``l0``: non-zero codes per token (a mean over tokens, not a batch total); ``dead_frac``: the share of latents
+    that did not fire in a batch as long as ``dead_after_tokens``, counted here code by code."""
+    sae = _perturbed(arch)
+    x = inputs(sae).double()
+    tokens = x.reshape(-1, D).shape[0]
+    settings = {} if arch == "relu" else {"dead_after_tokens": tokens}
+    if arch != "relu":
+        sae.tokens_since_fired.zero_()
+    _, metrics = make_objective(arch, **settings)(sae, x)
+    codes = sae(x).codes.reshape(-1, W).tolist()
+    nonzero = sum(1 for row in codes for v in row if v != 0)
+    assert float(metrics["l0"]) == pytest.approx(nonzero / tokens)
+    if arch != "relu":
+        silent = sum(1 for j in range(W) if all(row[j] == 0 for row in codes))
+        assert 0 < silent < W and float(metrics["dead_frac"]) == pytest.approx(silent / W)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_init_from_data_puts_the_empty_reconstruction_at_the_data_mean(arch):
+    """``b_dec`` lives in the scaled space: after ``init_from_data(mean)`` the reconstruction from all-zero codes is
+    ``mean`` in input units, whatever ``act_scale``."""
+    sae = build(arch, act_scale=0.37).double()
+    mean = torch.randn(D, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    sae.init_from_data(mean)
+    torch.testing.assert_close(sae.decode(torch.zeros(2, W, dtype=torch.float64)), mean.expand(2, D))

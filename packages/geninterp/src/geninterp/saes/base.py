@@ -132,6 +132,9 @@ class SparseAutoencoder(nn.Module, abc.ABC):
 
         state, config = load_pretrained(directory, device)
         model = build_sae(config, source=str(directory))
+        dtypes = {t.dtype for t in state.values() if t.is_floating_point()}
+        if len(dtypes) == 1:  # keep the saved precision (a float64 SAE must not come back as float32)
+            model = model.to(dtypes.pop())
         try:
             missing, unexpected = model.load_state_dict(state, strict=False)
         except RuntimeError:  # a tensor of another shape than the config describes
