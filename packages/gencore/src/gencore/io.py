@@ -214,6 +214,13 @@ def save_pretrained(directory: str | os.PathLike, state: dict[str, torch.Tensor]
     return d
 
 
+def saved_float_dtype(state: dict[str, torch.Tensor]) -> torch.dtype | None:
+    """The one floating-point dtype of saved weights (None when they have none or several): a module rebuilt from
+    its config is cast to it before loading, since ``load_state_dict`` copies into the module's own dtype."""
+    dtypes = {v.dtype for v in state.values() if v.is_floating_point()}
+    return dtypes.pop() if len(dtypes) == 1 else None
+
+
 def load_pretrained(
     directory: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -253,6 +260,9 @@ class Pretrained:
             model = klass(klass.config_class(**kwargs)) if klass.config_class is not None else klass(**kwargs)
         except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError/InputError of a bad setting
             raise StorageError(f"{where!r} does not describe a {klass.__name__} ({str(exc).rstrip('.')}).") from None
+        dtype = saved_float_dtype(state)
+        if dtype is not None:  # a float64 model comes back float64, not rounded to float32
+            model = model.to(dtype)
         try:
             model.load_state_dict(state)
         except RuntimeError:

@@ -38,7 +38,13 @@ DIT_SIZES: dict[str, tuple[int, int, int]] = {
 
 
 def dit_dims(size: str | None, depth: int | None, hidden: int | None, heads: int | None) -> tuple[int, int, int]:
-    """``(depth, hidden, heads)`` of a size name of :data:`DIT_SIZES`, or the three given directly."""
+    """``(depth, hidden, heads)`` of a size name of :data:`DIT_SIZES`, or the three given directly (with
+    ``size=None``; a size name beside any of them is refused rather than silently overriding them)."""
+    if size is not None and (depth, hidden, heads) != (None, None, None):
+        raise ConfigError(
+            f"give a DiT size name or depth, hidden and heads, not both (size {size!r} with depth {depth}, hidden "
+            f"{hidden}, heads {heads}); pass size=None to give the dimensions directly."
+        )
     if size is not None:
         if size not in DIT_SIZES:
             raise ConfigError(f"unknown DiT size {size!r}; expected one of: {', '.join(DIT_SIZES)}.")

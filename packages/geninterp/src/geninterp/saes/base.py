@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from gencore.errors import ConfigError, InputError, StorageError
-from gencore.io import load_pretrained, save_pretrained
+from gencore.io import load_pretrained, save_pretrained, saved_float_dtype
 
 
 def _is_count(value: Any) -> bool:
@@ -132,9 +132,9 @@ class SparseAutoencoder(nn.Module, abc.ABC):
 
         state, config = load_pretrained(directory, device)
         model = build_sae(config, source=str(directory))
-        dtypes = {t.dtype for t in state.values() if t.is_floating_point()}
-        if len(dtypes) == 1:  # keep the saved precision (a float64 SAE must not come back as float32)
-            model = model.to(dtypes.pop())
+        dtype = saved_float_dtype(state)
+        if dtype is not None:  # keep the saved precision (a float64 SAE must not come back as float32)
+            model = model.to(dtype)
         try:
             missing, unexpected = model.load_state_dict(state, strict=False)
         except RuntimeError:  # a tensor of another shape than the config describes
