@@ -169,8 +169,8 @@ class TrainConfig:
         check_seed(self.seed)  # each rank's seeds are seed * 1_000_003 + rank, within torch's 64 bits
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ConfigError(f"lr must be a positive number, got {self.lr}.")
-        if not self.weight_decay >= 0:
-            raise ConfigError(f"weight_decay must be non-negative, got {self.weight_decay}.")
+        if not (math.isfinite(self.weight_decay) and self.weight_decay >= 0):  # inf trained to inf weights
+            raise ConfigError(f"weight_decay must be a non-negative finite number, got {self.weight_decay}.")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}.")
         if self.clip_grad_norm is not None and not self.clip_grad_norm > 0:
@@ -179,8 +179,8 @@ class TrainConfig:
             raise ConfigError(f"betas must be two numbers in [0, 1), got {self.betas}.")
         if self.warmup_steps > self.steps:
             raise ConfigError(f"warmup_steps ({self.warmup_steps}) must not exceed steps ({self.steps}).")
-        if not self.layersync_weight >= 0:
-            raise ConfigError(f"layersync_weight must be non-negative, got {self.layersync_weight}.")
+        if not (math.isfinite(self.layersync_weight) and self.layersync_weight >= 0):
+            raise ConfigError(f"layersync_weight must be a non-negative finite number, got {self.layersync_weight}.")
         for pair in self.layersync_pairs:
             if len(pair) != 2 or not all(isinstance(n, str) for n in pair):
                 raise ConfigError(f"layersync_pairs must hold (weak, strong) module-name pairs, got {pair!r}.")
