@@ -127,3 +127,12 @@ def test_random_signs_are_plus_or_minus_one() -> None:
 
     s = random_signs((1000,), torch.Generator().manual_seed(0))
     assert set(s.tolist()) == {-1.0, 1.0} and abs(float(s.mean())) < 0.15 and s.dtype == torch.float32
+
+
+def test_graph_spectrum_keeps_long_paths_connected() -> None:
+    """A 120-node path (the sizes of the lobster and SBM sets) has algebraic connectivity 2 - 2 cos(pi / 120) =
+    6.9e-4: still one component, and that eigenvalue the first non-zero one (a cut-off of 1e-3 split it)."""
+    edges, _, mask = pack([Graph.from_networkx(nx.path_graph(120))], 120)
+    _, values, components, largest = graph_spectrum(edges, mask, 1, 1)
+    assert components.tolist() == [1] and bool(largest.all())
+    np.testing.assert_allclose(values[0, 0].item(), 2 - 2 * np.cos(np.pi / 120), rtol=1e-6)
