@@ -1,16 +1,26 @@
-"""``genimage watermark keygen|embed|detect|attack|evaluate``.
+"""``genimage watermark keygen|train|embed|detect|attack|evaluate``.
 
     genimage watermark keygen   --scheme spherical --run runs/d --bits 32 --out key.json
     genimage watermark embed    --key key.json --run runs/d --n 16 --out marked/
     genimage watermark attack   --images marked/ --attack jpeg75 --out attacked/
     genimage watermark detect   --key key.json --run runs/d --images attacked/ --json det.json
+    genimage watermark train    --scheme molm --run runs/d --bits 16 --out molm-scheme/
+    genimage watermark embed    --scheme-dir molm-scheme/ --run runs/d --n 16 --out marked/
+    genimage watermark detect   --scheme-dir molm-scheme/ --run runs/d --images marked/ --json det.json
     genimage watermark evaluate --run runs/d --schemes spherical,tree-ring,gaussian-shading \\
                                 --attacks none,jpeg75,blur --n 64 --json wm.json
 
+The noise-space schemes (spherical, tree-ring, gaussian-shading) need only a key file (``keygen``). The trained
+schemes (hidden, guidance, molm) are trained once on the run's own samples by ``train``, exactly as ``evaluate``
+builds them, and saved as a folder (``scheme.json`` + safetensors, see :mod:`genimage.watermark.scheme_files`) that
+``embed`` and ``detect`` take as ``--scheme-dir`` instead of ``--key``, for that run only (its weights' fingerprint
+is checked). Guidance and MOLM mark while sampling, HiDDeN marks the generated images post hoc; detection reads the
+pixels with the scheme's decoder (no inversion) and p-values come from its saved Gaussian null.
+
 ``--run`` is a ``genimage train`` run folder, or ``gaussian:C,H,W`` for the exact analytic flow of
-``N(0, 0.5^2 I)`` data (closed-form inversion; a check of the pipeline without a model). ``embed``, ``detect``
-and ``evaluate`` take ``--device auto|cpu|cuda``: the run's network (sampling, inversion, regeneration) and the
-HiDDeN and MOLM training run there; keys, attacks and metrics run on the CPU.
+``N(0, 0.5^2 I)`` data (closed-form inversion; a check of the pipeline without a model). ``train``, ``embed``,
+``detect`` and ``evaluate`` take ``--device auto|cpu|cuda``: the run's network (sampling, inversion, regeneration)
+and the HiDDeN and MOLM training run there; keys, attacks and metrics run on the CPU.
 """
 
 from __future__ import annotations
@@ -134,28 +144,51 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_or_scheme_dir(args: argparse.Namespace) -> None:
+    if (args.key is None) == (args.scheme_dir is None):
+        raise ConfigError(
+            "give exactly one of --key (a noise-scheme key file) and --scheme-dir (a folder from `watermark train`)."
+        )
+
+
 def cmd_embed(args: argparse.Namespace) -> int:
     from genimage.imageio import save_images, write_grid
     from genimage.watermark.keys import WatermarkKey
     from genimage.watermark.schemes import noise_scheme
 
+    _key_or_scheme_dir(args)
     if args.n < 1:
         raise ConfigError(f"--n must be a positive integer, got {args.n}.")
     # a second embed into one folder left the first's extra images beside the second's noise (refused before work)
     held = [name for name in ("images", "noise.safetensors", "grid.png") if (Path(args.out) / name).exists()]
     if held:
         raise StorageError(f"{str(args.out)!r} already holds marked images ({held[0]}); choose a new --out folder.")
-    key = WatermarkKey.load(args.key)
-    gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
-    if tuple(gen.noise_shape) != tuple(key.shape):
-        raise InputError(f"key {args.key} is for noise {key.shape} but the run's noise is {gen.noise_shape}.")
-    noise = noise_scheme(key).embed(args.n, generator=torch.Generator().manual_seed(args.seed))
-    images = gen.generate(noise)
+    if args.scheme_dir is not None:
+        from genimage.watermark.scheme_files import load_scheme
+
+        gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
+        scheme = load_scheme(args.scheme_dir, gen)
+        noise = torch.randn(args.n, *gen.noise_shape, generator=torch.Generator().manual_seed(args.seed))
+        clean = (
+            torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, args.n, 64)])
+            if scheme.name == "hidden"
+            else None
+        )
+        images = scheme.mark(gen, noise, clean)
+        how = f"with the trained {scheme.name} scheme"
+    else:
+        key = WatermarkKey.load(args.key)
+        gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
+        if tuple(gen.noise_shape) != tuple(key.shape):
+            raise InputError(f"key {args.key} is for noise {key.shape} but the run's noise is {gen.noise_shape}.")
+        noise = noise_scheme(key).embed(args.n, generator=torch.Generator().manual_seed(args.seed))
+        images = gen.generate(noise)
+        how = f"({gen.nfe} NFE each)"
     out = ensure_dir(args.out)
     save_images(out / "images", images, prefix="marked")
     write_grid(out / "grid.png", images)
     save_tensors(out / "noise.safetensors", {"noise": noise})
-    print(f"wrote {args.n} marked images ({gen.nfe} NFE each) to {out / 'images'}, a grid and the noise")
+    print(f"wrote {args.n} marked images {how} to {out / 'images'}, a grid and the noise")
     return 0
 
 
@@ -191,6 +224,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
     if not 0.0 < args.alpha < 1.0:  # 1.5 called every image marked, NaN none
         raise ConfigError(f"--alpha must be a p-value threshold in (0, 1), got {args.alpha}.")
+    _key_or_scheme_dir(args)
+    if args.scheme_dir is not None:
+        return _detect_with_scheme_dir(args)
     refuse_overwriting_input(args.json, "--json", args.key)
     key = WatermarkKey.load(args.key)
     wm = noise_scheme(key)
@@ -212,6 +248,75 @@ def cmd_detect(args: argparse.Namespace) -> int:
     print(format_table(records, [c for c in ("image", "pvalue", "marked", "bit_accuracy") if c in records[0]]))
     if args.json:
         write_json(args.json, {"key": str(args.key), "inversion_nfe": gen.nfe, "records": records})
+    return 0
+
+
+def _detect_with_scheme_dir(args: argparse.Namespace) -> int:
+    """``detect --scheme-dir``: the trained scheme's decoder reads the pixels (no inversion); same JSON as a key's."""
+    from genimage.watermark.scheme_files import SCHEME_FILE, load_scheme
+
+    refuse_overwriting_input(args.json, "--json", Path(args.scheme_dir) / SCHEME_FILE)
+    gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
+    scheme = load_scheme(args.scheme_dir, gen)
+    images, files = _read_images(args.images)
+    refuse_overwriting_input(args.json, "--json", *files)
+    if tuple(images.shape[1:]) != tuple(gen.image_shape):
+        raise InputError(f"images have shape {tuple(images.shape[1:])} but the run makes {gen.image_shape}.")
+    det = scheme.detect(images)
+    records = []
+    for i, f in enumerate(files):
+        records.append(
+            {
+                "image": str(f),
+                "pvalue": float(det.pvalue[i]),
+                "marked": bool(det.pvalue[i] < args.alpha),
+                "bits": "".join(str(int(b)) for b in det.bits[i]),
+                "bit_accuracy": float((det.bits[i] == scheme.message).double().mean()),
+                "score": float(det.score[i]),
+            }
+        )
+    print(format_table(records, ("image", "pvalue", "marked", "bit_accuracy")))
+    if args.json:
+        write_json(
+            args.json,
+            {"scheme_dir": str(args.scheme_dir), "scheme": scheme.name, "inversion_nfe": 0, "records": records},
+        )
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``watermark train``: a trained scheme built as ``evaluate`` builds it, saved as a folder."""
+    import secrets
+
+    from genimage.watermark.scheme_files import check_new_folder, parse_scheme_message, run_fingerprint, save_scheme
+
+    check_new_folder(args.out)  # before any training
+    if args.bits is not None and args.bits < 1:
+        raise ConfigError(f"--bits must be a positive integer, got {args.bits}.")
+    if args.hidden_steps < 1:
+        raise ConfigError(f"--hidden-steps must be at least 1, got {args.hidden_steps}.")
+    args.schemes = (args.scheme,)
+    _check_scheme_options(args)
+    message = parse_scheme_message(args.message, args.bits)
+    if args.seed is None:
+        args.seed = secrets.randbits(32)
+    gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
+    if message is not None:
+        args.bits = len(message)
+    elif args.bits is None:  # evaluate's default: the paper's density, at most 32 bits
+        c, h, w = gen.noise_shape
+        args.bits = max(1, min(32, c * h * w // 64))
+    fingerprint = run_fingerprint(gen)  # before MOLM attaches its markers to the network
+    scheme = _image_scheme(args.scheme, gen, args, {}, message=message)
+    options = {"bits": args.bits, "steps": args.steps, "solver": args.solver}
+    if args.scheme in ("hidden", "guidance"):
+        options["hidden_steps"] = args.hidden_steps
+    if args.scheme == "guidance":
+        options["guidance_scale"] = args.guidance_scale
+    if args.scheme == "molm":
+        options.update({k: getattr(args, k) for k in MOLM_OPTIONS})
+    save_scheme(args.out, scheme, fingerprint=fingerprint, seed=args.seed, options=options, run=args.run)
+    print(f"wrote the trained {args.scheme} scheme ({args.bits} message bits, seed {args.seed}) to {args.out}")
     return 0
 
 
@@ -299,15 +404,20 @@ def _check_scheme_options(args: argparse.Namespace) -> None:
         raise ConfigError(f"--molm-fidelity must be at least 0, got {args.molm_fidelity}.")
 
 
-def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
-    """Guidance and post-hoc HiDDeN share one HiDDeN trained on the run's samples."""
+def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict, message=None):
+    """Guidance and post-hoc HiDDeN share one HiDDeN trained on the run's samples (``evaluate`` and ``train``);
+    ``message``: the bits to mark with (default drawn from the seed)."""
     progress = not args.no_progress
     if name in ("guidance", "hidden"):
-        from genimage.watermark.image_schemes import GuidanceScheme, HiddenScheme, train_for_generator
+        from genimage.watermark.image_schemes import HIDDEN_STEPS, GuidanceScheme, HiddenScheme, train_for_generator
 
         if "hidden" not in shared:
-            shared["hidden"] = train_for_generator(gen, message_bits=args.bits, seed=args.seed, progress=progress)
+            steps = getattr(args, "hidden_steps", HIDDEN_STEPS)
+            shared["hidden"] = train_for_generator(
+                gen, message_bits=args.bits, seed=args.seed, steps=steps, progress=progress
+            )
         kw = {"message_bits": args.bits, "seed": args.seed, "progress": progress, "trained": shared["hidden"]}
+        kw["message"] = message
         if name == "hidden":
             return HiddenScheme.build(gen, **kw)
         return GuidanceScheme.build(gen, scale=args.guidance_scale, **kw)
@@ -323,6 +433,7 @@ def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict):
         routing=args.molm_routing,
         fidelity=args.molm_fidelity,
         progress=progress,
+        message=message,
     )
 
 
@@ -337,10 +448,61 @@ def _add_generator_options(p: argparse.ArgumentParser) -> None:
     add_device_argument(p)
 
 
+def _add_trained_scheme_options(p: argparse.ArgumentParser) -> None:
+    """The trained schemes' options, shared by ``evaluate`` and ``train``."""
+    from genimage.watermark.molm import FINETUNE_STEPS, JOINT_STEPS, ROUTINGS, SAMPLER_STEPS
+
+    p.add_argument(
+        "--guidance-scale",
+        type=float,
+        default=1.0,
+        dest="guidance_scale",
+        help="strength of the watermark guidance step of the guidance scheme (default 1)",
+    )
+    p.add_argument(
+        "--molm-steps",
+        type=int,
+        default=JOINT_STEPS,
+        dest="molm_steps",
+        help="joint training steps of MOLM's markers",
+    )
+    p.add_argument(
+        "--molm-sampler-steps",
+        type=int,
+        default=SAMPLER_STEPS,
+        dest="molm_sampler_steps",
+        help="then steps of MOLM's markers and extractor trained through the sampler's last two steps (0: none)",
+    )
+    p.add_argument(
+        "--molm-finetune-steps",
+        type=int,
+        default=FINETUNE_STEPS,
+        dest="molm_finetune_steps",
+        help="then steps of MOLM's extractor alone on 1,024 fully sampled marked images (0: none)",
+    )
+    p.add_argument(
+        "--molm-fidelity",
+        type=float,
+        default=1.0,
+        dest="molm_fidelity",
+        help="scale of MOLM's fidelity weights in its first two phases (larger: closer to the unmarked samples, "
+        "fewer bits read)",
+    )
+    p.add_argument(
+        "--molm-routing",
+        choices=ROUTINGS,
+        default="bit",
+        dest="molm_routing",
+        help="bit: every key bit picks one of two adapters in every layer (default); segment: the paper's "
+        "key segments, each picking one of 2^k adapters of one layer",
+    )
+
+
 def register(commands: argparse._SubParsersAction) -> None:
     """Add ``genimage watermark`` and its sub-verbs."""
     from genimage.watermark.attacks import ATTACK_NAMES
-    from genimage.watermark.molm import FINETUNE_STEPS, JOINT_STEPS, ROUTINGS, SAMPLER_STEPS
+    from genimage.watermark.image_schemes import HIDDEN_STEPS
+    from genimage.watermark.scheme_files import TRAINED_SCHEMES
     from genimage.watermark.schemes import NOISE_SCHEMES
 
     wm = commands.add_parser("watermark", help="watermark keys, embedding, detection, attacks and evaluation")
@@ -361,8 +523,39 @@ def register(commands: argparse._SubParsersAction) -> None:
     kg.add_argument("--param", action="append", help="scheme parameter NAME=VALUE (repeatable), e.g. radius=5")
     kg.set_defaults(func=cmd_keygen)
 
-    em = sub.add_parser("embed", help="generate marked images with a key")
-    em.add_argument("--key", required=True, type=Path, help="key file from `genimage watermark keygen`")
+    tr = sub.add_parser(
+        "train",
+        help="train a hidden, guidance or molm scheme on the run's own samples and save it as a folder",
+        description="Train a scheme exactly as `watermark evaluate` builds it and write it atomically as a new "
+        "folder: scheme.json (message, seed, options, the detection null, the run and its weights' fingerprint) "
+        "plus safetensors weights. `embed` and `detect` take it as --scheme-dir, for this run only.",
+    )
+    tr.add_argument("--scheme", required=True, choices=TRAINED_SCHEMES, help="the trained scheme")
+    _add_generator_options(tr)
+    tr.add_argument(
+        "--out", required=True, type=output_folder, help="new scheme folder (an existing non-empty one is kept)"
+    )
+    tr.add_argument(
+        "--bits", type=int, help="message bits (default: noise dims / 64, at most 32, or the --message's length)"
+    )
+    tr.add_argument("--message", help="message as 0/1 string or 0x-hex (default: bits drawn from the seed)")
+    tr.add_argument("--seed", type=seed_int, help="seed of the training and the message (default: fresh random)")
+    tr.add_argument(
+        "--hidden-steps",
+        type=int,
+        default=HIDDEN_STEPS,
+        dest="hidden_steps",
+        help=f"HiDDeN training steps of the hidden and guidance schemes (default {HIDDEN_STEPS}, as evaluate)",
+    )
+    _add_trained_scheme_options(tr)
+    tr.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    tr.set_defaults(func=cmd_train)
+
+    em = sub.add_parser("embed", help="generate marked images with a key or a trained scheme")
+    em.add_argument("--key", type=Path, help="key file from `genimage watermark keygen`")
+    em.add_argument(
+        "--scheme-dir", type=Path, dest="scheme_dir", help="or a trained scheme folder from `genimage watermark train`"
+    )
     _add_generator_options(em)
     em.add_argument("--n", type=int, default=16, help="marked images to generate (default 16)")
     em.add_argument("--seed", type=seed_int, default=0, help="seed of the marked noise (default 0)")
@@ -378,8 +571,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     at.add_argument("--out", required=True, type=output_folder, help="folder for the attacked images")
     at.set_defaults(func=cmd_attack)
 
-    de = sub.add_parser("detect", help="invert images and test them against a key")
-    de.add_argument("--key", required=True, type=Path, help="key file from `genimage watermark keygen`")
+    de = sub.add_parser(
+        "detect", help="test images against a key (inverting them) or a trained scheme (reading their pixels)"
+    )
+    de.add_argument("--key", type=Path, help="key file from `genimage watermark keygen`")
+    de.add_argument(
+        "--scheme-dir", type=Path, dest="scheme_dir", help="or a trained scheme folder from `genimage watermark train`"
+    )
     _add_generator_options(de)
     de.add_argument("--images", required=True, type=Path, nargs="+", help="PNG files to test")
     de.add_argument("--alpha", type=float, default=0.01, help="p-value threshold for 'marked' (default 0.01)")
@@ -414,50 +612,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     ev.add_argument(
         "--noise-samples", type=int, default=300, dest="noise_samples", help="marked noises for the Gaussianity tests"
     )
-    ev.add_argument(
-        "--guidance-scale",
-        type=float,
-        default=1.0,
-        dest="guidance_scale",
-        help="strength of the watermark guidance step of the guidance scheme (default 1)",
-    )
-    ev.add_argument(
-        "--molm-steps",
-        type=int,
-        default=JOINT_STEPS,
-        dest="molm_steps",
-        help="joint training steps of MOLM's markers",
-    )
-    ev.add_argument(
-        "--molm-sampler-steps",
-        type=int,
-        default=SAMPLER_STEPS,
-        dest="molm_sampler_steps",
-        help="then steps of MOLM's markers and extractor trained through the sampler's last two steps (0: none)",
-    )
-    ev.add_argument(
-        "--molm-finetune-steps",
-        type=int,
-        default=FINETUNE_STEPS,
-        dest="molm_finetune_steps",
-        help="then steps of MOLM's extractor alone on 1,024 fully sampled marked images (0: none)",
-    )
-    ev.add_argument(
-        "--molm-fidelity",
-        type=float,
-        default=1.0,
-        dest="molm_fidelity",
-        help="scale of MOLM's fidelity weights in its first two phases (larger: closer to the unmarked samples, "
-        "fewer bits read)",
-    )
-    ev.add_argument(
-        "--molm-routing",
-        choices=ROUTINGS,
-        default="bit",
-        dest="molm_routing",
-        help="bit: every key bit picks one of two adapters in every layer (default); segment: the paper's "
-        "key segments, each picking one of 2^k adapters of one layer",
-    )
+    _add_trained_scheme_options(ev)
     ev.add_argument("--json", required=True, type=output_file, help="where to write the results")
     ev.add_argument("--markdown", type=output_file, help="Markdown table (default: beside --json)")
     ev.add_argument("--figure", type=output_file, help="PNG figure (default: beside --json)")

@@ -143,6 +143,15 @@ class GaussianNull:
         self.mu = float(scores.double().mean())
         self.sd = float(scores.double().std().clamp_min(1e-12))
 
+    @classmethod
+    def from_params(cls, mu: float, sd: float) -> GaussianNull:
+        """The null with mean ``mu`` and standard deviation ``sd`` (as saved with a trained scheme)."""
+        if not (math.isfinite(mu) and math.isfinite(sd) and sd > 0):
+            raise InputError(f"a Gaussian null needs a finite mean and a finite sd > 0, got mu={mu}, sd={sd}.")
+        null = cls.__new__(cls)
+        null.mu, null.sd = float(mu), float(sd)
+        return null
+
     def pvalue(self, scores: torch.Tensor) -> torch.Tensor:
         return torch.as_tensor(stats.norm.sf(scores.double().numpy(), self.mu, self.sd), dtype=torch.float64)
 

@@ -14,7 +14,7 @@ from genimage.watermark.guidance import GaussianNull, decoder_detection, guided_
 from genimage.watermark.hidden import HiddenConfig, HiddenModel, train_hidden
 from genimage.watermark.keys import derive_seed, new_key
 
-__all__ = ["GuidanceScheme", "HiddenScheme", "train_for_generator"]
+__all__ = ["HIDDEN_STEPS", "GuidanceScheme", "HiddenScheme", "train_for_generator"]
 
 
 def _generate(gen, n: int, seed: int, batch: int = 64) -> torch.Tensor:
@@ -23,8 +23,18 @@ def _generate(gen, n: int, seed: int, batch: int = 64) -> torch.Tensor:
     return torch.cat([gen.generate(noise[i : i + batch]) for i in range(0, n, batch)])
 
 
+HIDDEN_STEPS = 600  # default HiDDeN training steps (evaluate and `watermark train`)
+
+
 def train_for_generator(
-    gen, *, message_bits: int, seed: int, n_train: int = 256, n_null: int = 128, steps: int = 600, progress=True
+    gen,
+    *,
+    message_bits: int,
+    seed: int,
+    n_train: int = 256,
+    n_null: int = 128,
+    steps: int = HIDDEN_STEPS,
+    progress=True,
 ):
     """HiDDeN trained on ``n_train`` unmarked samples, plus ``n_null`` held-out unmarked samples."""
     images = _generate(gen, n_train + n_null, derive_seed(seed, "hidden-data"))
@@ -36,9 +46,13 @@ class _DecoderScheme:
     multibit = True
     detect_nfe = 0
 
-    def __init__(self, model: HiddenModel, message: torch.Tensor, null_images: torch.Tensor) -> None:
+    def __init__(
+        self, model: HiddenModel, message: torch.Tensor, null_images: torch.Tensor | None, *, null=None
+    ) -> None:
+        """``null_images``: held-out unmarked images the Gaussian null is fitted on, or None with a fitted
+        ``null`` (a :class:`~genimage.watermark.guidance.GaussianNull`, as a saved scheme carries)."""
         self.model, self.message = model, message
-        self.null = GaussianNull(
+        self.null = null or GaussianNull(
             decoder_detection(model.decoder, null_images, message, GaussianNull(torch.zeros(2))).score
         )
 
@@ -51,19 +65,30 @@ class GuidanceScheme(_DecoderScheme):
 
     name = "guidance"
 
-    def __init__(self, model, message, null_images, *, scale: float = 1.0, seed: int = 0) -> None:
-        super().__init__(model, message, null_images)
+    def __init__(self, model, message, null_images, *, scale: float = 1.0, seed: int = 0, null=None) -> None:
+        super().__init__(model, message, null_images, null=null)
         self.scale, self.seed = scale, seed
 
     @classmethod
     def build(
-        cls, gen, *, message_bits: int = 32, seed: int = 0, scale: float = 1.0, progress: bool = True, trained=None
+        cls,
+        gen,
+        *,
+        message_bits: int = 32,
+        seed: int = 0,
+        scale: float = 1.0,
+        progress: bool = True,
+        trained=None,
+        message=None,
     ):
-        """Train HiDDeN on the generator's samples (or reuse ``trained = (model, null_images)``)."""
+        """Train HiDDeN on the generator's samples (or reuse ``trained = (model, null_images)``); the message is
+        ``message`` (bits) or drawn from the seed."""
         model, null_images = trained or train_for_generator(
             gen, message_bits=message_bits, seed=seed, progress=progress
         )
-        key = new_key("guidance", gen.image_shape, seed=derive_seed(seed, "guidance"), message_bits=message_bits)
+        key = new_key(
+            "guidance", gen.image_shape, seed=derive_seed(seed, "guidance"), message=message, message_bits=message_bits
+        )
         return cls(model, key.message_tensor(), null_images, scale=scale, seed=seed)
 
     def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
@@ -90,12 +115,15 @@ class HiddenScheme(_DecoderScheme):
     name = "hidden"
 
     @classmethod
-    def build(cls, gen, *, message_bits: int = 32, seed: int = 0, progress: bool = True, trained=None):
-        """Train HiDDeN on the generator's samples (or reuse ``trained = (model, null_images)``)."""
+    def build(cls, gen, *, message_bits: int = 32, seed: int = 0, progress: bool = True, trained=None, message=None):
+        """Train HiDDeN on the generator's samples (or reuse ``trained = (model, null_images)``); the message is
+        ``message`` (bits) or drawn from the seed."""
         model, null_images = trained or train_for_generator(
             gen, message_bits=message_bits, seed=seed, progress=progress
         )
-        key = new_key("guidance", gen.image_shape, seed=derive_seed(seed, "hidden"), message_bits=message_bits)
+        key = new_key(
+            "guidance", gen.image_shape, seed=derive_seed(seed, "hidden"), message=message, message_bits=message_bits
+        )
         return cls(model, key.message_tensor(), null_images)
 
     def mark(self, gen, noise: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:

@@ -373,9 +373,22 @@ class MOLMScheme:
     multibit = True
     detect_nfe = 0
 
-    def __init__(self, model: nn.Module, extractor: HiddenDecoder, message: torch.Tensor, null_images: torch.Tensor):
+    def __init__(
+        self,
+        model: nn.Module,
+        extractor: HiddenDecoder,
+        message: torch.Tensor,
+        null_images: torch.Tensor | None,
+        *,
+        null: GaussianNull | None = None,
+    ):
+        """``null_images``: held-out unmarked images the null is fitted on, or None with a fitted ``null`` (as a
+        saved scheme carries; such a scheme cannot be trained further, as nothing to refit the null on is kept)."""
         self.model, self.extractor, self.message, self.null_images = model, extractor, message, null_images
-        self._fit_null()
+        if null is None:
+            self._fit_null()
+        else:
+            self.null = null
 
     def _fit_null(self) -> None:
         unmarked = decoder_detection(self.extractor, self.null_images, self.message, GaussianNull(torch.zeros(2)))
@@ -395,6 +408,7 @@ class MOLMScheme:
         routing: str = "bit",
         fidelity: float = 1.0,
         progress: bool = True,
+        message=None,
     ):
         """Attach markers to the run's network, train them with an extractor on its own samples, then
         (``sampler_steps > 0``) both together through the sampler (:meth:`train_through_sampler`), then
@@ -425,8 +439,11 @@ class MOLMScheme:
             prediction=run.prediction,
             t_end=run.t_end,
         )
-        key = new_key("molm", gen.image_shape, seed=derive_seed(seed, "molm"), message_bits=message_bits)
+        key = new_key(
+            "molm", gen.image_shape, seed=derive_seed(seed, "molm"), message=message, message_bits=message_bits
+        )  # the markers are trained over random keys: ``message`` (bits, default drawn from the seed) is the one used
         scheme = cls(run.model, extractor, key.message_tensor(), images[256:])
+        scheme.routing = routing  # recorded by genimage.watermark.scheme_files.save_scheme
         if sampler_steps > 0:
             scheme.train_through_sampler(
                 gen, steps=sampler_steps, fidelity=SAMPLER_FIDELITY * fidelity, seed=seed, progress=progress
