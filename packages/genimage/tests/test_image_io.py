@@ -64,6 +64,18 @@ def test_split_holds_out_the_first_round_of_holdout_n_of_the_seeded_permutation(
     assert held.tolist() == sorted(perm[:3].tolist()) and keep.tolist() == sorted(perm[3:].tolist())
 
 
+@pytest.mark.parametrize(("n", "holdout"), [(1, 0.1), (2, 0.75), (2, 0.9), (5, 0.95)])
+def test_a_split_that_would_hold_out_every_item_is_refused(n, holdout) -> None:
+    """One image with the classifier's 10 % hold-out used to give an empty training set and no error."""
+    assert max(1, round(holdout * n)) >= n
+    with pytest.raises(ConfigError, match=rf"holding out {n} of {n} items .* leaves none to train on"):
+        split_indices(n, holdout)
+    with pytest.raises(ConfigError, match="leaves none to train on"):
+        ImageSet(torch.zeros(n, 1, 4, 4)).split(holdout)
+    keep, held = split_indices(n + 1, 0.5 / (n + 1))  # one held out, the rest kept
+    assert len(held) == 1 and len(keep) == n and sorted(keep.tolist() + held.tolist()) == list(range(n + 1))
+
+
 @pytest.mark.parametrize("size", [3, 5, 13, 16])
 def test_resize_images_is_pillows_antialiased_bilinear(size) -> None:
     x = torch.rand(2, 1, 8, 8, generator=torch.Generator().manual_seed(0)) * 1.6 - 0.8
@@ -219,6 +231,24 @@ def test_photo_patches_are_the_documented_tiles() -> None:
     assert second.size == (600, 400)
     want = np.asarray(second.resize((60, 40), Image.BICUBIC))[:8, :8]
     assert np.array_equal(to_uint8(photos.images[81:82])[0], want)
+
+
+def test_a_folder_with_one_colour_image_packs_as_rgb_wherever_it_sorts(tmp_path) -> None:
+    """classes.json says 1 channel only when every image is gray: a colour image before a gray one counts too."""
+    from genimage.data.shards import shard_image_folder
+
+    colour = np.zeros((6, 6, 3), dtype=np.uint8)
+    colour[..., 0] = 200  # pure red: its gray value (0.299 * 200 = 60) differs from every band
+    for order, names in enumerate((("a.png", "b.png"), ("b.png", "a.png"))):
+        root = tmp_path / f"f{order}"
+        root.mkdir()
+        Image.fromarray(colour).save(root / names[0])
+        Image.fromarray(np.full((6, 6), 90, dtype=np.uint8)).save(root / names[1])
+        shard_image_folder(root, tmp_path / f"s{order}", progress=False)
+        stream = ShardedImages(tmp_path / f"s{order}", image_size=6)
+        assert stream.channels == 3 == load_image_folder(root, image_size=6).shape[0]
+        got = sorted(to_uint8(x[None])[0].reshape(-1, 3).tolist()[0] for (x,) in stream)
+        assert got == [[90, 90, 90], [200, 0, 0]]
 
 
 def test_packed_shards_keep_grayscale_png_members_grayscale(tmp_path) -> None:

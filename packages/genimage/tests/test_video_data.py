@@ -209,6 +209,34 @@ def test_gray_gif_round_trip_is_exact_even_with_repeated_frames(tmp_path) -> Non
     assert sorted(p.name for p in (tmp_path / "sub" / "dir").iterdir()) == ["one.gif"]  # no temporary left
 
 
+def test_a_gif_that_turns_colour_after_a_gray_first_frame_loads_as_rgb(tmp_path) -> None:
+    """A GIF is gray only when every frame it keeps is gray: a red frame after a gray one keeps its colour."""
+    video = torch.full((3, 2, 4, 4), -1.0)
+    video[:, 0] = 0.2  # frame 0 gray
+    video[0, 1] = 1.0  # frame 1 pure red
+    (tmp_path / "v").mkdir()
+    save_video_gif(tmp_path / "v" / "a.gif", video)
+    data = load_video_folder(tmp_path / "v", image_size=4, frames=2)
+    assert data.shape == (3, 2, 4, 4)
+    assert np.array_equal(_u8(data.videos), _u8(video[None]))
+    assert _u8(data.videos)[0, 1, 0, 0].tolist() == [255, 0, 0]
+    green = torch.full((3, 2, 4, 4), -1.0)
+    green[1] = 1.0  # red = blue everywhere, green differs: colour, not gray
+    back = read_gif(save_video_gif(tmp_path / "green.gif", green))
+    assert back.shape == (3, 2, 4, 4) and np.array_equal(_u8(back[None]), _u8(green[None]))
+
+
+def test_a_frame_limit_that_ends_inside_a_merged_gif_frame_keeps_exactly_that_many(tmp_path) -> None:
+    video = moving_mnist(1, frames=3, image_size=8, digits=1, seed=0).videos[0]
+    video = video[:, [0, 1, 1, 1, 2]]  # Pillow writes frame 1 once, three delays long
+    (tmp_path / "v").mkdir()
+    save_video_gif(tmp_path / "v" / "a.gif", video)
+    for frames in (1, 2, 3, 4, 5):
+        data = load_video_folder(tmp_path / "v", image_size=8, frames=frames)
+        assert data.shape == (1, frames, 8, 8)
+        assert np.array_equal(_u8(data.videos), _u8(video[None, :, :frames]))
+
+
 def test_rgb_gif_round_trip_and_grid(tmp_path) -> None:
     rng = np.random.default_rng(0)
     palette = rng.integers(0, 256, (40, 3), dtype=np.uint8)  # at most 256 colours per frame: GIF keeps them all
@@ -329,6 +357,17 @@ def test_bad_videos_are_skipped_and_listed(tmp_path) -> None:
     (root / "good.npy").unlink()
     with pytest.raises(InputError, match="no readable video"):
         load_video_folder(root, image_size=8, frames=8, skip_bad=True)
+
+
+def test_a_skipped_video_does_not_shift_the_labels_of_the_rest(tmp_path) -> None:
+    root = tmp_path / "vids"
+    for name, files in (("a", ("0-bad.npy", "1.npy")), ("b", ("0.npy", "1.npy"))):
+        (root / name).mkdir(parents=True)
+        for f in files:
+            np.save(root / name / f, _gray(2) if "bad" not in f else np.zeros((2, 8, 8), dtype=np.float32))
+    data = load_video_folder(root, image_size=8, frames=2, skip_bad=True)
+    assert data.skipped == [str(root / "a" / "0-bad.npy")]
+    assert data.class_names == ["a", "b"] and data.labels.tolist() == [0, 1, 1]
 
 
 def test_folder_errors(tmp_path) -> None:

@@ -64,7 +64,7 @@ def load_image_set(
     images = tuple(s for s in DATA_SOURCES if s not in VIDEO_SOURCES and s != "shards")
     if name not in images:
         raise ConfigError(f"unknown in-memory image set {name!r}; expected one of: {', '.join(images)}.")
-    size = image_size or DEFAULT_SIZES[name]
+    size = DEFAULT_SIZES[name] if image_size is None else image_size  # 0 is refused, not taken for the default
     if size < 4:
         raise ConfigError(f"image size must be at least 4, got {size}.")
     if name == "digits":
@@ -92,7 +92,7 @@ def load_video_set(
     """Load a video set by name: ``moving-mnist`` or ``video-folder`` (see the module docstring)."""
     if name not in VIDEO_SOURCES:
         raise ConfigError(f"unknown video set {name!r}; expected one of: {', '.join(VIDEO_SOURCES)}.")
-    size = image_size or DEFAULT_SIZES[name]
+    size = DEFAULT_SIZES[name] if image_size is None else image_size  # 0 is refused, not taken for the default
     if name == "moving-mnist":
         return moving_mnist(MOVING_MNIST_VIDEOS, frames=frames, image_size=size, seed=0)
     if path is None:

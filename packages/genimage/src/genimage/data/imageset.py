@@ -74,6 +74,8 @@ def split_indices(n: int, holdout: float, seed: int = 0) -> tuple[torch.Tensor, 
         raise ConfigError(f"holdout fraction must be in (0, 1), got {holdout}.")
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     k = max(1, round(holdout * n))
+    if k >= n:
+        raise ConfigError(f"holding out {k} of {n} items (fraction {holdout}) leaves none to train on.")
     return perm[k:].sort().values, perm[:k].sort().values
 
 

@@ -119,10 +119,17 @@ def write_shards(images: ImageSet, out_dir: str | os.PathLike, *, shard_size: in
     out = Path(out_dir)
     if out.is_dir() and any(out.glob("shard-*.tar")):  # stale shards of another set would be read with these
         raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
+    created = not out.exists()
     writer = _ShardWriter(out, shard_size)
-    for i, px in enumerate(to_uint8(images.images)):
-        png = _png(Image.fromarray(px[..., 0] if px.shape[-1] == 1 else px))
-        writer.add(png, None if images.labels is None else images.labels[i])
+    try:
+        for i, px in enumerate(to_uint8(images.images)):
+            png = _png(Image.fromarray(px[..., 0] if px.shape[-1] == 1 else px))
+            writer.add(png, None if images.labels is None else images.labels[i])
+    except BaseException as exc:  # a partial set without classes.json would read back as a smaller unlabelled one
+        writer.abort(exc)
+        if created and not any(out.iterdir()):
+            out.rmdir()
+        raise
     return writer.finish(images.class_names, images.shape[0])
 
 
