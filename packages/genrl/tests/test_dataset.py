@@ -375,3 +375,49 @@ def test_toy_data_holds_whole_episodes_of_the_chain() -> None:
 
     ds, card = make_dataset("toy-bimodal", "random", 25, seed=0, progress=False)
     assert len(ds) == 24 and ds.n_episodes == 8 and card["n_complete_episodes"] == 8  # 25 // 3 episodes of 3
+
+
+def _hand_dataset(lengths, last_flags, rewards=None) -> OfflineDataset:
+    """Episodes of the given lengths, each ending with "term" or "trunc"; observation i is [i], rewards 1, 2, ..."""
+    n = sum(lengths)
+    starts = np.cumsum([0, *lengths[:-1]])
+    term, trunc = np.zeros(n, bool), np.zeros(n, bool)
+    for s, t, flag in zip(starts, lengths, last_flags):
+        (term if flag == "term" else trunc)[s + t - 1] = True
+    obs = np.arange(n, dtype=np.float32)[:, None]
+    r = np.arange(1, n + 1, dtype=np.float32) if rewards is None else np.asarray(rewards, np.float32)
+    return OfflineDataset(obs, np.zeros((n, 1)), r, term, trunc, obs + 1, starts)
+
+
+def test_episode_returns_count_a_truncation_as_complete_only_at_exactly_the_time_limit() -> None:
+    # episodes [0..3] truncated at the limit 4, [4..6] truncated one step short, [7..8] terminated early
+    ds = _hand_dataset([4, 3, 2], ["trunc", "trunc", "term"])
+    np.testing.assert_array_equal(ds.episode_returns(time_limit=4), [1 + 2 + 3 + 4, 8 + 9])
+    np.testing.assert_array_equal(ds.episode_returns(), [10, 5 + 6 + 7, 17])  # no limit: every flagged end
+    np.testing.assert_array_equal(ds.episode_returns(time_limit=3), [5 + 6 + 7, 17])
+    np.testing.assert_array_equal(ds.episode_returns(time_limit=4, cut_episodes=(2,)), [10])
+    np.testing.assert_array_equal(ds.episode_returns(complete_only=False, time_limit=4), [10, 18, 17])
+
+
+def test_concatenate_shifts_the_episode_starts_of_unequal_parts() -> None:
+    from genrl.dataset import concatenate
+
+    a, b = _hand_dataset([3, 2], ["term", "trunc"]), _hand_dataset([1, 6], ["term", "trunc"])
+    both = concatenate(a, b)
+    assert both.episode_starts.tolist() == [0, 3, 5, 6] and len(both) == 12
+    assert both.episode_lengths().tolist() == [3, 2, 1, 6]
+    np.testing.assert_array_equal(both.episode_returns(), [6, 9, 1, 2 + 3 + 4 + 5 + 6 + 7])
+
+
+def test_a_replay_window_after_a_terminal_is_not_cut_even_when_the_reset_repeats_the_state() -> None:
+    """Row 1 terminates in state 2 and the env resets to state 2 again: the next observations chain, yet the
+    window from row 2 starts a fresh episode (a terminal ends its episode whatever the reset gives)."""
+    from genrl.generate import replay_dataset, replay_starts_mid_episode
+    from genrl.training import ReplayBuffer
+
+    buf = ReplayBuffer(1, 1, capacity=4)
+    for o, term in [(0.0, False), (1.0, True), (2.0, False), (3.0, True)]:
+        buf.add(np.array([o]), np.zeros(1), 1.0, term, np.array([o + 1.0]))
+    assert not replay_starts_mid_episode(buf, 2)
+    assert replay_starts_mid_episode(buf, 3)  # row 0 did not terminate and row 1 continues it
+    assert replay_dataset(buf, 4).episode_starts.tolist() == [0, 2]

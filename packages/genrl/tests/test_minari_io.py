@@ -213,6 +213,20 @@ def test_import_return_statistics_leave_out_the_episode_the_recording_cut(tmp_pa
     assert card["returns"]["max"] == pytest.approx(max(returns[:2]), rel=1e-6)
 
 
+def test_import_return_statistics_leave_out_a_cut_episode_without_a_time_limit(tmp_path) -> None:
+    """Without an env_spec the importer still knows which episode the recording cut (its last step has neither
+    flag): its return is no episode return (the card counted 3 complete episodes and averaged the 3-step one in)."""
+    pytest.importorskip("minari")
+    returns = _minari_storage(tmp_path / "m", [5, 4, 3], ["trunc", "term", None])
+    ds, card = import_minari(tmp_path / "m")
+    assert card["max_episode_steps"] is None and card["source"]["episodes_cut_at_end"] == 1
+    assert ds.truncations[-1] and card["n_complete_episodes"] == 2
+    expected = np.asarray(returns[:2], np.float64)
+    assert card["returns"] == pytest.approx(
+        {"mean": expected.mean(), "std": expected.std(), "min": expected.min(), "max": expected.max()}, rel=1e-6
+    )
+
+
 def test_import_refuses_episodes_of_different_spaces_in_one_sentence(tmp_path) -> None:
     pytest.importorskip("minari")
     _minari_storage(tmp_path / "m", [4, 3], ["trunc", "term"], obs_dims=[3, 2])
@@ -246,3 +260,24 @@ def test_import_refuses_non_numeric_observations(tmp_path, toy_dataset) -> None:
         f["episode_1"].create_dataset("observations", data=np.full((4, 2), b"x"))
     with pytest.raises(InputError, match=r"episode_1/observations must be numeric, got dtype \|S1"):
         import_minari(tmp_path / "m")
+
+
+def test_import_reads_scalar_actions_and_a_reimport_recomputes_the_card(tmp_path, toy_dataset) -> None:
+    """A Box of shape () stores actions as [T]; they become [T, 1]. Exporting an imported dataset again and
+    importing it keeps the card's fields but recomputes its sizes, statistics and source (no stale checksum)."""
+    from genrl.dataset import make_card
+
+    card = make_card(toy_dataset, env_id="toy-bimodal", policy={"name": "random"}, seed=7)
+    data = export_minari((toy_dataset, card), tmp_path / "m")
+    with h5py.File(data / MAIN_FILE, "a") as f:
+        for e in range(toy_dataset.n_episodes):
+            act = f[f"episode_{e}/actions"][()]
+            del f[f"episode_{e}/actions"]
+            f[f"episode_{e}"].create_dataset("actions", data=act[:, 0])
+    ds, _ = import_minari(tmp_path / "m", tmp_path / "d1")
+    _assert_same(ds, toy_dataset)
+    export_minari(tmp_path / "d1", tmp_path / "m2", dataset_id="test/again-v1")
+    ds2, card2 = import_minari(tmp_path / "m2")
+    _assert_same(ds2, toy_dataset)
+    assert card2["source"]["dataset_id"] == "test/again-v1" and "data_sha256" not in card2
+    assert card2["seed"] == 7 and card2["returns"] == card["returns"]

@@ -104,7 +104,11 @@ class OfflineDataset:
         return list(zip(self.episode_starts.tolist(), stops))
 
     def episode_returns(
-        self, complete_only: bool = True, time_limit: int | None = None, first_episode_cut: bool = False
+        self,
+        complete_only: bool = True,
+        time_limit: int | None = None,
+        first_episode_cut: bool = False,
+        cut_episodes: tuple[int, ...] = (),
     ) -> np.ndarray:
         """Undiscounted return of each episode.
 
@@ -113,14 +117,16 @@ class OfflineDataset:
         truncation too, so that learners bootstrap through it, but it cuts its episode short); without a
         ``time_limit`` any flagged end counts. ``first_episode_cut`` says that the data begins part-way through
         its first episode (a window of a longer recording, such as the end of a replay buffer), which is then
-        left out as well.
+        left out as well, and so are the episodes indexed by ``cut_episodes`` (known to be cut by the end of a
+        recording, such as Minari episodes whose last step has neither flag).
         """
+        cut = set(cut_episodes)
         out = []
         for e, (start, stop) in enumerate(self.episode_bounds()):
             ended = self.terminals[stop - 1] or (
                 self.truncations[stop - 1] and (time_limit is None or stop - start == time_limit)
             )
-            if complete_only and (not ended or (e == 0 and first_episode_cut)):
+            if complete_only and (not ended or (e == 0 and first_episode_cut) or e in cut):
                 continue
             out.append(float(self.rewards[start:stop].sum()))
         return np.asarray(out, dtype=np.float64)
@@ -213,14 +219,16 @@ def _stats(x: np.ndarray) -> dict[str, float] | None:
     return {"mean": float(x.mean()), "std": float(x.std()), "min": float(x.min()), "max": float(x.max())}
 
 
-def make_card(ds: OfflineDataset, **fields: Any) -> dict[str, Any]:
+def make_card(ds: OfflineDataset, *, cut_episodes: tuple[int, ...] = (), **fields: Any) -> dict[str, Any]:
     """The dataset card: ``fields`` (env_id, env_version, policy, seed, ...) plus sizes and return statistics
-    (of the complete episodes; ``max_episode_steps`` and ``first_episode_cut`` among ``fields`` say which those
-    are, see :meth:`OfflineDataset.episode_returns`)."""
+    (of the complete episodes; ``max_episode_steps`` and ``first_episode_cut`` among ``fields``, and the
+    ``cut_episodes`` indices, say which those are, see :meth:`OfflineDataset.episode_returns`)."""
     from genrl import __version__
 
     returns = ds.episode_returns(
-        time_limit=fields.get("max_episode_steps"), first_episode_cut=bool(fields.get("first_episode_cut"))
+        time_limit=fields.get("max_episode_steps"),
+        first_episode_cut=bool(fields.get("first_episode_cut")),
+        cut_episodes=cut_episodes,
     )
     return {
         "format": FORMAT,

@@ -18,8 +18,8 @@ This is the layout of ``minari/dataset/_storages/hdf5_storage.py`` and ``minari/
 Mapping to the genrl layout: episode ``e`` with ``T`` steps gives transitions ``observations[:-1]``,
 ``next_observations = observations[1:]``, ``terminals = terminations``, ``truncations`` as stored; an episode
 whose last step has neither flag (cut by the end of a recording) gets ``truncations[-1] = True`` on import,
-and the card counts them (with ``env_spec``'s ``max_episode_steps`` in the card, the return statistics leave
-them out). Export needs ``next_observations[i] == observations[i + 1]`` inside each episode
+and the card counts them; the return statistics leave them out (with or without ``env_spec``'s
+``max_episode_steps``). Export needs ``next_observations[i] == observations[i + 1]`` inside each episode
 (always true for data genrl generates). The genrl card travels in ``metadata.json`` under ``genrl_card``, so a
 round trip keeps env id, behaviour policy and seed. Only flat ``Box`` observations and actions are read.
 """
@@ -207,10 +207,10 @@ def _count(meta: dict[str, Any], key: str, where: str) -> int:
     return value
 
 
-def _read_episodes(h5: Path, n: int) -> tuple[dict[str, list[np.ndarray]], int]:
+def _read_episodes(h5: Path, n: int) -> tuple[dict[str, list[np.ndarray]], list[int]]:
     h5py = _h5py()
     parts: dict[str, list[np.ndarray]] = {k: [] for k in (*EPISODE_KEYS, "next_observations")}
-    cut = 0
+    cut: list[int] = []
     try:
         f = h5py.File(h5, "r")
     except OSError as exc:
@@ -258,7 +258,7 @@ def _read_episodes(h5: Path, n: int) -> tuple[dict[str, list[np.ndarray]], int]:
             term, trunc = ep["terminations"].astype(bool), ep["truncations"].astype(bool).copy()
             if not (term[-1] or trunc[-1]):
                 trunc[-1] = True
-                cut += 1
+                cut.append(e)
             for key, arr in zip(
                 (*EPISODE_KEYS, "next_observations"), (obs[:-1], act, ep["rewards"], term, trunc, obs[1:])
             ):
@@ -309,9 +309,9 @@ def import_minari(
         "path": str(data),
         "dataset_id": meta.get("dataset_id"),
         "minari_version": meta.get("minari_version"),
-        "episodes_cut_at_end": cut,
+        "episodes_cut_at_end": len(cut),
     }
-    card = make_card(ds, **fields, source=source)
+    card = make_card(ds, cut_episodes=tuple(cut), **fields, source=source)
     check_card(card, ds, where)  # what load_dataset would refuse is not written
     if out is not None:
         save_dataset(out, ds, card)
