@@ -15,7 +15,7 @@ import math
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +221,27 @@ def saved_float_dtype(state: dict[str, torch.Tensor]) -> torch.dtype | None:
     return dtypes.pop() if len(dtypes) == 1 else None
 
 
+def rebuild_module(build: Callable[[], Any], state: dict[str, torch.Tensor], directory: str | os.PathLike, name: str):
+    """``build()`` a module from a saved folder's config, cast it to the saved weights' one float dtype (a float64
+    model comes back float64, not rounded to float32) and load ``state`` into it. A config the constructor refuses,
+    or weights that do not fit what it builds, are one :class:`StorageError` sentence naming the folder."""
+    where = str(Path(directory) / CONFIG_NAME)
+    try:
+        model = build()
+    except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError/InputError of a bad setting
+        raise StorageError(f"{where!r} does not describe a {name} ({str(exc).rstrip('.')}).") from None
+    dtype = saved_float_dtype(state)
+    if dtype is not None:
+        model = model.to(dtype)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError:
+        raise StorageError(
+            f"the weights in {str(directory)!r} do not fit the {name} its config.json describes."
+        ) from None
+    return model
+
+
 def load_pretrained(
     directory: str | os.PathLike, device: str | torch.device = "cpu"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -256,20 +277,11 @@ class Pretrained:
             raise StorageError(f"{where!r} must hold a JSON object of {cls.__name__} settings.")
         kwargs = {k: v for k, v in config.items() if k != "class"}
         klass = cls.saved_class(config.get("class", cls.__name__), where)
-        try:
-            model = klass(klass.config_class(**kwargs)) if klass.config_class is not None else klass(**kwargs)
-        except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError/InputError of a bad setting
-            raise StorageError(f"{where!r} does not describe a {klass.__name__} ({str(exc).rstrip('.')}).") from None
-        dtype = saved_float_dtype(state)
-        if dtype is not None:  # a float64 model comes back float64, not rounded to float32
-            model = model.to(dtype)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError:
-            raise StorageError(
-                f"the weights in {str(directory)!r} do not fit the {klass.__name__} its config.json describes."
-            ) from None
-        return model.to(device)
+
+        def build() -> Any:
+            return klass(klass.config_class(**kwargs)) if klass.config_class is not None else klass(**kwargs)
+
+        return rebuild_module(build, state, directory, klass.__name__).to(device)
 
     @classmethod
     def saved_class(cls, name: str, where: str) -> type:

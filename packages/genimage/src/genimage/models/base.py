@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from gencore.errors import ConfigError, StorageError
-from gencore.io import load_pretrained, save_pretrained, saved_float_dtype
+from gencore.io import load_pretrained, rebuild_module, save_pretrained
 
 MODELS: dict[str, type[ImageBackbone]] = {}
 
@@ -71,20 +71,9 @@ class ImageBackbone(nn.Module):
         target = MODELS.get(kind) if cls is ImageBackbone else cls
         if target is None or (cls is not ImageBackbone and kind != cls.kind):
             raise StorageError(f"{str(directory)!r} holds a {kind!r} model, expected {cls.kind or 'a genimage model'}.")
-        where = str(os.path.join(directory, "config.json"))
-        try:
-            model = target(**{**target.saved_config_defaults, **config})
-        except (TypeError, ValueError) as exc:  # ValueError: the suite's ConfigError of a bad setting
-            raise StorageError(f"{where!r} does not describe a {target.__name__} ({str(exc).rstrip('.')}).") from None
-        dtype = saved_float_dtype(state)
-        if dtype is not None:  # a float64 model comes back float64, not rounded to float32
-            model = model.to(dtype)
-        try:
-            model.load_state_dict(state)
-        except RuntimeError:
-            raise StorageError(
-                f"the weights in {str(directory)!r} do not fit the {target.__name__} its config.json describes."
-            ) from None
+        model = rebuild_module(
+            lambda: target(**{**target.saved_config_defaults, **config}), state, directory, target.__name__
+        )
         return model.to(device)
 
 
