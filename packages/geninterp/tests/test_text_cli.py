@@ -124,6 +124,9 @@ def test_minilm_capture_train_evaluate(tmp_path):
 
     store = ActivationStore(acts)
     lm = load_model("minilm")
+    # --seq-len counts the specials: 32 sequences of [CLS] + 62 text tokens + [SEP] hold the 2048 tokens asked for
+    assert (store.seq_len, len(store)) == (64, 32)
+    assert store.tokens(0)[0] == lm.tokenizer.cls_token_id and store.tokens(0)[-1] == lm.tokenizer.sep_token_id
     with ActivationCapture(lm.model, ["encoder.layer.3"]) as cap, torch.no_grad():
         got = cap.run(lambda: run_model(lm, store.tokens(0)[None]))["encoder.layer.3"][0]
     torch.testing.assert_close(store[0], got, rtol=1e-5, atol=1e-5)
