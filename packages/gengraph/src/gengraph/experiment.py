@@ -35,7 +35,17 @@ from gencore.checks import check_choice, check_int, check_seed
 from gencore.discrete.marginal import MarginalTransitionDiffusion
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import load_pretrained, read_json, save_pretrained, tensor_fingerprint, write_json
-from gencore.train import TrainConfig, Trainer, holds_settings, interruption, launch, run_identity, setup, teardown
+from gencore.train import (
+    TrainConfig,
+    Trainer,
+    find_checkpoints,
+    holds_settings,
+    interruption,
+    launch,
+    run_identity,
+    setup,
+    teardown,
+)
 from gengraph.batch import pack, unpack
 from gengraph.graph import Graph
 from gengraph.models.code_prior import CodePriorConfig, CodeTokenPrior, code_prior_loss, sample_code_sets
@@ -219,6 +229,15 @@ def train_run(
         )
     if engine.get("resume") is not None and is_finished(cfg, out, graphs):
         return out  # nothing left to train: every stage reached its step count
+    if cfg.model != "digress" and engine.get("resume") is not None and (out / "prior").exists():
+        found = find_checkpoints(out / "autoencoder" / "checkpoints")  # names step-<n>, newest first
+        done = int(found[0].name.split("-")[-1]) if found else 0
+        if done < cfg.steps:  # the prior learnt this autoencoder's codes: training it on moves them under the prior
+            raise ConfigError(
+                f"{str(out)!r} holds a prior trained on the codes of its {done}-step autoencoder; training that "
+                f"autoencoder on to {cfg.steps} steps would leave the prior on stale codes, so keep --steps {done} "
+                "or choose a new --out folder."
+            )
     n_max = max(g.n_nodes for g in graphs)
     if cfg.model == "digress" and n_max < 2:  # no node pair anywhere: the edge-class marginal was 0 / 0 (NaN)
         raise InputError("every training graph has a single node; DiGress's edge marginal needs node pairs.")
