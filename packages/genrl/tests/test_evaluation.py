@@ -61,3 +61,32 @@ def test_returns_lengths_and_success_match_episodes_rolled_out_one_by_one(countd
         np.testing.assert_allclose(res["returns"], rets, rtol=1e-5)
         assert res["episode_length_mean"] == pytest.approx(np.mean(lens))
         assert res["success_rate"] == pytest.approx(np.mean(succ))
+
+
+def test_stochastic_returns_are_those_of_the_policy_sampled_from_the_seeded_stream(countdown: str) -> None:
+    """``deterministic=False`` samples the policy with the agent's generator seeded by ``seed`` (one copy at a time:
+    the noise is drawn in the same order as one by one), which is not the deterministic policy's result."""
+    spec = EnvSpec(obs_dim=2, action_dim=1, action_low=(-1.0,), action_high=(1.0,), obs_mean=(3.0, 3.0))
+    agent = make_agent("flow-bc", spec, {"hidden": 16, "depth": 1})
+    seed, episodes = 3, 5
+    state = agent.generator.get_state()
+    agent.generator.manual_seed(seed)
+    agent.eval()
+    rets = []
+    env = gym.make(countdown)
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + i)
+        ret, done = 0.0, False
+        while not done:
+            action = agent.act(obs.reshape(1, -1).astype(np.float32), deterministic=False)[0]
+            obs, r, term, trunc, _ = env.step(action)
+            ret, done = ret + r, term or trunc
+        rets.append(ret)
+    env.close()
+    agent.generator.set_state(state)
+    agent.train()
+    res = evaluate(agent, countdown, episodes=episodes, seed=seed, deterministic=False, max_envs=1, latency_calls=1)
+    assert res["deterministic"] is False
+    np.testing.assert_allclose(res["returns"], rets, rtol=1e-5)
+    greedy = evaluate(agent, countdown, episodes=episodes, seed=seed, max_envs=1, latency_calls=1)
+    assert not np.allclose(greedy["returns"], rets)
