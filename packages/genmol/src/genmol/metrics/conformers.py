@@ -36,7 +36,9 @@ def rmsd_matrix(generated: Sequence[Molecule], reference: Sequence[Molecule]) ->
 
 def coverage_recall(generated: Sequence[Molecule], reference: Sequence[Molecule], threshold: float = 0.5) -> dict:
     """``{"cov_r": ..., "amr_r": ..., "threshold": ...}`` for one molecule's conformer sets."""
-    if not (isinstance(threshold, numbers.Real) and math.isfinite(threshold) and threshold > 0):
+    if isinstance(threshold, bool) or not (
+        isinstance(threshold, numbers.Real) and math.isfinite(threshold) and threshold > 0
+    ):  # True is a Real equal to 1: a flag passed where a distance belongs
         raise ConfigError(f"threshold must be a positive RMSD in angstrom, got {threshold!r}.")
     if not generated or not reference:
         return {"cov_r": float("nan"), "amr_r": float("nan"), "threshold": threshold}
