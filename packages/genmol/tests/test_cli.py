@@ -446,3 +446,15 @@ def test_train_never_writes_into_another_commands_run_folder(tmp_path, capsys):
         "--out folder."
     ]
     assert (run / "run.json").read_bytes() == before and [p.name for p in run.iterdir()] == ["run.json"]
+
+
+def test_evaluate_with_a_run_folder_measures_novelty_against_the_runs_training_smiles(tmp_path):
+    train = [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"])]
+    write_sdf(tmp_path / "d.sdf", train)
+    args = ["--steps", "2", "--hidden", "8", "--layers", "1", "--no-progress"]
+    assert main(["train", "--data", str(tmp_path / "d.sdf"), "--out", str(tmp_path / "run"), *args]) == 0
+    write_sdf(tmp_path / "s.sdf", [embedded("CCO", 3), embedded("OCC#N", 0), embedded("CCN", 5), embedded("CCCC", 0)])
+    flags = ["--reference", str(tmp_path / "run"), "--no-fcd", "--no-strain", "--no-progress"]
+    assert main(["evaluate", str(tmp_path / "s.sdf"), "--json", str(tmp_path / "e.json"), *flags]) == 0
+    summary = json.loads((tmp_path / "e.json").read_text())["summary"]
+    assert summary["novelty"] == pytest.approx(0.5)  # OCC#N and CCCC are not among the training molecules

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from dataclasses import replace
 
 import pytest
+import torch
 from conftest import embedded
+from rdkit import Chem
 
 import genmol.experiment as experiment
 from gencore.errors import ConfigError, InputError
-from genmol.chem.io import read_sdf
+from genmol.chem.io import read_sdf, write_sdf
 from genmol.generation.flow import GenConfig
 
 CFG = GenConfig(hidden=8, layers=1, steps=2, batch_size=4, progress=False)
@@ -65,3 +69,62 @@ def test_an_explicit_hydrogen_run_refuses_molecules_whose_hydrogens_have_no_coor
     assert not (tmp_path / "run").exists()
     experiment.train_run(replace(CFG, hydrogens="implicit"), heavy, tmp_path / "run")  # the heavy-atom model
     assert (tmp_path / "run" / "run.json").is_file()
+
+
+def test_a_resumed_run_refuses_the_same_molecules_in_other_conformers(tmp_path):
+    """The data fingerprint covers the coordinates: the same graphs in other conformers are other training data."""
+    smiles = ["CCO", "CCN", "CC=O", "COC"]
+    run = tmp_path / "run"
+    experiment.train_run(CFG, [embedded(s, 0) for s in smiles], run, data_name="d.sdf")
+    moved = [embedded(s, 7) for s in smiles]
+    assert any(
+        abs(a.coordinates - b.coordinates).max() > 0.01 for a, b in zip(moved, read_sdf(run / "reference.sdf")[0])
+    )
+    with pytest.raises(ConfigError, match=r"cannot resume .*data_sha256"):
+        experiment.train_run(CFG, moved, run, data_name="d.sdf", resume="auto")
+
+
+def test_a_finished_run_is_not_reported_finished_for_another_data_name_or_setting(tmp_path):
+    mols = [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"])]
+    run = tmp_path / "run"
+    experiment.train_run(CFG, mols, run, data_name="a.sdf")
+    with pytest.raises(ConfigError, match=r"cannot resume .*data"):
+        experiment.train_run(CFG, mols, run, data_name="b.sdf", resume="auto")
+    with pytest.raises(ConfigError, match=r"cannot resume .*lr"):
+        experiment.train_run(replace(CFG, lr=1e-3), mols, run, data_name="a.sdf", resume="auto")
+    more = experiment.train_run(replace(CFG, steps=3), mols, run, data_name="a.sdf", resume="auto")
+    assert not more.get("already_finished") and not more["interrupted"]
+
+
+def test_run_json_and_train_smiles_describe_every_training_molecule(tmp_path):
+    """Counted independently: RDKit's canonical SMILES of each input, and each molecule's atom count."""
+    smiles = ["CCN", "CCO", "OCC", "CC=O", "c1ccccc1", "C[NH3+]"]
+    mols = [embedded(s, k) for k, s in enumerate(smiles)]
+    experiment.train_run(CFG, mols, tmp_path / "run", data_name="x.sdf")
+    expected = sorted({Chem.MolToSmiles(Chem.MolFromSmiles(s)) for s in smiles})
+    assert experiment.train_smiles(tmp_path / "run") == expected
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["n_train"] == 6 and meta["data"] == "x.sdf" and meta["interrupted"] is False
+    sizes = Counter(Chem.AddHs(Chem.MolFromSmiles(s)).GetNumAtoms() for s in smiles)
+    assert {int(k): v for k, v in meta["sizes"].items()} == dict(sizes)
+    assert sorted(tuple(p) for p in meta["vocabulary"]) == [(1, 0), (6, 0), (7, 0), (7, 1), (8, 0)]
+
+
+def test_load_run_refuses_an_interrupted_run(tmp_path):
+    mols = [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"])]
+    experiment.train_run(CFG, mols, tmp_path / "run")
+    experiment.load_run(tmp_path / "run")
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    (tmp_path / "run" / "run.json").write_text(json.dumps(meta | {"interrupted": True}))
+    with pytest.raises(InputError, match=r"was interrupted; resume it"):
+        experiment.load_run(tmp_path / "run")
+
+
+def test_an_sdf_subset_is_a_seeded_sample_of_the_whole_file_in_file_order(tmp_path):
+    mols = [embedded("CCO", 0, name=f"m{k}") for k in range(40)]
+    write_sdf(tmp_path / "d.sdf", mols)
+    names = [m.name for m in experiment.load_dataset(str(tmp_path / "d.sdf"), subset=10, seed=3)[0]]
+    order = torch.randperm(40, generator=torch.Generator().manual_seed(3)).tolist()[:10]
+    assert names == [f"m{k}" for k in sorted(order)]
+    assert names != [f"m{k}" for k in range(10)]
+    assert [m.name for m in experiment.load_dataset(str(tmp_path / "d.sdf"), subset=10, seed=4)[0]] != names
