@@ -236,6 +236,11 @@ def train(
     """
     cfg.validate()
     data = training_data(cfg) if data is None else check_points(data, "data")
+    if cfg.batch_size > data.shape[0]:  # the engine's refusal came after a semidiscrete fit of minutes
+        raise ConfigError(
+            f"batch_size must be at most the {data.shape[0]} training points, got {cfg.batch_size}; "
+            "lower --batch-size or raise --n-data."
+        )
     with contextlib.ExitStack() as stack:
         out = Path(out_dir) if out_dir is not None else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         train_cfg = engine_config(cfg, out, **engine).validate()
