@@ -504,3 +504,63 @@ def test_frechet_of_ill_conditioned_covariances_is_the_closed_form() -> None:
     expected = ((np.sqrt(s_a) - np.sqrt(s_b)) ** 2).sum()
     assert frechet_distance_from_stats(mu, ca, mu, cb) == pytest.approx(expected, rel=1e-9)
     assert abs(frechet_distance_from_stats(mu, ca, mu, ca)) < 1e-9 * s_a.sum()
+
+
+def test_each_evaluation_metric_compares_the_generated_images_with_the_chosen_reference(digits_run, monkeypatch):
+    """Every score is recomputed here from the two image sets it is documented to compare: the ``n`` reference
+    images chosen by ``seed`` and the generated ones. A record that scored the reference against itself, swapped
+    precision and recall, took the spectra of one set only, or the classifier FD on the whole data set, misses
+    it."""
+    import genimage.evaluate as ev
+    from genimage.data import ImageSet, load_image_set
+    from genimage.metrics import (
+        classifier_features,
+        classifier_for,
+        efflite0_features,
+        frechet_distance,
+        kernel_inception_distance,
+        knn_precision_recall,
+        spectral_errors,
+    )
+    from genimage.runs import load_run
+
+    data = load_image_set("digits")
+    data = ImageSet(data.images[:300], data.labels[:300], data.class_names, name=data.name)
+    n, seed = 24, 5
+    idx = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))[:n]
+    real, real_labels = data.images[idx], data.labels[idx]
+    # generated: other digits, blurred (so precision, recall and the two spectra orders all differ)
+    fake = torch.nn.functional.avg_pool2d(data.images[-n:], 3, stride=1, padding=1, count_include_pad=False)
+    seen = []
+
+    def fake_sample_images(run, count, labels, **kw):
+        seen.append(labels)
+        return fake[:count].clone()
+
+    monkeypatch.setattr(ev, "sample_images", fake_sample_images)
+    run = load_run(digits_run)
+    rec = ev.evaluate_run(
+        run, n=n, seed=seed, input_px=32, bpd_images=0, reference=data, cache_dir=None, progress=False
+    )
+    assert torch.equal(seen[-1], real_labels)  # the generated set shares the reference's class mix
+    real_f, fake_f = efflite0_features(real, input_px=32), efflite0_features(fake, input_px=32)
+    assert rec["fd_efflite0"] == pytest.approx(frechet_distance(real_f, fake_f), rel=1e-9)
+    assert rec["fd_efflite0"] > 1e-3 and frechet_distance(real_f, real_f) < 1e-6 * rec["fd_efflite0"]
+    assert rec["kid_efflite0"] == pytest.approx(kernel_inception_distance(real_f, fake_f, seed=seed).mean, rel=1e-9)
+    pr = knn_precision_recall(real_f, fake_f, k=3)
+    assert pr["precision_knn"] != pr["recall_knn"]
+    assert (rec["precision_knn"], rec["recall_knn"]) == (pr["precision_knn"], pr["recall_knn"])
+    spectra = spectral_errors(fake, real)
+    assert spectra != spectral_errors(real, real)
+    assert {k: rec[k] for k in spectra} == pytest.approx(spectra, rel=1e-9)
+    net, acc = classifier_for(data, None, seed=0)
+    expected = frechet_distance(classifier_features(net, real), classifier_features(net, fake))
+    assert rec["classifier_accuracy"] == acc and rec["fd_classifier"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_loaded_runs_null_labels_are_the_class_dropped_to_in_training(digits_run) -> None:
+    """Label dropout replaces a label by ``num_classes``; that index is the unconditional branch of the run."""
+    from genimage.runs import load_run
+
+    run = load_run(digits_run)
+    assert run.num_classes and torch.equal(run.null_labels(3), torch.full((3,), run.num_classes, dtype=torch.long))
