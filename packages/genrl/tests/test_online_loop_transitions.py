@@ -7,6 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from test_loop_arguments import _Counting  # episode k: 2 steps terminated (k odd), 3 truncated (k even)
 
 from genrl.agents import EnvSpec, make_agent
 from genrl.training import ReplayBuffer, train_online
@@ -16,40 +17,15 @@ SPEC = EnvSpec(obs_dim=3, action_dim=1, action_low=(-2.0,), action_high=(2.0,))
 SMALL = {"hidden": 8, "depth": 1}
 
 
-class _Labelled(gym.Env):
-    """Episode ``k`` (from 1) lasts 2 steps and terminates when ``k`` is odd, 3 steps and is truncated when even;
-    observation ``[t, length, k]``, reward ``k`` per step."""
-
-    observation_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
-    action_space = gym.spaces.Box(-2.0, 2.0, (1,), np.float32)
-
-    def __init__(self) -> None:
-        self.episodes = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.episodes += 1
-        self.length, self.t = (2 if self.episodes % 2 else 3), 0
-        return self._obs(), {}
-
-    def _obs(self) -> np.ndarray:
-        return np.array([self.t, self.length, self.episodes], np.float32)
-
-    def step(self, action):
-        self.t += 1
-        end = self.t == self.length
-        return self._obs(), float(self.episodes), end and self.length == 2, end and self.length == 3, {}
-
-
 @pytest.fixture(scope="module")
 def env_id() -> str:
     if ENV_ID not in gym.registry:
-        gym.register(ENV_ID, entry_point=_Labelled)
+        gym.register(ENV_ID, entry_point=_Counting)
     return ENV_ID
 
 
 def _expected_rows(n: int) -> dict[str, np.ndarray]:
-    """The first ``n`` transitions of :class:`_Labelled`, written out by hand."""
+    """The first ``n`` transitions of :class:`_Counting`, written out by hand."""
     obs, nxt, rew, term = [], [], [], []
     k = 0
     while len(obs) < n:
