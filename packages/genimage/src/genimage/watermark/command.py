@@ -144,6 +144,12 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return 0
 
 
+def default_message_bits(noise_shape) -> int:
+    """The paper's density, 256 bits in 16384 noise dimensions, at most 32 bits (evaluate's and train's default)."""
+    c, h, w = noise_shape
+    return max(1, min(32, c * h * w // 64))
+
+
 def _key_or_scheme_dir(args: argparse.Namespace) -> None:
     if (args.key is None) == (args.scheme_dir is None):
         raise ConfigError(
@@ -164,16 +170,13 @@ def cmd_embed(args: argparse.Namespace) -> int:
     if held:
         raise StorageError(f"{str(args.out)!r} already holds marked images ({held[0]}); choose a new --out folder.")
     if args.scheme_dir is not None:
+        from genimage.watermark.image_schemes import generate_batched
         from genimage.watermark.scheme_files import load_scheme
 
         gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
         scheme = load_scheme(args.scheme_dir, gen)
         noise = torch.randn(args.n, *gen.noise_shape, generator=torch.Generator().manual_seed(args.seed))
-        clean = (
-            torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, args.n, 64)])
-            if scheme.name == "hidden"
-            else None
-        )
+        clean = generate_batched(gen, noise) if scheme.name == "hidden" else None
         images = scheme.mark(gen, noise, clean)
         how = f"with the trained {scheme.name} scheme"
     else:
@@ -303,9 +306,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     if message is not None:
         args.bits = len(message)
-    elif args.bits is None:  # evaluate's default: the paper's density, at most 32 bits
-        c, h, w = gen.noise_shape
-        args.bits = max(1, min(32, c * h * w // 64))
+    elif args.bits is None:
+        args.bits = default_message_bits(gen.noise_shape)
     fingerprint = run_fingerprint(gen)  # before MOLM attaches its markers to the network
     scheme = _image_scheme(args.scheme, gen, args, {}, message=message)
     options = {"bits": args.bits, "steps": args.steps, "solver": args.solver}
@@ -335,9 +337,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown scheme {s!r}; expected one of: {', '.join(known_schemes())}.")
     _check_scheme_options(args)
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
-    if args.bits is None:  # the paper's density: 256 bits in 16384 noise dimensions, at most 32 bits
-        c, h, w = gen.noise_shape
-        args.bits = max(1, min(32, c * h * w // 64))
+    if args.bits is None:
+        args.bits = default_message_bits(gen.noise_shape)
     cfg = EvaluationConfig(
         n=args.n,
         seed=args.seed,

@@ -17,10 +17,14 @@ from genimage.watermark.keys import derive_seed, new_key
 __all__ = ["HIDDEN_STEPS", "GuidanceScheme", "HiddenScheme", "train_for_generator"]
 
 
+def generate_batched(gen, noise: torch.Tensor, batch: int = 64) -> torch.Tensor:
+    """Unmarked images of ``noise``, ``batch`` at a time."""
+    return torch.cat([gen.generate(noise[i : i + batch]) for i in range(0, noise.shape[0], batch)])
+
+
 def _generate(gen, n: int, seed: int, batch: int = 64) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    noise = torch.randn(n, *gen.noise_shape, generator=g)
-    return torch.cat([gen.generate(noise[i : i + batch]) for i in range(0, n, batch)])
+    return generate_batched(gen, torch.randn(n, *gen.noise_shape, generator=g), batch)
 
 
 HIDDEN_STEPS = 600  # default HiDDeN training steps (evaluate and `watermark train`)

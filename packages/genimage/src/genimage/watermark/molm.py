@@ -45,6 +45,7 @@ from gencore.paths.base import PREDICTIONS
 from gencore.rng import randn_like_with, seeded_init
 from genimage.watermark.guidance import GaussianNull, decoder_detection
 from genimage.watermark.hidden import HiddenConfig, HiddenDecoder, noise_layer
+from genimage.watermark.image_schemes import generate_batched
 from genimage.watermark.keys import derive_seed, new_key
 from genimage.watermark.metrics import bit_accuracy
 
@@ -423,7 +424,7 @@ class MOLMScheme:
             raise ConfigError(f"MOLM's fidelity scale must be at least 0, got {fidelity}.")
         g = torch.Generator().manual_seed(derive_seed(seed, "molm-data"))
         noise = torch.randn(384, *gen.noise_shape, generator=g)
-        images = torch.cat([gen.generate(noise[i : i + 64]) for i in range(0, 384, 64)])
+        images = generate_batched(gen, noise)
         lora_seed = derive_seed(seed, "molm-lora")
         attach_markers(run.model, message_bits, routing=routing, generator=torch.Generator().manual_seed(lora_seed))
         extractor = train_molm(
