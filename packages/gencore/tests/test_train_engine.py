@@ -171,6 +171,18 @@ def test_resuming_a_named_checkpoint_with_fewer_steps_than_done_is_refused(tmp_p
     assert _run(_cfg(tmp_path / "c", steps=8, resume=tmp_path / "a" / "checkpoints" / "step-000000004")).step == 8
 
 
+def test_branching_from_an_older_checkpoint_in_place_replaces_the_newer_history(tmp_path: Path) -> None:
+    """Resuming step 4 of a run that reached step 8, in its own folder, left the abandoned step-8 checkpoint as the
+    newest: a later resume='auto' continued that history instead of the one just trained."""
+    _run(_cfg(tmp_path, steps=8, checkpoint_every=4, keep_last=5))
+    root = tmp_path / "checkpoints"
+    with pytest.warns(UserWarning, match=r"newer checkpoints \(step-000000008\): they are removed at this run's first"):
+        branch = _run(_cfg(tmp_path, steps=6, checkpoint_every=4, keep_last=5, resume=root / "step-000000004"))
+    assert [p.name for p in find_checkpoints(root)] == ["step-000000006", "step-000000004"]
+    resumed = _run(_cfg(tmp_path, steps=6, keep_last=5, resume="auto"))
+    _same(resumed.model, branch.model)
+
+
 def test_existing_checkpoints_need_resume(tmp_path: Path) -> None:
     _run(_cfg(tmp_path, steps=2))
     with pytest.raises(ConfigError, match="resume"):

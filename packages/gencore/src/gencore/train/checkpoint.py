@@ -58,6 +58,7 @@ __all__ = [
     "Checkpoint",
     "capture_rng_state",
     "check_resume_steps",
+    "checkpoint_step",
     "find_checkpoints",
     "flatten_state",
     "load_checkpoint",
@@ -446,11 +447,19 @@ def _prune(root: Path, keep: Path, keep_last: int | None) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
+def checkpoint_step(folder: str | os.PathLike) -> int:
+    """The step in a checkpoint folder's name ``step-{step:09d}`` (as :func:`find_checkpoints` lists them)."""
+    m = _STEP_RE.match(Path(folder).name)
+    if m is None:
+        raise InputError(f"{str(folder)!r} is not a checkpoint folder named step-NNNNNNNNN.")
+    return int(m.group(1))
+
+
 def check_resume_steps(root: str | os.PathLike, steps: int) -> None:
     """Refuse to resume the run checkpointed in ``root`` with fewer ``steps`` than its newest checkpoint has done:
     the model would stay at that step while the run recorded the smaller count."""
     found = find_checkpoints(root)
-    done = int(_STEP_RE.match(found[0].name).group(1)) if found else 0
+    done = checkpoint_step(found[0]) if found else 0
     if done > steps:
         raise ConfigError(
             f"{str(found[0])!r} has already trained {done} steps, more than the {steps} asked for; pass --steps "

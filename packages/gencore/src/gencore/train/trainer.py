@@ -39,6 +39,7 @@ import dataclasses
 import functools
 import math
 import random
+import shutil
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -167,6 +168,7 @@ class Trainer:
     def __init__(self, config: TrainConfig, *, device: str | torch.device | None = None) -> None:
         self.cfg = config.validate()
         self.device = device
+        self._superseded: list[Path] = []  # newer checkpoints of the history an explicit resume branches from
 
     # ------------------------------------------------------------------ checkpoints
     def _save(
@@ -211,12 +213,17 @@ class Trainer:
             path = ckpt.save_checkpoint(
                 Path(self.cfg.out_dir) / "checkpoints", step, groups, extra, keep_last=self.cfg.keep_last
             )
+            for abandoned in self._superseded:  # now that this history has a newer checkpoint to resume from
+                if abandoned.resolve() != path.resolve():
+                    shutil.rmtree(abandoned, ignore_errors=True)
+            self._superseded = []
         barrier(info)
         return path
 
     def _load(self, info: DistInfo) -> ckpt.Checkpoint | None:
         resume = self.cfg.resume
         root = Path(self.cfg.out_dir) / "checkpoints"
+        self._superseded = []
         if resume is None:
             if ckpt.find_checkpoints(root):
                 raise ConfigError(
@@ -232,6 +239,15 @@ class Trainer:
             raise ConfigError(
                 f"{str(loaded.path)!r} has already trained {loaded.step} steps, more than the {self.cfg.steps} asked "
                 f"for; pass --steps {loaded.step} or more to continue from it, or choose another checkpoint."
+            )
+        # checkpoints in this run's folder beyond the one resumed belong to the history this run replaces: left in
+        # place, a later resume='auto' would continue that abandoned history instead of this one
+        self._superseded = [p for p in ckpt.find_checkpoints(root) if ckpt.checkpoint_step(p) > loaded.step]
+        if self._superseded and info.is_main:
+            warnings.warn(
+                f"resuming from step {loaded.step} in {str(root)!r}, which holds newer checkpoints "
+                f"({', '.join(p.name for p in self._superseded)}): they are removed at this run's first checkpoint.",
+                stacklevel=2,
             )
         return loaded
 
