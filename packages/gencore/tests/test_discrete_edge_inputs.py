@@ -145,3 +145,30 @@ def test_ctmc_jump_draws_the_documented_one_step_law(intensity, method, law):
     freq = torch.bincount(out, minlength=3).double() / n
     law = torch.tensor(law, dtype=torch.float64)
     assert torch.all((freq - law).abs() <= 5 * (law * (1 - law) / n).sqrt() + 1e-12), (freq, law)
+
+
+def _processes():
+    from gencore.discrete.learnable_forward import LearnableForwardProcess
+    from gencore.discrete.wright_fisher import JacobiDirichletSDE, WrightFisherSimplex
+
+    return [
+        MaskedDiffusion(3),
+        UniformDiffusion(3),
+        WrightFisherDiscrete(3),
+        WrightFisherGaussian(3),
+        WrightFisherSimplex(3),
+        JacobiDirichletSDE(3),
+        LearnableForwardProcess(3, 4, steps=2),
+    ]
+
+
+@pytest.mark.parametrize("process", _processes(), ids=lambda p: type(p).__name__)
+@pytest.mark.parametrize(
+    ("kwargs", "name"), [({"steps": 2.5}, "steps"), ({"n": 2.0}, "n"), ({"n": 0}, "n"), ({"steps": True}, "steps")]
+)
+def test_samplers_refuse_sizes_that_are_not_positive_integers(process, kwargs, name):
+    # before: steps=2.5 was a raw TypeError from range() or linspace; the learnable process never checked n
+    call = {"n": 2, "steps": 2} | kwargs
+    n = call.pop("n")
+    with pytest.raises(InputError, match=rf"^{name} must be"):
+        process.sample(lambda *a, **k: None, n, 4, **call)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gencore.checks import check_int
 from gencore.discrete.ctmc import stratified_bound, stratified_times
 from gencore.errors import ConfigError, InputError
 
@@ -52,6 +53,13 @@ def check_unit_times(t: torch.Tensor | float, name: str = "t") -> torch.Tensor:
             f"{name} must lie in [0, 1] (0 noise, 1 data), got values in [{float(t.min())}, {float(t.max())}]."
         )
     return t
+
+
+def check_sample_sizes(n: object, length: object, steps: object) -> tuple[int, int, int]:
+    """``n``, ``length`` and ``steps`` of a sampler call as positive ints, else one :class:`InputError` sentence."""
+    return tuple(
+        check_int(v, name, low=1, error=InputError) for v, name in ((n, "n"), (length, "length"), (steps, "steps"))
+    )
 
 
 def check_logits(logits: torch.Tensor, positions: tuple[int, ...], width: int, process: str) -> torch.Tensor:

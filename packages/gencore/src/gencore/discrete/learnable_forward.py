@@ -75,7 +75,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_tokens
+from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_sample_sizes, check_tokens
 from gencore.discrete.ctmc import evaluations_per_call
 from gencore.errors import ConfigError, InputError
 
@@ -318,6 +318,7 @@ class FewStepForward(nn.Module, DiscreteProcess):
         **cond: Any,
     ) -> DiscreteSample:
         """Ancestral sampling ``z_T = mask -> ... -> z_0`` with the factorised reverse model (T network calls)."""
+        n, length, _ = check_sample_sizes(n, length, self.steps if steps is None else steps)
         self._check_sample(steps, length)
         tensors = itertools.chain(model.parameters(), model.buffers(), self.parameters(), self.buffers())
         device = next(tensors, torch.empty(0)).device  # the model's, else the process's (a model may hold none)

@@ -42,7 +42,14 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens, check_unit_times
+from gencore.discrete.base import (
+    DiscreteSample,
+    ELBOProcess,
+    check_logits,
+    check_sample_sizes,
+    check_tokens,
+    check_unit_times,
+)
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     discrete_schedule,
@@ -50,7 +57,7 @@ from gencore.discrete.ctmc import (
     model_device,
     sample_categorical,
 )
-from gencore.errors import ConfigError, InputError
+from gencore.errors import ConfigError
 from gencore.rng import rand_with
 
 __all__ = ["MaskedDiffusion", "masked_elbo_integrand"]
@@ -156,8 +163,7 @@ class MaskedDiffusion(ELBOProcess):
         **cond: Any,
     ) -> DiscreteSample:
         """Ancestral unmasking from the all-mask state with ``steps`` uniform time steps."""
-        if n < 1 or length < 1 or steps < 1:
-            raise InputError(f"n, length and steps must be positive, got n={n}, length={length}, steps={steps}.")
+        n, length, steps = check_sample_sizes(n, length, steps)
         device = model_device(model)
         x = torch.full((n, length), self.mask_index, dtype=torch.long, device=device)
         grid = torch.linspace(0.0, 1.0, steps + 1)

@@ -64,7 +64,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from gencore.checks import check_choice
-from gencore.discrete.base import DiscreteSample, ELBOProcess, check_logits, check_tokens, check_unit_times
+from gencore.discrete.base import (
+    DiscreteSample,
+    ELBOProcess,
+    check_logits,
+    check_sample_sizes,
+    check_tokens,
+    check_unit_times,
+)
 from gencore.discrete.ctmc import (
     DiscreteSchedule,
     ctmc_jump,
@@ -73,7 +80,7 @@ from gencore.discrete.ctmc import (
     model_device,
     sample_categorical,
 )
-from gencore.errors import ConfigError, InputError
+from gencore.errors import ConfigError
 
 __all__ = ["UNIFORM_SAMPLERS", "UniformDiffusion", "uniform_elbo_integrand"]
 
@@ -222,8 +229,7 @@ class UniformDiffusion(ELBOProcess):
     ) -> DiscreteSample:
         """Run ``steps`` reverse steps from uniform noise with ``method`` (default: the process's ``sampler``)."""
         method = check_choice(method or self.sampler, UNIFORM_SAMPLERS, "uniform sampler")
-        if n < 1 or length < 1 or steps < 1:
-            raise InputError(f"n, length and steps must be positive, got n={n}, length={length}, steps={steps}.")
+        n, length, steps = check_sample_sizes(n, length, steps)
         device = model_device(model)
         x = torch.randint(0, self.vocab_size, (n, length), generator=generator, device=device)
         grid = torch.linspace(0.0, 1.0, steps + 1)

@@ -56,7 +56,14 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from gencore.discrete.base import DiscreteProcess, DiscreteSample, check_logits, check_tokens, check_unit_times
+from gencore.discrete.base import (
+    DiscreteProcess,
+    DiscreteSample,
+    check_logits,
+    check_sample_sizes,
+    check_tokens,
+    check_unit_times,
+)
 from gencore.discrete.ctmc import evaluations_per_call, sample_categorical, stratified_times
 from gencore.errors import ConfigError, InputError
 
@@ -233,8 +240,7 @@ class WrightFisherProcess(DiscreteProcess):
         **cond: Any,
     ) -> DiscreteSample:
         """Ancestral sampling on the geometric ``tau`` grid from ``tau_max`` to ``tau_min``, then the decoder."""
-        if steps < 1 or n < 1 or length < 1:
-            raise ConfigError(f"sample needs positive n, length and steps, got {n}, {length}, {steps}.")
+        n, length, steps = check_sample_sizes(n, length, steps)
         state = self._prior_sample(n, length, generator)
         grid = torch.linspace(0.0, 1.0, steps + 1, dtype=torch.float64)
         for i in tqdm(range(steps), disable=not progress, desc=f"{self.name} sampling"):
