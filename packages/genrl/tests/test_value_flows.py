@@ -29,6 +29,10 @@ class GaussianTarget:
         eps = (z - self.mu * t) / (1 - t + t * self.sd)
         return self.mu + (self.sd - 1) * eps
 
+    def path(self, eps, obs, act, t):
+        z, _ = self.flow(eps, obs, act, end_time=t)
+        return z, self.velocity(z, t, obs, act)
+
 
 def test_dcfm_velocity_is_the_time_derivative_of_the_pushed_forward_path() -> None:
     target = GaussianTarget(mu=2.0, sd=0.5)
@@ -56,6 +60,29 @@ def test_dcfm_velocity_is_the_time_derivative_of_the_pushed_forward_path() -> No
     v_ref = target.velocity(z_next, t[live], None, None)
     torch.testing.assert_close(u[live], discount * v_ref)
     assert (u[live] - v_ref).abs().min() > 1e-3
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self, a: float) -> None:
+        super().__init__()
+        self.a = a
+
+    def forward(self, z, t, obs, act):
+        return self.a * z
+
+
+def test_dcfm_velocity_of_an_ensemble_is_the_derivative_of_its_mean_path() -> None:
+    # members v_1 = z and v_2 = -z: phi^k_t(eps) = eps e^(+-t), the mean path eps cosh t moves at eps sinh t, while
+    # the mean field at the mean point, (z - z) / 2, is 0 (the velocity the target had for an ensemble)
+    critic = FlowReturnCritic(1, 1, CriticConfig(hidden=8, depth=1, ensemble=2, flow_steps=4000))
+    critic.fields = Ensemble([_Linear(1.0), _Linear(-1.0)])
+    eps = torch.tensor([[1.0], [-2.0], [0.5]], dtype=torch.float64)
+    t = torch.tensor([[0.3], [0.6], [0.9]], dtype=torch.float64)
+    r, obs = torch.tensor([[0.5], [0.0], [-1.0]], dtype=torch.float64), torch.zeros(3, 1, dtype=torch.float64)
+    gm = torch.tensor([[0.9], [0.9], [0.0]], dtype=torch.float64)  # the last transition terminal
+    z, u = dcfm_target(critic, r, gm, eps, t, obs, obs)
+    torch.testing.assert_close(z, r + gm * eps * torch.cosh(t), rtol=0, atol=1e-3)
+    torch.testing.assert_close(u, gm * eps * torch.sinh(t), rtol=0, atol=1e-3)
 
 
 def test_bcfm_target_bootstraps_with_discount_and_mask() -> None:

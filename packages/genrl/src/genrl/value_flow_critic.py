@@ -53,10 +53,11 @@ def bcfm_target(target, r, gm, eps, t, next_obs, next_act) -> tuple[torch.Tensor
 def dcfm_target(target, r, gm, eps, t, next_obs, next_act) -> tuple[torch.Tensor, torch.Tensor]:
     """DCFM point and velocity: ``z_t = r + gm * phi_t(eps | s', a')``, ``u = gm * v'(phi_t(eps), t | s', a')``.
 
-    ``u`` is the time derivative of ``z_t`` along the pushed-forward path (the factor ``gm`` included).
+    ``u`` is the time derivative of ``z_t`` along the pushed-forward path (the factor ``gm`` included); for an
+    ensemble the path is the members' mean, so ``v'`` is each member's field at its own point, averaged.
     """
-    z_next_t, _ = target.flow(eps, next_obs, next_act, end_time=t)
-    return r + gm * z_next_t, gm * target.velocity(z_next_t, t.squeeze(-1), next_obs, next_act)
+    z_next_t, v_next_t = target.path(eps, next_obs, next_act, t.squeeze(-1))
+    return r + gm * z_next_t, gm * v_next_t
 
 
 class FlowReturnCritic(nn.Module):
@@ -113,6 +114,19 @@ class FlowReturnCritic(nn.Module):
         if end_time is None:
             z = z.clamp(self.cfg.return_min, self.cfg.return_max)
         return z, (torch.stack(js).mean(0) if jacobian else None)
+
+    def path(
+        self, eps: torch.Tensor, obs: torch.Tensor, act: torch.Tensor, t: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Point and time derivative of the flow :meth:`flow` reads at times ``t [B]``: ``(mean_k phi^k_t(eps),
+        mean_k v_k(phi^k_t(eps), t))``, each ``[B, 1]`` (the mean field at the mean point is not the derivative
+        of the mean path when the members differ)."""
+        zs, vs = [], []
+        for k, net in enumerate(self.fields):
+            z, _ = self.flow(eps, obs, act, end_time=t, member=k)
+            zs.append(z)
+            vs.append(net(z, t, obs, act))
+        return torch.stack(zs).mean(0), torch.stack(vs).mean(0)
 
     def velocity(self, z: torch.Tensor, t: torch.Tensor, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """Mean of the members' fields ``[B, 1]``."""
