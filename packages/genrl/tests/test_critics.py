@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gencore.errors import ConfigError
-from genrl.critics import C51Critic, CriticConfig, IQNCritic
+from genrl.critics import C51Critic, CriticConfig, IQNCritic, ScalarCritic
 from genrl.toy_experiment import ToyCriticConfig, parse_solver, train_toy_critic
 
 SMALL = {"hidden": 64, "batch_size": 128, "n_episodes": 500, "n_eval_samples": 400, "lr": 2e-3}
@@ -126,6 +126,22 @@ def test_c51_loss_is_the_cross_entropy_to_the_projected_bellman_target_by_brute_
         m = (p_next[i, :, None] * (1 - (tz[:, None] - z[None]).abs() / dz).clamp_min(0)).sum(0)
         expected -= (m * logp[:, i]).sum() / (2 * 6)
     assert loss.item() == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_scalar_critic_loss_is_the_td_error_to_the_target_ensemble_mean_by_brute_force() -> None:
+    cfg = CriticConfig(hidden=8, depth=1, ensemble=3)
+    critic, target = ScalarCritic(2, 1, cfg), ScalarCritic(2, 1, cfg)
+    b, na = _transitions(), torch.randn(6, 1, generator=torch.Generator().manual_seed(1))
+    loss, _ = critic.loss(b, na, target, 0.9)
+    expected = 0.0
+    with torch.no_grad():
+        for i in range(6):
+            s2, a2 = b["next_observations"][i : i + 1], na[i : i + 1]
+            q_next = sum(float(net(torch.cat([s2, a2], -1))) for net in target.nets) / 3  # target mean, not min
+            y = float(b["rewards"][i]) + (0.0 if i % 3 == 0 else 0.9 * q_next)  # no bootstrap past a terminal
+            s, a = b["observations"][i : i + 1], b["actions"][i : i + 1]
+            expected += sum((float(net(torch.cat([s, a], -1))) - y) ** 2 for net in critic.nets) / (3 * 6)
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_iqn_loss_is_the_quantile_huber_loss_by_brute_force() -> None:

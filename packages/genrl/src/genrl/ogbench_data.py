@@ -240,8 +240,12 @@ def make_ogbench_dataset(
     import gymnasium
     import mujoco
 
+    # a terminal does not end a collection episode (success of s_i, the play goes on), so a last episode the
+    # collection cut short must be named cut: ending on a terminal it would count as complete
+    cut = (ds.n_episodes - 1,) if ds.episode_lengths()[-1] < episode_length else ()
     card = make_card(
         ds,
+        cut_episodes=cut,
         env_id=eval_id,
         env_version=task_env.spec.version,
         # the data's episodes end at the collection's time limit, not the evaluation env's (200 for cube-single):
