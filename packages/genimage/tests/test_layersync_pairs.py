@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from gencore.errors import ConfigError
 from gencore.train import LayerSync
 from genimage.config import ImageTrainConfig
-from genimage.models import DiT, UNet
+from genimage.models import DiT, UNet, VideoDiT
 from genimage.training import layersync_pairs
 
 
@@ -73,13 +73,19 @@ def test_unet_pairs_must_name_its_taps(pair: str) -> None:
     [
         ("dit", "blocks.3:blocks.1"),
         ("dit", "blocks.2.mlp:blocks.0"),
+        ("dit", "blocks.2:blocks.2.mlp"),  # the block's output comes after its own MLP
+        ("video", "blocks.3:blocks.1"),
+        ("video", "blocks.1:blocks.1.mlp"),
         ("unet", "taps.mid_out:taps.mid_in"),
         ("unet", "taps.down1:taps.mid_in"),  # the same tensor: the middle input is the last level's skip
         ("unet", "taps.mid_out:taps.down0"),
     ],
 )
 def test_a_strong_layer_before_the_weak_one_is_refused(model: str, pair: str) -> None:
-    net = DiT(image_size=8, channels=1, patch_size=2, size="DiT-Mi") if model == "dit" else _unet()
+    if model == "video":
+        net = VideoDiT(image_size=8, frames=2, channels=1, patch_size=4, size="DiT-Mi")
+    else:
+        net = DiT(image_size=8, channels=1, patch_size=2, size="DiT-Mi") if model == "dit" else _unet()
     with pytest.raises(ConfigError, match="LayerSync pair"):
         layersync_pairs(_cfg(pair), net)
 
@@ -89,6 +95,10 @@ def test_shallow_to_deep_pairs_and_defaults_are_kept() -> None:
     assert layersync_pairs(_cfg("blocks.1:blocks.3", "blocks.0.mlp:blocks.2"), dit) == (
         ("blocks.1", "blocks.3"),
         ("blocks.0.mlp", "blocks.2"),
+    )
+    assert layersync_pairs(_cfg("blocks.1.mlp:blocks.1", "blocks.2.qkv:blocks.2.mlp"), dit) == (
+        ("blocks.1.mlp", "blocks.1"),
+        ("blocks.2.qkv", "blocks.2.mlp"),
     )
     unet = _unet()
     assert layersync_pairs(_cfg("taps.down1:taps.mid_out"), unet) == (("taps.down1", "taps.mid_out"),)

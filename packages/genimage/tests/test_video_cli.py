@@ -111,3 +111,28 @@ def test_a_video_run_fine_tunes_from_a_video_run_only(video_run, digits_run, tmp
     assert main([*TRAIN, "--init-from", str(digits_run), "--out", str(tmp_path / "bad")]) == 2
     err = capsys.readouterr().err
     assert "its dit backbone differs from this run's video-dit" in err and not (tmp_path / "bad" / "model").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [("bad.gif", b"GIF89a" + bytes(20), "not a readable"), ("short.npy", None, "holds 3 frames, fewer than the 4")],
+)
+def test_a_bad_video_file_stops_the_command_line_with_one_sentence_naming_it(
+    tmp_path, capsys, name, content, said
+) -> None:
+    import numpy as np
+
+    root = tmp_path / "clips"
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    np.save(root / "good.npy", rng.integers(0, 256, (4, 8, 8), dtype=np.uint8))
+    if content is None:
+        np.save(root / name, rng.integers(0, 256, (3, 8, 8), dtype=np.uint8))
+    else:
+        (root / name).write_bytes(content)
+    args = ["train", "--data", "video-folder", "--data-path", str(root), "--image-size", "8", "--frames", "4"]
+    args += ["--patch-size", "4", "--steps", "1", "--batch-size", "2", "--no-progress", "--out", str(tmp_path / "r")]
+    assert main(args) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(root / name) in err[0] and said in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "r" / "checkpoints").exists()

@@ -296,3 +296,57 @@ def test_factorised_weights_fit_the_full_model_and_round_trip(tmp_path) -> None:
     full = _net(temporal_patch=2)
     full.load_state_dict(net.state_dict())  # the same parameters; only what each attention sees differs
     assert not torch.allclose(full(x, t), net(x, t))
+
+
+@pytest.mark.parametrize("attention", ["full", "factorised"])
+@pytest.mark.parametrize("pt", [1, 2])
+def test_batch_items_never_mix_and_follow_a_permutation_of_the_batch(attention, pt) -> None:
+    """Each clip's output depends on that clip (and its t, y) alone: permuting the batch permutes the output,
+    changing one clip leaves the others exactly as they were, and a batch of one gives the same rows (float64)."""
+    net = _net(attention=attention, temporal_patch=pt, size=None, depth=2, hidden=24, heads=2).double()
+    _perturb(net)
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 3, 4, 8, 8, generator=g, dtype=torch.float64)
+    t, y = torch.rand(3, generator=g, dtype=torch.float64), torch.tensor([0, 3, 5])
+    out = net(x, t, y=y)
+    assert out.dtype == torch.float64
+    perm = torch.tensor([2, 0, 1])
+    torch.testing.assert_close(net(x[perm], t[perm], y=y[perm]), out[perm], rtol=0, atol=1e-12)
+    changed = x.clone()
+    changed[1] += torch.randn(changed[1].shape, generator=g, dtype=torch.float64)
+    other = net(changed, t, y=y)
+    torch.testing.assert_close(other[[0, 2]], out[[0, 2]], rtol=0, atol=1e-12)
+    assert not torch.allclose(other[1], out[1])
+    for i in range(3):
+        torch.testing.assert_close(net(x[i : i + 1], t[i : i + 1], y=y[i : i + 1]), out[i : i + 1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("attention", ["full", "factorised"])
+def test_layersync_on_video_taps_is_the_token_cosine_with_the_later_block_as_fixed_guide(attention) -> None:
+    """On the video DiT's block taps, LayerSync is -(1/(B N)) sum over (clip, token) of cos(weak, strong), computed
+    here from the tokens directly; its gradient reaches the weak block and what precedes it, never the blocks
+    from the weak tap up to the strong one (the guide is a stop-gradient target)."""
+    net = _net(attention=attention, size=None, depth=4, hidden=24, heads=2).double()
+    _perturb(net)
+    seen: dict[str, torch.Tensor] = {}
+    hooks = [net.blocks[i].register_forward_hook(lambda m, a, o, i=i: seen.__setitem__(i, o)) for i in (1, 3)]
+    ls = LayerSync(net, [("blocks.1", "blocks.3")], weight=0.2)
+    g = torch.Generator().manual_seed(4)
+    x, t = torch.randn(2, 3, 4, 8, 8, generator=g, dtype=torch.float64), torch.rand(2, generator=g, dtype=torch.float64)
+    with ls.capture():
+        net(x, t)
+    reg = ls.loss()
+    for h in hooks:
+        h.remove()
+    ls.remove()
+    weak, strong = seen[1].detach(), seen[3].detach()
+    assert weak.shape == (2, net.num_tokens, 24)
+    cos = (weak * strong).sum(-1) / (weak.norm(dim=-1) * strong.norm(dim=-1))  # [B, N]
+    assert reg.dtype == torch.float64
+    torch.testing.assert_close(reg, -cos.sum() / cos.numel(), rtol=0, atol=1e-12)
+    reg.backward()
+    grads = {n: p.grad for n, p in net.named_parameters()}
+    assert all(grads[n] is not None and grads[n].abs().sum() > 0 for n in ("patch_embed.weight", "blocks.0.qkv.weight"))
+    assert grads["blocks.1.mlp.0.weight"].abs().sum() > 0
+    later = [n for n in grads if n.startswith(("blocks.2.", "blocks.3.", "final."))]
+    assert later and all(grads[n] is None or grads[n].abs().sum() == 0 for n in later)

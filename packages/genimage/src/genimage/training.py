@@ -175,7 +175,11 @@ def _check_layersync_pair(model: ImageBackbone, weak: str, strong: str) -> None:
             )
         return
     index = [re.fullmatch(r"blocks\.(\d+)(\..*)?", name) for name in (weak, strong)]
-    if all(index) and int(index[0].group(1)) > int(index[1].group(1)):  # type: ignore[union-attr]
+    # a whole block's output comes after every module inside it: blocks.2:blocks.2.mlp is deep-to-shallow too
+    if all(index) and (int(index[0].group(1)), index[0].group(2) is None) > (  # type: ignore[union-attr]
+        int(index[1].group(1)),  # type: ignore[union-attr]
+        index[1].group(2) is None,  # type: ignore[union-attr]
+    ):
         raise ConfigError(
             f"LayerSync pair {weak}:{strong}: pairs are written weak:strong with the strong (later) block second."
         )
