@@ -69,3 +69,18 @@ def test_time_embedding_is_the_transformer_sinusoid_of_the_scaled_time() -> None
     got = SinusoidalTimeEmbedding(dim)(t)
     torch.testing.assert_close(got.double(), expected, rtol=0, atol=2e-4)
     torch.testing.assert_close(SinusoidalTimeEmbedding(4, scale=1.0, max_period=100.0)(t)[:, 1], torch.cos(t / 10))
+
+
+def test_a_float64_time_embedding_keeps_float64_phases_and_a_float32_one_stays_float32() -> None:
+    # before: t and the frequencies were rounded to float32 (phase errors ~1e-5 at scale 1000), even in a float64
+    # model, whose derivative checks need float64
+    dim, half = 8, 4
+    t = torch.tensor([0.1234567890123, 0.75], dtype=torch.float64)
+    i = torch.arange(half, dtype=torch.float64)
+    args = 1000.0 * t[:, None] / 10000.0 ** (i / half)[None, :]
+    expected = torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+    got = SinusoidalTimeEmbedding(dim).double()(t)
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    assert SinusoidalTimeEmbedding(dim)(t).dtype == torch.float32  # a float32 model's features stay float32
+    assert SinusoidalTimeEmbedding(dim).to(torch.bfloat16)(t.to(torch.bfloat16)).dtype == torch.float32

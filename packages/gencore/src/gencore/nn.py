@@ -41,13 +41,16 @@ class SinusoidalTimeEmbedding(nn.Module):
         super().__init__()
         if dim < 2 or dim % 2:
             raise ConfigError(f"time embedding dim must be an even number >= 2, got {dim}.")
-        half = dim // 2
-        freqs = torch.exp(-math.log(max_period) * torch.arange(half, dtype=torch.float32) / half)
-        self.register_buffer("freqs", freqs, persistent=False)
-        self.scale = scale
+        self.half, self.scale, self.max_period = dim // 2, scale, max_period
+        # follows the module's dtype and device (model.to(...)); the frequencies are computed afresh in forward
+        self.register_buffer("_dtype", torch.zeros(()), persistent=False)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        args = self.scale * t.float()[:, None] * self.freqs[None, :]
+        """Features in the module's precision, at least float32: a float64 model's keep their phases exact to
+        float64 (they were rounded to float32), a bf16 model's are float32 (phases ``scale * t`` in bf16 are coarse)."""
+        dtype = torch.promote_types(self._dtype.dtype, torch.float32)
+        freqs = torch.arange(self.half, dtype=dtype, device=t.device) * (-math.log(self.max_period) / self.half)
+        args = self.scale * t.to(dtype)[:, None] * freqs.exp()[None, :]
         return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
 
 

@@ -60,9 +60,4 @@ class TwoTimeMLP(Pretrained, nn.Module):
     def forward(self, x: torch.Tensor, s: torch.Tensor | float, t: torch.Tensor | float) -> torch.Tensor:
         s = broadcast_time(s, x)
         t = broadcast_time(t, x)
-        return self.net(torch.cat([x, self._embed(s), self._embed(t - s)], dim=-1))
-
-    def _embed(self, t: torch.Tensor) -> torch.Tensor:
-        """The embedding's features in ``t``'s own dtype (float64 stays float64 for derivative checks)."""
-        args = self.time_embed.scale * t[:, None] * self.time_embed.freqs.to(t.dtype)[None, :]
-        return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+        return self.net(torch.cat([x, self.time_embed(s), self.time_embed(t - s)], dim=-1))
