@@ -339,3 +339,11 @@ def test_a_denoiser_returning_another_shape_is_refused():
     x1, x2 = torch.zeros(2, 3), torch.ones(2, 3)
     with pytest.raises(InputError, match=r"denoiser must return its input's shape \(\d+, 3\)"):
         information_estimation_metric(lambda y, s: den(y, s).sum(-1), x1, x2, n_levels=4)
+
+
+def test_an_empty_batch_of_pairs_is_refused():
+    """``B = 0`` (or ``D = 0``) failed inside a reshape with an unrelated message."""
+    den = GaussianDenoiser(torch.zeros(2), torch.eye(2))
+    for shape in ((0, 2), (3, 0)):
+        with pytest.raises(InputError, match="at least one pair of signals"):
+            information_estimation_metric(den, torch.zeros(shape), torch.ones(shape), n_levels=4)

@@ -294,3 +294,24 @@ def test_auroc_table_reports_the_mean_score_of_each_class():
         assert by[window]["mean_memorised"] == pytest.approx(2.0) and by[window]["mean_other"] == pytest.approx(3.0)
     assert by["final, t=0.5"]["mean_memorised"] == pytest.approx(8.0)
     assert by["final, t=0.5"]["mean_other"] == pytest.approx(1.0)
+
+
+def test_memorised_labels_against_brute_force_with_planted_copies_in_any_dtype():
+    """Planted near-copies of training images among fresh samples: the labels equal the 1/3 rule computed pair by
+    pair; float64 samples against float32 images used to raise a dtype error from ``cdist``, and samples of the wrong
+    width an unrelated one."""
+    from gencore.errors import InputError
+
+    g = torch.Generator().manual_seed(0)
+    train = torch.rand(40, 64, generator=g) * 2 - 1
+    samples = torch.cat([train[:8] + 1e-3 * torch.randn(8, 64, generator=g), torch.rand(32, 64, generator=g) * 2 - 1])
+    want = []
+    for s in samples.double():
+        d = sorted(float((s - t).pow(2).sum().sqrt()) for t in train.double())
+        want.append(d[0] < d[1] / 3)
+    assert sum(want[:8]) == 8 and sum(want[8:]) == 0
+    assert memorised_labels(samples, train).tolist() == want
+    assert memorised_labels(samples.double(), train).tolist() == want
+    assert memorised_labels(train[:5], train).all()  # exact copies
+    with pytest.raises(InputError, match=r"samples \[B, 64\]"):
+        memorised_labels(samples[:, :10], train)

@@ -129,3 +129,17 @@ def test_temporal_novelty_is_the_novel_share_of_the_energy():
     out = sae(x)
     assert not out.codes.any() and out.pred_recon.abs().sum() > 0
     torch.testing.assert_close(novelty_scores(sae, x), torch.zeros(2, 5, dtype=torch.float64))
+
+
+def test_latent_persistence_conditions_on_the_previous_token_against_brute_force():
+    """P(on at t | on at t-1): the denominator counts activity at t-1, so a latent switching on at the last two
+    tokens persists with probability 1 (counting activity at t instead would give 1/2)."""
+    codes = torch.zeros(1, 4, 1)
+    codes[0, 2:, 0] = 1.0
+    assert latent_persistence(codes).tolist() == [1.0]
+    z = torch.relu(torch.randn(3, 7, 5, generator=torch.Generator().manual_seed(0)))
+    want = []
+    for j in range(5):
+        prev = [(b, t) for b in range(3) for t in range(1, 7) if z[b, t - 1, j] > 0]
+        want.append(sum(bool(z[b, t, j] > 0) for b, t in prev) / max(len(prev), 1))
+    torch.testing.assert_close(latent_persistence(z), torch.tensor(want, dtype=torch.float64))

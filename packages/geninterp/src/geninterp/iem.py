@@ -164,6 +164,8 @@ def information_estimation_metric(
         raise InputError(
             f"x1 and x2 must both be [B, D] with the same shape, got {tuple(x1.shape)}, {tuple(x2.shape)}."
         )
+    if x1.numel() == 0:
+        raise InputError(f"x1 and x2 must hold at least one pair of signals (B, D >= 1), got shape {tuple(x1.shape)}.")
     if n_paths < 1 or batch_levels < 1:
         raise ConfigError(f"n_paths and batch_levels must be positive, got {n_paths} and {batch_levels}.")
     if not (torch.isfinite(x1).all() and torch.isfinite(x2).all()):

@@ -329,7 +329,15 @@ def memorised_labels(samples: torch.Tensor, unique: torch.Tensor, ratio: float =
             f"memorisation labels need at least two training images [N, D] that differ, got shape "
             f"{tuple(unique.shape)} with {distinct.shape[0] if unique.ndim == 2 else 0} distinct rows."
         )
-    d = torch.cdist(samples, distinct).topk(2, largest=False).values
+    if samples.ndim != 2 or samples.shape[1] != unique.shape[1]:
+        raise InputError(
+            f"memorisation labels need samples [B, {unique.shape[1]}] like the training images, "
+            f"got shape {tuple(samples.shape)}."
+        )
+    # float64 and direct differences: samples and images may differ in dtype, and the matrix-product form of
+    # cdist puts an exact copy at a distance of order sqrt(eps) |x|
+    d = torch.cdist(samples.double(), distinct.double(), compute_mode="donot_use_mm_for_euclid_dist")
+    d = d.topk(2, largest=False).values
     return d[:, 0] < ratio * d[:, 1]
 
 
