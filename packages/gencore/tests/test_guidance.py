@@ -217,3 +217,33 @@ def test_reward_guidance_rejects_a_non_finite_scale() -> None:
     for scale in (float("nan"), float("inf")):  # would turn every sample into NaN
         with pytest.raises(ConfigError, match="scale must be a finite number"):
             RewardGuidance(lambda x, t: -x, reward, scale)
+
+
+def test_cfg_interval_is_closed_at_its_lower_end_too() -> None:
+    # t == t_lo is inside the closed interval [t_lo, t_hi]: guided, not the plain conditional velocity
+    model = CondModel()
+    cfg = ClassifierFreeGuidance(model, 4.0, cond={"y": Y}, null_cond={"y": NULL}, interval=(0.25, 0.75))
+    guided = 4.0 * (Y * X + 0.25) - 3.0 * (NULL * X + 0.25)
+    torch.testing.assert_close(cfg(X, torch.tensor(0.25, dtype=DT)), guided)
+    per = cfg(X, torch.tensor([0.25, 0.2, 0.25, 0.75], dtype=DT))
+    torch.testing.assert_close(per[[0, 2]], guided[[0, 2]])
+    torch.testing.assert_close(per[1], (Y * X + 0.2)[1])
+
+
+def test_reward_guidance_rejects_an_infinite_cap_that_made_t0_nan() -> None:
+    # c_t = inf at t = 0 of the linear path; an infinite cap let inf * grad reach the velocity as NaN there
+    with pytest.raises(ConfigError, match="max_factor must be a finite number"):
+        RewardGuidance(lambda x, t: -x, reward, 1.0, max_factor=float("inf"))
+    with pytest.raises(ConfigError, match="max_factor must be a finite number"):
+        RewardGuidance(lambda x, t: -x, reward, 1.0, max_factor="big")
+    rg = RewardGuidance(lambda x, t: -x, reward, 1.0, max_factor=1e12)
+    assert torch.isfinite(rg(X[:, :2], torch.tensor(0.0, dtype=DT))).all()
+
+
+def test_guidance_settings_of_the_wrong_kind_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="guidance scale must be a finite number"):
+        ClassifierFreeGuidance(CondModel(), "strong")
+    with pytest.raises(ConfigError, match="guidance interval must be a pair of numbers"):
+        ClassifierFreeGuidance(CondModel(), 2.0, interval=(0.1, 0.2, 0.3))
+    with pytest.raises(ConfigError, match="guidance interval must be a pair of numbers"):
+        RewardGuidance(lambda x, t: -x, reward, 1.0, interval=("a", 1.0))

@@ -87,6 +87,17 @@ def test_vp_boundaries_and_documented_residual() -> None:
     assert out.d_sigma[1] == -math.inf  # documented singularity of d sigma / dt at t = 1
 
 
+def test_vp_sigma_keeps_full_relative_precision_next_to_data() -> None:
+    # sigma^2 = 1 - exp(-B(s)); next to t = 1, B(s) ~ beta_min s is tiny and 1 - alpha^2 cancels catastrophically
+    # (relative error ~1e-3 at s = 1e-12 in float64). Reference: the series 1 - e^-B = B - B^2/2 + B^3/6.
+    sched = VPSchedule(beta_min=0.1, beta_max=20.0)
+    t = torch.tensor([1.0 - 1e-12, 1.0 - 1e-9, 1.0 - 1e-7], dtype=torch.float64)
+    s = 1.0 - t  # exact (Sterbenz)
+    b = 0.1 * s + 0.5 * (20.0 - 0.1) * s * s
+    reference = torch.sqrt(b - b * b / 2 + b**3 / 6)
+    torch.testing.assert_close(sched(t).sigma, reference, rtol=1e-12, atol=0)
+
+
 def test_vp_is_the_continuum_limit_of_discrete_ddpm() -> None:
     # DDPM (Ho et al. 2020): alpha_bar_i = prod_{j<=i} (1 - beta_j) with beta_j linear in j; Song et al. 2021:
     # with N steps and beta_j from beta_min / N to beta_max / N this tends to the VP schedule at s = i / N.

@@ -54,10 +54,24 @@ __all__ = ["ClassifierFreeGuidance", "RewardGuidance", "guidance_mask"]
 def _check_interval(interval: tuple[float, float] | None) -> tuple[float, float] | None:
     if interval is None:
         return None
-    lo, hi = (float(v) for v in interval)
+    try:
+        lo, hi = (float(v) for v in interval)
+    except (TypeError, ValueError):
+        # a 3-tuple or a string reached the unpacking as a bare ValueError / TypeError traceback
+        raise ConfigError(f"guidance interval must be a pair of numbers (t_lo, t_hi), got {interval!r}.") from None
     if not lo <= hi:
         raise ConfigError(f"guidance interval must satisfy t_lo <= t_hi, got {interval}.")
     return lo, hi
+
+
+def _finite_number(value: Any, what: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise ConfigError(f"{what} must be a finite number, got {value!r}.")
+    return number
 
 
 def guidance_mask(t: torch.Tensor | float, interval: tuple[float, float] | None) -> torch.Tensor | None:
@@ -116,9 +130,7 @@ class ClassifierFreeGuidance:
         batched: bool = True,
     ) -> None:
         self.model = model
-        self.scale = float(scale)
-        if not math.isfinite(self.scale):
-            raise ConfigError(f"the guidance scale must be a finite number, got {scale!r}.")
+        self.scale = _finite_number(scale, "the guidance scale")
         self.cond = dict(cond or {})
         self.null_cond = dict(null_cond or {})
         self.interval = _check_interval(interval)
@@ -156,7 +168,8 @@ class RewardGuidance:
         scale: guidance strength (inverse temperature of the tilt ``exp(scale * r)``).
         schedule: the model's :mod:`gencore.paths` schedule (default ``LinearSchedule()``).
         interval: apply guidance only for ``t_lo <= t <= t_hi``; ``None`` (default): at every ``t``.
-        max_factor: cap on the score-to-velocity factor ``c_t``.
+        max_factor: cap on the score-to-velocity factor ``c_t`` (a finite number > 0: ``c_t`` is infinite at
+            ``alpha_t = 0``).
         through_model: differentiate ``r(x1_hat(x_t))`` through the model (``True``) or use
             ``(grad r)(x1_hat)`` (``False``).
         cond: keyword arguments passed to every model call.
@@ -177,13 +190,13 @@ class RewardGuidance:
         through_model: bool = True,
         cond: Mapping[str, Any] | None = None,
     ) -> None:
-        if not max_factor > 0:
-            raise ConfigError(f"max_factor must be > 0, got {max_factor}.")
+        # an infinite cap let c_t = inf through at alpha_t = 0 (t = 0 of the linear path): inf * 0 made the guided
+        # velocity NaN at the first step of every sampler
+        if not _finite_number(max_factor, "max_factor") > 0:
+            raise ConfigError(f"max_factor must be a finite number > 0, got {max_factor!r}.")
         self.model = model
         self.reward = reward
-        self.scale = float(scale)
-        if not math.isfinite(self.scale):
-            raise ConfigError(f"the reward guidance scale must be a finite number, got {scale!r}.")
+        self.scale = _finite_number(scale, "the reward guidance scale")
         self.schedule = schedule if schedule is not None else LinearSchedule()
         self.path = AffineGaussianPath(self.schedule)
         self.interval = _check_interval(interval)
