@@ -38,6 +38,15 @@ def test_act_respects_shapes_and_bounds(agent) -> None:
     assert isinstance(agent.nfe_per_decision, int) and agent.nfe_per_decision >= 1
 
 
+def test_act_refuses_observations_that_are_not_finite(agent) -> None:
+    # before: NaN observations gave NaN actions, and the environment failed far from the cause
+    obs = np.zeros((2, 3), dtype=np.float32)
+    for bad in (np.nan, np.inf):
+        obs[1, 2] = bad
+        with pytest.raises(InputError, match="act\\(\\) needs finite observations"):
+            agent.act(obs)
+
+
 def test_save_load_round_trip(agent, tmp_path) -> None:
     agent.update(small_batch())
     agent.save(tmp_path / "a")

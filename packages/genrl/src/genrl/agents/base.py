@@ -270,7 +270,10 @@ class Agent(nn.Module, abc.ABC):
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        x = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
+        obs = np.asarray(obs, dtype=np.float32)
+        if not np.isfinite(obs).all():  # a NaN action would reach the environment, which fails far from the cause
+            raise InputError("act() needs finite observations, got NaN or inf.")
+        x = torch.as_tensor(obs, device=self.device)
         single = x.dim() == 1
         if single:
             x = x[None]
