@@ -92,7 +92,9 @@ def test_edgelist_and_graphml(tmp_path) -> None:
     el.write_text("a b x\n")
     with pytest.raises(InputError, match="edge type must be a non-negative integer"):
         read_edgelist(el)
-    gm = write_graphml(tmp_path / "g.graphml", _typed())
+    typed = _typed()
+    typed.node_features = None  # GraphML holds no node features (test_graphml_edge_weights_roundtrip...)
+    gm = write_graphml(tmp_path / "g.graphml", typed)
     h = read_graphml(gm)
     assert h.n_edges == 3 and sorted(h.edge_types.tolist()) == [0, 1, 2]
     broken = tmp_path / "broken.graphml"
@@ -399,3 +401,48 @@ def test_from_networkx_refuses_fractional_numpy_and_torch_types() -> None:
     g.add_edge(0, 1, type=torch.tensor(1))
     h = Graph.from_networkx(g)
     assert h.node_types.tolist() == [2, 0] and h.edge_types.tolist() == [1]
+
+
+def test_graphml_edge_weights_roundtrip_with_networkx(tmp_path) -> None:
+    """GraphML edge weights were dropped: a networkx file's ``weight`` came back as no edge features, and a
+    one-column edge feature was not written. networkx, reading and writing the same files, is the oracle."""
+    g = nx.Graph()
+    g.add_edge("a", "b", weight=2.5)
+    g.add_edge("b", "c", weight=-1.0)
+    g.add_edge("c", "d")  # no weight: 1, as networkx's weighted algorithms read it
+    g.add_node("e")
+    nx.write_graphml(g, tmp_path / "nx.graphml")
+    h = read_graphml(tmp_path / "nx.graphml")
+    weighted = torch.zeros(h.n_nodes, h.n_nodes, dtype=torch.float64)
+    weighted[h.edges[:, 0], h.edges[:, 1]] = h.edge_features[:, 0].double()
+    weighted = weighted + weighted.T
+    assert h.edge_features.shape == (3, 1)
+    assert (weighted.numpy() == nx.to_numpy_array(g, nodelist=list(g.nodes), weight="weight")).all()
+    d = Graph(n_nodes=3, edges=[[2, 0], [0, 1]], edge_types=[1, 0], edge_features=[[0.1], [7.0]], directed=True)
+    path = write_graphml(tmp_path / "d.graphml", d)
+    oracle = nx.read_graphml(path, node_type=int)
+    assert {(u, v): w for u, v, w in oracle.edges(data="weight")} == pytest.approx({(2, 0): 0.1, (0, 1): 7.0})
+    back = read_graphml(path)
+    assert back.directed and torch.equal(back.edges, d.edges) and torch.equal(back.edge_types, d.edge_types)
+    assert torch.equal(back.edge_features, d.edge_features)  # float32 values survive the decimal text exactly
+    assert read_graphml(write_graphml(tmp_path / "u.graphml", Graph(n_nodes=2, edges=[[0, 1]]))).edge_features is None
+
+
+def test_graphml_refuses_what_it_cannot_hold_and_bad_weights(tmp_path) -> None:
+    """Node features and several edge feature columns were dropped without a word; a weight that is no finite
+    number is refused, not read as garbage."""
+    for graph, message in (
+        (Graph(n_nodes=2, edges=[[0, 1]], node_features=[[1.0], [2.0]]), "holds no node features"),
+        (Graph(n_nodes=2, edges=[[0, 1]], edge_features=[[1.0, 2.0]]), "not 2 edge feature columns"),
+    ):
+        with pytest.raises(InputError, match=message):
+            write_graphml(tmp_path / "x.graphml", graph)
+        assert not (tmp_path / "x.graphml").exists()
+    empty = Graph.from_dict({"n_nodes": 2, "edges": [], "node_features": [[], []], "edge_features": []})
+    assert read_graphml(write_graphml(tmp_path / "e.graphml", empty)).n_nodes == 2  # empty tables lose nothing
+    for weight in ("heavy", float("nan"), float("inf")):
+        g = nx.Graph()
+        g.add_edge("a", "b", weight=weight)
+        nx.write_graphml(g, tmp_path / "w.graphml")
+        with pytest.raises(InputError, match=r"w\.graphml: the weight of edge a b must be a finite number"):
+            read_graphml(tmp_path / "w.graphml")

@@ -12,12 +12,16 @@ any tokens (relabelled in order of appearance), except in a file that :func:`wri
 ``# gengraph edge list: N nodes, E edges`` (``, directed`` for a directed graph) makes the nodes the integers
 ``0..N-1``, so node order, isolated nodes and direction come back (node types and features do not). GraphML:
 read with networkx; integer ``type`` attributes become the categorical channels, self-loops are dropped and
-parallel edges refused.
+parallel edges refused. A numeric edge attribute ``weight`` (networkx's convention) becomes a one-column
+``edge_features`` table (an edge without one weighs 1, as in networkx) and :func:`write_graphml` writes a
+one-column ``edge_features`` back as ``weight``; node features or several edge feature columns have no GraphML
+form here and are refused rather than dropped (write a graph set).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -179,6 +183,18 @@ def read_graphml(path: str | os.PathLike) -> Graph:
         g = nx.read_graphml(path)
     except Exception as exc:  # networkx raises several parser exception types
         raise InputError(f"{path}: not a readable GraphML file ({type(exc).__name__}: {exc}).") from None
+    if any("weight" in d for *_, d in g.edges(data=True)):
+        for u, v, d in g.edges(data=True):
+            value = d.get("weight", 1.0)  # networkx's weighted algorithms read a missing weight as 1
+            try:
+                weight = float(value)
+                if isinstance(value, bool) or not math.isfinite(weight):
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise InputError(
+                    f"{path}: the weight of edge {u} {v} must be a finite number, got {value!r}."
+                ) from None
+            d["x"] = [weight]  # from_networkx reads list-valued "x" as the edge features
     try:
         return Graph.from_networkx(g)
     except InputError as exc:
@@ -186,9 +202,20 @@ def read_graphml(path: str | os.PathLike) -> Graph:
 
 
 def write_graphml(path: str | os.PathLike, graph: Graph) -> Path:
+    """``graph`` as GraphML: types as ``type``, a one-column ``edge_features`` as the edge ``weight``."""
+    if graph.node_features is not None and graph.node_features.numel():  # an empty table loses nothing
+        raise InputError(f"{path}: GraphML here holds no node features; write a graph set (.json) to keep them.")
+    if graph.edge_features is not None and graph.edge_features.numel() and graph.edge_features.shape[1] != 1:
+        raise InputError(
+            f"{path}: GraphML here holds one edge weight per edge, not {graph.edge_features.shape[1]} edge "
+            "feature columns; write a graph set (.json) to keep them."
+        )
     g = graph.to_networkx()
-    for _, d in list(g.nodes(data=True)) + [(None, d) for *_, d in g.edges(data=True)]:
-        d.pop("x", None)  # GraphML attributes are scalars
+    for _, d in g.nodes(data=True):
+        d.pop("x", None)  # an empty feature row
+    for *_, d in g.edges(data=True):
+        if "x" in d:
+            d["weight"] = float(d.pop("x")[0])  # GraphML attributes are scalars
     return write_text(path, "\n".join(nx.generate_graphml(g)) + "\n")
 
 
