@@ -84,3 +84,23 @@ def test_a_seed_outside_the_range_is_refused_by_every_verb(tmp_path, capsys) -> 
     for value in ("-1", str(10**20)):
         check_seed_refused(main, capsys, verbs, value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_train_refuses_an_option_the_chosen_model_does_not_read(tmp_path, capsys) -> None:
+    """``--model digress`` with GGBall's --latent-dim, --prior or --code-repulsion trained DiGress and ignored them
+    without a word (as GGBall ignored --no-digress-extra-features, and the flat ablation --curvature); given
+    explicitly, each is refused."""
+    cases = [
+        (["--model", "digress", "--latent-dim", "8"], "--latent-dim is an option of the GGBall models"),
+        (["--model", "digress", "--prior", "flow"], "--prior is an option of the GGBall models"),
+        (["--model", "digress", "--code-repulsion", "0"], "--code-repulsion is an option of the GGBall models"),
+        (["--model", "digress", "--prior-distance-bias"], "--prior-distance-bias is an option of the GGBall"),
+        (["--no-digress-extra-features"], "--no-digress-extra-features is an option of DiGress; --model ggball"),
+        (["--model", "ggball-euclidean", "--curvature", "2"], "--curvature is an option of the Poincare-ball model"),
+    ]
+    for argv, message in cases:
+        out = tmp_path / "run"
+        assert main(["train", "--data", "community-small", "--steps", "1", *argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0] and "does not use it" in err[0], (argv, err)
+        assert not out.exists()

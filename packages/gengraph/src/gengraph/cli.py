@@ -89,9 +89,17 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from gencore.config import config_from_flags
-    from gengraph.experiment import RunConfig, is_finished, train_run
+    from gengraph.experiment import DIGRESS_ONLY, GGBALL_ONLY, RunConfig, is_finished, train_run
 
     cfg = config_from_flags(RunConfig, args, dataset=args.data).validate()
+    # an option the chosen model never reads is refused when given explicitly, not silently ignored
+    owners = {name: "the GGBall models" for name in GGBALL_ONLY} | {name: "DiGress" for name in DIGRESS_ONLY}
+    ignored = {"digress": GGBALL_ONLY, "ggball-euclidean": ("curvature", *DIGRESS_ONLY)}.get(cfg.model, DIGRESS_ONLY)
+    for name in ignored:
+        if getattr(args, name, None) is not None:
+            flag = ("--no-" if getattr(args, name) is False else "--") + name.replace("_", "-")
+            owner = "the Poincare-ball model (ggball)" if cfg.model == "ggball-euclidean" else owners[name]
+            raise ConfigError(f"{flag} is an option of {owner}; --model {cfg.model} does not use it.")
     graphs = _graphs(args.data, "train", cfg.seed)
     if args.resume is not None and is_finished(cfg, args.out, graphs):
         return report_finished(args.out)

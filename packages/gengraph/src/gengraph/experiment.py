@@ -60,6 +60,13 @@ __all__ = ["MODELS", "PRIORS", "RunConfig", "load_latent_run", "read_run", "samp
 
 MODELS = ("ggball", "ggball-euclidean", "digress")
 PRIORS = ("flow", "masked-codes")  # the GGBall models' prior: the paper's flow, or masked diffusion on the codes
+# RunConfig fields only the GGBall models read (DiGress ignores them) and the one only DiGress reads
+GGBALL_ONLY = (
+    "prior_steps", "prior", "prior_hidden", "prior_layers", "prior_distance_bias", "prior_size_embedding",
+    "prior_coupling", "code_repulsion", "repulsion_radius", "latent_dim", "codebook_size", "curvature", "hidden",
+    "vq_warmup",
+)  # fmt: skip
+DIGRESS_ONLY = ("digress_extra_features",)
 
 
 @dataclass(frozen=True, kw_only=True)
