@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -281,9 +282,31 @@ def test_evaluate_sae_never_writes_its_record_over_the_run(tmp_path, store_dir, 
     cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=2, batch_tokens=64, progress=False)
     train_sae(cfg, store_dir, tmp_path / "run")
     capsys.readouterr()
-    for target in (tmp_path / "run" / "run.json", tmp_path / "run" / "sae" / "config.json"):
+    run = tmp_path / "run"
+    for target in (run / "run.json", run / "sae" / "config.json", run / "sae" / "model.safetensors"):  # weights too
         before = target.read_bytes()
         assert main(["evaluate-sae", "--run", str(tmp_path / "run"), "--no-downstream", "--json", str(target)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"geninterp: error: --json {str(target)!r} is the input file {str(target)!r}, which writing it would "
+            "destroy; choose another --json."
+        ]
+        assert target.read_bytes() == before
+
+
+def test_evaluate_sae_never_writes_its_record_over_the_store(tmp_path, store_dir, capsys):
+    """``evaluate-sae --json ACTS/index.json`` replaced the store's index with the record and exited 0: the store
+    could not be read again."""
+    from geninterp.training import SAETrainConfig, train_sae
+
+    cfg = SAETrainConfig(arch="topk", width=16, k=2, steps=2, batch_tokens=64, progress=False)
+    train_sae(cfg, store_dir, tmp_path / "run")
+    capsys.readouterr()
+    shard = sorted(Path(store_dir).glob("shard-*"))[0]
+    for target, acts in ((Path(store_dir) / "index.json", []), (shard, ["--acts", str(store_dir)])):
+        before = target.read_bytes()
+        argv = ["evaluate-sae", "--run", str(tmp_path / "run"), "--no-downstream", *acts, "--json", str(target)]
+        assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err == [
             f"geninterp: error: --json {str(target)!r} is the input file {str(target)!r}, which writing it would "

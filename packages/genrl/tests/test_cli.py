@@ -465,7 +465,8 @@ def test_evaluate_never_writes_its_record_over_the_run(tmp_path, capsys) -> None
     args = ["train", "--agent", "flow-bc", "--data", str(d), "--steps", "1", "--out", str(run), "--no-progress"]
     assert main([*args, "--batch-size", "8"]) == 0
     capsys.readouterr()
-    for target in (run / "run.json", run / "agent" / "config.json"):
+    # the weights too: --json RUN/agent/model.safetensors replaced them with the record (rc 0 on a gymnasium run)
+    for target in (run / "run.json", run / "agent" / "config.json", run / "agent" / "model.safetensors"):
         before = target.read_bytes()
         assert main(["evaluate", "--run", str(run), "--episodes", "1", "--json", str(target)]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -120,7 +120,10 @@ def cmd_evaluate_sae(args: argparse.Namespace) -> int:
 
     if args.downstream and args.max_sequences < 1:  # before the evaluation, not after it
         raise_config(f"--max-sequences must be a positive integer, got {args.max_sequences}")
-    refuse_overwriting_input(args.json, "--json", Path(args.run) / "run.json", Path(args.run) / "sae" / "config.json")
+    # every file of sae/ (its weights too: --json RUN/sae/model.safetensors replaced them with the record)
+    refuse_overwriting_input(
+        args.json, "--json", Path(args.run) / "run.json", *sorted((Path(args.run) / "sae").glob("*"))
+    )
     sae, run_record = load_run(args.run)
     if args.acts:
         store = ActivationStore(args.acts)
@@ -137,6 +140,12 @@ def cmd_evaluate_sae(args: argparse.Namespace) -> int:
                 f"{trained_on[1]} x {trained_on[2]}); pass --acts to evaluate on it anyway."
             )
         store = ActivationStore(run_record["acts"], range(start, stop))
+    # the store is an input too: --json ACTS/index.json replaced its index with the record (rc 0)
+    store_files = [
+        store.path / "index.json",
+        *(store.path / f for shard in store.index["shards"] for f in shard["files"]),
+    ]
+    refuse_overwriting_input(args.json, "--json", *store_files)
     if store.d_model != sae.config.d_in:
         raise_config(
             f"the store {str(store.path)!r} has d={store.d_model} but the SAE of {str(args.run)!r} "

@@ -351,7 +351,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     if not (run_dir / "run.json").is_file():
         raise StorageError(f"{str(run_dir)!r} is not a genrl run folder (no run.json); make one with `genrl train`.")
     info = _read_run(run_dir)
-    refuse_overwriting_input(args.json, "--json", run_dir / "run.json", run_dir / "agent" / "config.json")
+    # every file of agent/ (its weights too: --json RUN/agent/model.safetensors replaced them with the record)
+    refuse_overwriting_input(args.json, "--json", run_dir / "run.json", *sorted((run_dir / "agent").glob("*")))
     env_id = args.env or info.get("env_id")
     if args.env == "toy-bimodal":  # was told to "pass --env", which it had
         raise ConfigError("--env toy-bimodal is genrl's offline toy chain, not a gymnasium environment to roll out in.")
