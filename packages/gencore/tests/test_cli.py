@@ -108,6 +108,15 @@ def test_toy_train_checks_engine_settings_before_making_its_folder(tmp_path) -> 
     check_engine_refusals_leave_no_folder("gencore", tmp_path, "toy", "train", "--steps", "2")
 
 
+@pytest.mark.parametrize("steps", ["0", "-1"])
+def test_demo_refuses_bad_steps_before_making_its_folder(tmp_path, capsys, steps) -> None:
+    # a refused demo left an empty report folder behind
+    assert main(["demo", "--steps", steps, "--out", str(tmp_path / "report"), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gencore: error: --steps must be a positive integer, got {steps}."]
+    assert not (tmp_path / "report").exists()
+
+
 def test_toy_train_writes_its_folder(tmp_path, capsys) -> None:
     out = tmp_path / "run"
     assert (

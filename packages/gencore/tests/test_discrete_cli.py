@@ -54,6 +54,15 @@ def test_unknown_process_is_one_sentence_and_exit_2(tmp_path, capsys):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize("lr", ["inf", "-1", "nan"])
+def test_a_non_finite_lr_is_refused_before_training(tmp_path, capsys, lr):
+    # --lr inf trained to NaN and was reported as "every row of probs must have a positive finite total weight."
+    rc = main(["discrete", "compare", "--processes", "masked", "--lr", lr, "--json", str(tmp_path / "x.json"), *TINY])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.splitlines() == [f"gencore: error: lr must be a positive finite number, got {float(lr)}."]
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_unknown_task_is_exit_2(tmp_path, capsys):
     rc = main(["discrete", "compare", "--task", "text", "--processes", "masked", "--json", str(tmp_path / "x.json")])
     assert rc == 2 and "unknown discrete task 'text'" in capsys.readouterr().err

@@ -55,8 +55,10 @@ def test_bad_method_exits_2_with_one_sentence(tmp_path) -> None:
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("lr", float("nan"), "lr must be positive, got nan."),
-        ("cmt_lr", -1.0, "cmt_lr must be positive, got -1.0."),
+        ("lr", float("nan"), "lr must be a positive finite number, got nan."),
+        ("lr", float("inf"), "lr must be a positive finite number, got inf."),
+        ("cmt_lr", -1.0, "cmt_lr must be a positive finite number, got -1.0."),
+        ("cmt_lr", float("inf"), "cmt_lr must be a positive finite number, got inf."),
         ("ema_decay", 1.0, "ema_decay must be in [0, 1), got 1.0."),
         ("meanflow_ratio", 1.5, "meanflow_ratio must be in [0, 1], got 1.5."),
         ("meanflow_weight_power", float("nan"), "meanflow_weight_power must be >= 0, got nan."),

@@ -39,6 +39,16 @@ def test_unknown_method_is_one_sentence_and_exit_2(tmp_path, capsys):
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize("lr", ["inf", "-1", "nan"])
+def test_a_non_finite_lr_is_refused_before_training(tmp_path, capsys, lr):
+    # --lr inf trained to NaN and was reported as "MMD inputs contain NaN or inf."
+    argv = ["manifold", "compare", "--methods", "rfm", "--steps", "2", "--n-eval", "8", "--no-progress"]
+    assert main([*argv, "--lr", lr, "--json", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [f"gencore: error: lr must be a positive finite number, got {float(lr)}."]
+    assert not (tmp_path / "x.json").exists()
+
+
 def test_unknown_manifold_is_rejected_by_the_parser(tmp_path):
     with pytest.raises(SystemExit) as exc:
         main(["manifold", "compare", "--manifold", "klein", "--json", str(tmp_path / "x.json")])

@@ -151,6 +151,8 @@ def cmd_toy_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    if args.steps < 1:  # before the report folder is made (a refused demo left an empty one)
+        raise ConfigError(f"--steps must be a positive integer, got {args.steps}.")
     out = ensure_dir(args.out)
     couplings = ("independent", "sinkhorn", "semidiscrete")
     sections = []

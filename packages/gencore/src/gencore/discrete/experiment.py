@@ -97,8 +97,8 @@ class DiscreteConfig:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)}.")
         if self.n_samples < 2:
             raise ConfigError(f"n_samples must be at least 2, got {self.n_samples}.")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}.")
+        if not (math.isfinite(self.lr) and self.lr > 0):  # inf trained to NaN and was reported as bad probs
+            raise ConfigError(f"lr must be a positive finite number, got {self.lr}.")
         if not 0.0 <= self.label_drop < 1.0:
             raise ConfigError(f"label_drop must lie in [0, 1), got {self.label_drop}.")
         if not math.isfinite(self.guidance_scale):

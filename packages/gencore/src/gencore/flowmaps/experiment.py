@@ -122,8 +122,8 @@ class FlowMapConfig:
         if not self.nfe or any(isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 for k in self.nfe):
             raise ConfigError(f"nfe must be a non-empty list of positive integers, got {list(self.nfe)}.")
         for name in ("lr", "cmt_lr", "fd_eps"):
-            if not getattr(self, name) > 0:  # also refuses NaN
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}.")
+            if not (math.isfinite(getattr(self, name)) and getattr(self, name) > 0):  # NaN, and inf after training
+                raise ConfigError(f"{name} must be a positive finite number, got {getattr(self, name)}.")
         if not 0.0 <= self.ema_decay < 1.0:
             raise ConfigError(f"ema_decay must be in [0, 1), got {self.ema_decay}.")
         if not 0.0 <= self.meanflow_ratio <= 1.0:

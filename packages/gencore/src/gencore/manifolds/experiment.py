@@ -79,8 +79,8 @@ class ManifoldCompareConfig:
             raise ConfigError(f"n_eval must be >= 2, got {self.n_eval}.")
         if self.lr is None:
             self.lr = DEFAULT_LR[self.manifold]
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}.")
+        if not (math.isfinite(self.lr) and self.lr > 0):  # inf trained to NaN and was reported by the MMD
+            raise ConfigError(f"lr must be a positive finite number, got {self.lr}.")
         return self
 
 
