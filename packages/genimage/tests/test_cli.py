@@ -483,6 +483,23 @@ def test_evaluate_never_writes_its_metrics_over_the_run_config(tmp_path, capsys)
     assert target.read_text() == '{"kept": true}\n'
 
 
+@pytest.mark.parametrize("name", ["model/config.json", "vae/config.json"])
+def test_evaluate_never_writes_its_metrics_over_the_model_or_vae_config(tmp_path, capsys, name) -> None:
+    """``evaluate --json RUN/model/config.json`` replaced the network's config with the metrics (exit 0): the run's
+    weights could not be loaded again."""
+    target = tmp_path / "run" / name
+    target.parent.mkdir(parents=True)
+    target.write_text('{"kept": true}\n')
+    run = str(tmp_path / "run")
+    assert main(["evaluate", "--run", run, "--n", "2", "--json", str(target), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"genimage: error: --json {str(target)!r} is the input file {str(target)!r}, which writing it would destroy; "
+        "choose another --json."
+    ]
+    assert target.read_text() == '{"kept": true}\n'
+
+
 def test_shards_with_a_bad_shard_size_leaves_no_folder(tmp_path, capsys) -> None:
     """--shard-size 0 was refused only after the output folder had been made, which it left behind empty."""
     images = tmp_path / "images"

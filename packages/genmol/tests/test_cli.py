@@ -458,3 +458,31 @@ def test_evaluate_with_a_run_folder_measures_novelty_against_the_runs_training_s
     assert main(["evaluate", str(tmp_path / "s.sdf"), "--json", str(tmp_path / "e.json"), *flags]) == 0
     summary = json.loads((tmp_path / "e.json").read_text())["summary"]
     assert summary["novelty"] == pytest.approx(0.5)  # OCC#N and CCCC are not among the training molecules
+
+
+def test_sample_and_evaluate_never_write_over_the_run_folders_own_files(tmp_path, capsys):
+    """``sample --run R --out R/reference.sdf`` replaced the run's training reference set (read by ``evaluate
+    --reference R``) with the samples, and ``evaluate --reference R --json R/train_smiles.txt`` its training SMILES."""
+    data = write_sdf(tmp_path / "train.sdf", [embedded(s, k) for k, s in enumerate(["CCO", "CCN", "CC=O", "COC"])])
+    run = tmp_path / "run"
+    args = ["train", "--data", str(data), "--steps", "2", "--out", str(run), "--hidden", "8", "--layers", "1"]
+    assert main([*args, "--batch-size", "4", "--no-progress"]) == 0
+    capsys.readouterr()
+    reference, smiles = run / "reference.sdf", run / "train_smiles.txt"
+    before = {p: p.read_bytes() for p in (reference, smiles)}
+    runs = [
+        (["sample", "--run", str(run), "--n", "2", "--steps", "2", "--out", str(reference)], "--out", reference),
+        (
+            ["evaluate", str(data), "--reference", str(run), "--json", str(smiles), "--no-fcd", "--no-strain"],
+            "--json",
+            smiles,
+        ),
+    ]
+    for argv, flag, target in runs:
+        assert main([*argv, "--no-progress"]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == [
+            f"genmol: error: {flag} {str(target)!r} is the input file {str(target)!r}, which writing it would destroy; "
+            f"choose another {flag}."
+        ], argv
+    assert {p: p.read_bytes() for p in before} == before

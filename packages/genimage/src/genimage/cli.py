@@ -268,7 +268,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from genimage.runs import load_run
 
     _check_sampling_flags(args)
-    refuse_overwriting_input(args.json, "--json", Path(args.run) / "config.json")
+    run_files = ("config.json", "model/config.json", "vae/config.json")  # what load_run reads
+    refuse_overwriting_input(args.json, "--json", *(Path(args.run) / name for name in run_files))
     record = evaluate_run(
         load_run(args.run),
         n=args.n,

@@ -172,7 +172,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from genmol.generation.flow import draw_sizes, model_view, sample_conformers, sample_joint
 
     check_output_suffix(args.out)  # before any sampling
-    refuse_overwriting_input(args.out, "--out", args.graphs)
+    refuse_overwriting_input(args.out, "--out", args.graphs, Path(args.run) / "reference.sdf")  # the run's own set
     model, cfg, vocab, sizes = load_run(args.run, resolve_device(args.device))
     g = torch.Generator().manual_seed(args.seed)  # noise is drawn on the CPU: the same molecules on any device
     start = time.perf_counter()
@@ -269,7 +269,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     molecule_file_kind(args.file)  # an unknown file type is refused before the reference is read
     check_text(args.file)
-    refuse_overwriting_input(args.json, "--json", args.file, args.reference)
+    run_files = [Path(args.reference) / n for n in ("reference.sdf", "train_smiles.txt")] if args.reference else []
+    refuse_overwriting_input(args.json, "--json", args.file, args.reference, *run_files)
     if args.rows is not None and args.rows < 0:
         raise ConfigError(f"--rows must be 0 or more, got {args.rows}.")
     reference = _reference(args.reference)
