@@ -140,6 +140,21 @@ def test_export_refuses_what_minari_cannot_hold(tmp_path, toy_dataset) -> None:
         export_minari((toy_dataset, {}), tmp_path / "c")
 
 
+def test_export_refuses_actions_outside_the_box_it_would_write(tmp_path, toy_dataset) -> None:
+    # before: a card without bounds exported the Box [-1, 1] around actions beyond it, which Minari's users and
+    # genrl's own import would then clip
+    from genrl.dataset import OfflineDataset
+
+    arrays = {k: v.copy() for k, v in toy_dataset.as_dict().items()}
+    arrays["actions"][3, 0] = 2.5
+    data = OfflineDataset(**arrays)
+    with pytest.raises(InputError, match=r"actions in dimension 0 span \[.*, 2\.5\], outside .* \[-1, 1\]"):
+        export_minari((data, {}), tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+    dim = data.action_dim
+    export_minari((data, {"action_low": [-3.0] * dim, "action_high": [3.0] * dim}), tmp_path / "b")
+
+
 def test_missing_h5py_is_one_sentence(monkeypatch, tmp_path, toy_dataset) -> None:
     import builtins
 

@@ -331,6 +331,14 @@ def check_card(card: dict[str, Any], ds: OfflineDataset, where: str) -> None:
         raise InputError(f"{where}: field 'action_low' must be below 'action_high' in every action dimension.")
 
 
+def card_action_bounds(card: dict[str, Any], action_dim: int) -> tuple[list[float], list[float]]:
+    """The card's ``action_low`` and ``action_high``, each ``[-1] * action_dim`` / ``[1] * action_dim`` where the
+    card has none (the convention of agents and exports alike)."""
+    low = card.get("action_low") or [-1.0] * action_dim
+    high = card.get("action_high") or [1.0] * action_dim
+    return [float(x) for x in low], [float(x) for x in high]
+
+
 def read_npz(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Load every array of an ``.npz`` without pickle; a broken or pickled file is a clear error."""
     p = Path(path)

@@ -36,15 +36,18 @@ import numpy as np
 
 from gencore.errors import ConfigError, InputError, StorageError
 from gencore.io import atomic_path, ensure_dir, read_json, write_json
+from genrl.agents.base import EnvSpec
 from genrl.dataset import (
     FORMAT,
     OfflineDataset,
+    card_action_bounds,
     check_card,
     load_dataset,
     make_card,
     save_dataset,
     validate_arrays,
 )
+from genrl.training import check_action_bounds
 
 MAIN_FILE = "main_data.hdf5"
 METADATA_FILE = "metadata.json"
@@ -122,6 +125,8 @@ def export_minari(
                 f"{where}: next_observations[{i}] differs from observations[{i + 1}] inside episode {e}; Minari "
                 "stores one observation sequence per episode and cannot hold that."
             )
+    # the Box written must hold the data: a card without bounds means [-1, 1], which actions may leave
+    check_action_bounds(ds.actions, EnvSpec.from_dataset(ds, card, normalise_obs=False), where)
     dataset_id = dataset_id or default_dataset_id(card)
     if not _DATASET_ID.fullmatch(dataset_id):
         raise ConfigError(
@@ -146,8 +151,7 @@ def export_minari(
                 g.create_dataset("truncations", data=ds.truncations[start:stop])
     obs_shape = list(ds.observations.shape[1:])
     inf = np.full(obs_shape, np.inf).tolist()
-    low = card.get("action_low") or [-1.0] * ds.action_dim
-    high = card.get("action_high") or [1.0] * ds.action_dim
+    low, high = card_action_bounds(card, ds.action_dim)
     policy = card.get("policy") or {}
     metadata: dict[str, Any] = {
         "dataset_id": dataset_id,
@@ -155,7 +159,7 @@ def export_minari(
         "total_steps": len(ds),
         "data_format": "hdf5",
         "observation_space": _box(obs_shape, (-np.asarray(inf)).tolist(), inf),
-        "action_space": _box([ds.action_dim], [float(x) for x in low], [float(x) for x in high]),
+        "action_space": _box([ds.action_dim], low, high),
         "algorithm_name": str(policy.get("name", "unknown")),
         "description": (
             f"genrl dataset of {card.get('env_id')} with behaviour {json.dumps(policy)}, seed {card.get('seed')}; "

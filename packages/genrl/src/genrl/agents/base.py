@@ -40,6 +40,7 @@ from gencore.checks import check_seed
 from gencore.errors import ConfigError, InputError
 from gencore.io import save_pretrained
 from gencore.train import average_gradients
+from genrl.dataset import card_action_bounds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,14 +85,13 @@ class EnvSpec:
     def from_dataset(cls, ds: Any, card: dict[str, Any], normalise_obs: bool = True) -> EnvSpec:
         """Bounds from the card, observation statistics and ``reward_scale = 1 / max|r|`` from the data."""
         obs = ds.observations.reshape(len(ds), -1).astype(np.float64)
-        low = card.get("action_low") or [-1.0] * ds.action_dim
-        high = card.get("action_high") or [1.0] * ds.action_dim
+        low, high = card_action_bounds(card, ds.action_dim)
         rmax = float(np.abs(ds.rewards).max())
         return cls(
             obs_dim=ds.obs_dim,
             action_dim=ds.action_dim,
-            action_low=tuple(float(x) for x in low),
-            action_high=tuple(float(x) for x in high),
+            action_low=tuple(low),
+            action_high=tuple(high),
             obs_mean=tuple(obs.mean(0).tolist()) if normalise_obs else None,
             obs_std=tuple(np.maximum(obs.std(0), 1e-3).tolist()) if normalise_obs else None,
             reward_scale=1.0 / rmax if rmax > 0 else 1.0,
