@@ -344,13 +344,17 @@ def read_smiles(
     out: list[Molecule] = []
     for index, lineno, smi, name in smiles_records(path, column=column, delimiter=delimiter):
         mol, reason = parse_smiles(smi)
+        if mol is not None:
+            try:  # RDKit reads bonds genmol does not represent (quadruple, dative): a bad record like any other
+                out.append(Molecule.from_rdkit(mol, name=name))
+            except InputError as exc:
+                mol, reason = None, str(exc).rstrip(".")
         if mol is None:
             bad = BadRecord(index, lineno, reason, str(path))
             if on_error == "raise":
                 raise InputError(f"{bad}.")
             report.bad.append(bad)
         else:
-            out.append(Molecule.from_rdkit(mol, name=name))
             report.n_read += 1
     return out, report
 
@@ -362,13 +366,17 @@ def smiles_to_molecules(smiles: Iterable[str], *, on_error: str = "skip") -> tup
     out: list[Molecule] = []
     for index, smi in enumerate(smiles):
         mol, reason = parse_smiles(smi)
+        if mol is not None:
+            try:
+                out.append(Molecule.from_rdkit(mol))
+            except InputError as exc:
+                mol, reason = None, str(exc).rstrip(".")
         if mol is None:
             bad = BadRecord(index, index + 1, reason, "<smiles>")
             if on_error == "raise":
                 raise InputError(f"{bad}.")
             report.bad.append(bad)
             continue
-        out.append(Molecule.from_rdkit(mol))
         report.n_read += 1
     return out, report
 
@@ -404,13 +412,20 @@ def read_xyz(path: str | os.PathLike, *, bonds: str = "none") -> list[Molecule]:
         if n < 0:
             raise InputError(f"{p}: line {k + 1} must hold an atom count (0 or more), got {lines[k]!r}.")
         block = "\n".join(lines[k : k + n + 2])
-        out.append(Molecule.from_xyz(block, bonds=bonds, source=f"{p} (frame at line {k + 1})"))
+        out.append(Molecule.from_xyz(block, bonds=bonds, source=f"{p} (frame at line {k + 1})", first_line=k + 1))
         k += n + 2
     return out
 
 
 def write_xyz(path: str | os.PathLike, molecules: Iterable[Molecule]) -> Path:
-    text = "".join(m.to_xyz() for m in molecules)
+    """Write molecules as one multi-frame XYZ file, atomically (all frames or nothing)."""
+    frames = []
+    for k, m in enumerate(molecules):
+        try:
+            frames.append(m.to_xyz())
+        except InputError as exc:
+            raise InputError(f"molecule {k} ({m.name or 'unnamed'}) cannot be written as XYZ: {exc}") from None
+    text = "".join(frames)
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(path)

@@ -273,23 +273,26 @@ class Molecule:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_xyz(cls, text: str, *, bonds: str = "none", charge: int = 0, source: str = "<xyz>") -> Molecule:
+    def from_xyz(
+        cls, text: str, *, bonds: str = "none", charge: int = 0, source: str = "<xyz>", first_line: int = 1
+    ) -> Molecule:
         """Read one XYZ block. XYZ has no bonds: ``bonds="none"`` keeps the bare atoms,
         ``"connectivity"`` or ``"orders"`` infer them with RDKit's ``rdDetermineBonds`` (xyz2mol, Kim & Kim 2015)
-        for a molecule of total ``charge``."""
+        for a molecule of total ``charge``. Errors name lines counted from ``first_line`` (the block's count line
+        in its file)."""
         lines = text.strip("\n").splitlines()
         try:
             n = int(lines[0].split()[0])
         except (IndexError, ValueError):
             n = -1
         if n < 0:
-            raise InputError(f"{source}: line 1 must hold the atom count (0 or more), got {lines[:1]!r}.")
+            raise InputError(f"{source}: line {first_line} must hold the atom count (0 or more), got {lines[:1]!r}.")
         if n == 0 and len(lines) == 1:  # the empty comment of an empty molecule, stripped with the trailing newline
             lines.append("")
         if len(lines) < n + 2:
             raise InputError(f"{source}: expected {n} atom lines after the comment, found {max(len(lines) - 2, 0)}.")
         z, xyz = [], []
-        for k, line in enumerate(lines[2 : n + 2], start=3):
+        for k, line in enumerate(lines[2 : n + 2], start=first_line + 2):
             parts = line.split()
             try:
                 z.append(atomic_number(parts[0]) if not parts[0].isdigit() else int(parts[0]))

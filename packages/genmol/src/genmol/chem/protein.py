@@ -186,6 +186,8 @@ class ProteinStructure:
             st = gemmi.read_structure(str(p), merge_chain_parts=False, format=fmt)
         except (RuntimeError, ValueError, IndexError) as exc:  # gemmi's message may quote the line on a line of its own
             raise InputError(f"{p}: {' '.join(str(exc).split())}") from None
+        if is_cif and len(st) == 0:
+            _check_atom_site_columns(p)
         structure = cls._from_gemmi(st, str(p))
         if structure.num_atoms == 0:
             raise InputError(f"{p}: no ATOM or HETATM records; expected a PDB or mmCIF structure.")
@@ -208,6 +210,31 @@ class ProteinStructure:
         with atomic_path(path) as tmp:
             tmp.write_text(doc.as_string(), encoding="utf-8")
         return Path(path)
+
+
+# the _atom_site columns without which gemmi reads no model at all (it says nothing of the missing column)
+ATOM_SITE_REQUIRED = ("id", "type_symbol", "label_alt_id", "label_asym_id", "Cartn_x", "Cartn_y", "Cartn_z")
+
+
+def _check_atom_site_columns(path: Path) -> None:
+    """One :class:`InputError` sentence naming the required ``_atom_site`` columns an mmCIF file lacks, if any."""
+    import gemmi
+
+    try:
+        doc = gemmi.cif.read(str(path))
+    except (RuntimeError, ValueError):
+        return
+    for block in doc:
+        table = block.find_mmcif_category("_atom_site.")
+        if len(table) == 0:
+            continue
+        tags = {t.removeprefix("_atom_site.") for t in table.tags}
+        missing = [c for c in ATOM_SITE_REQUIRED if c not in tags]
+        if missing:
+            raise InputError(
+                f"{path}: the _atom_site loop of block {block.name!r} lacks the column(s) "
+                f"{', '.join('_atom_site.' + c for c in missing)}; expected all of {', '.join(ATOM_SITE_REQUIRED)}."
+            )
 
 
 _RESIDUE_NUMBER = re.compile(r"\s*-?\d+|[A-Za-z][0-9A-Za-z]{3}")  # an integer, or hybrid-36 above 9999
