@@ -15,6 +15,11 @@ Two on-disk caches, both written atomically under ``cache_dir`` (default ``$GENM
   and checked against QM9's SMILES; a molecule whose perceived graph disagrees is skipped and counted
   (its index and reason are in the JSON report).
 
+Both JSON files record the name and size of each qm9pack CSV they were built from: when qm9pack is installed
+and its files differ (another release), the caches are stale and built again. A subset SDF
+that does not read back whole (a damaged record, or fewer records than its JSON says were kept) is built
+again too, never returned as it is.
+
 qm9pack holds the 130,831 molecules of QM9's 133,885 that passed its consistency check, so a molecule's place in
 the files is not its QM9 index: molecules are named by QM9's own ``Index`` (``qm9_000105`` is
 ``dsgdb9nsd_000105.xyz``) and a skipped one is reported with its CSV file and line.
@@ -103,13 +108,32 @@ def _parse_csv(files: list[Path]) -> tuple[dict[str, torch.Tensor], list[str], l
     return tensors, smiles, parts
 
 
-def _raw_meta(folder: Path) -> dict | None:
-    """The raw cache's JSON when it and its tensors exist in the current format, else None (parse again)."""
+def _source_files() -> list[Path] | None:
+    """The qm9pack files when installed, else None (a cache is then used as it is)."""
+    try:
+        return qm9pack_files()
+    except InputError:
+        return None
+
+
+def _fingerprint(files: list[Path]) -> list[list]:
+    """``[name, size]`` of each source file: another qm9pack release makes the caches stale. Not the modification
+    time: every virtualenv installs its own copy of the same files, and one cache folder may serve several."""
+    return [[f.name, f.stat().st_size] for f in files]
+
+
+def _raw_meta(folder: Path, files: list[Path] | None) -> dict | None:
+    """The raw cache's JSON when it and its tensors exist in the current format and were parsed from ``files``
+    (when known), else None (parse again)."""
     weights, meta = folder / "raw.safetensors", folder / "raw.json"
     if not (weights.is_file() and meta.is_file()):
         return None
     info = read_json(meta)
-    return info if info.get("format") == CACHE_FORMAT else None
+    if info.get("format") != CACHE_FORMAT:
+        return None
+    if files is not None and info.get("source_files") != _fingerprint(files):
+        return None
+    return info
 
 
 def load_raw(cache: str | os.PathLike | None = None) -> tuple[dict[str, torch.Tensor], list[str]]:
@@ -122,12 +146,29 @@ def load_raw(cache: str | os.PathLike | None = None) -> tuple[dict[str, torch.Te
 def _load_raw(cache: str | os.PathLike | None) -> tuple[dict[str, torch.Tensor], list[str], list[list]]:
     folder = cache_dir(cache) / "qm9"
     weights, meta = folder / "raw.safetensors", folder / "raw.json"
-    info = _raw_meta(folder)
+    files = _source_files()
+    info = _raw_meta(folder, files)
     if info is not None:
-        return load_tensors(weights), info["smiles"], info["files"]
-    tensors, smiles, parts = _parse_csv(qm9pack_files())
+        tensors = load_tensors(weights)  # a damaged file is a StorageError naming it
+        counts = tensors.get("counts")
+        if counts is not None and counts.numel() == len(info["smiles"]) == sum(size for _, size in info["files"]):
+            if int(counts.sum()) == tensors["atomic_numbers"].numel() == tensors["coordinates"].shape[0]:
+                return tensors, info["smiles"], info["files"]
+        # tensors and JSON of different parses (one of them replaced): parse again
+    files = files if files is not None else qm9pack_files()
+    tensors, smiles, parts = _parse_csv(files)
     save_tensors(weights, tensors)
-    write_json(meta, {"source": "qm9pack", "format": CACHE_FORMAT, "n": len(smiles), "files": parts, "smiles": smiles})
+    write_json(
+        meta,
+        {
+            "source": "qm9pack",
+            "format": CACHE_FORMAT,
+            "source_files": _fingerprint(files),
+            "n": len(smiles),
+            "files": parts,
+            "smiles": smiles,
+        },
+    )
     return tensors, smiles, parts
 
 
@@ -188,10 +229,18 @@ def qm9_subset(
     tag = f"subset-{'all' if n is None else n}-seed{seed}"
     sdf, meta = folder / f"{tag}.sdf", folder / f"{tag}.json"
     info = read_json(meta) if sdf.is_file() and meta.is_file() else {}
-    if info.get("format") == CACHE_FORMAT:  # an older cache named its molecules by their place in the files
-        mols, _ = read_sdf(sdf, on_error="raise", sanitize=False)
-        report = ReadReport(str(sdf), len(mols), [BadRecord(**b) for b in info["skipped"]])
-        return mols, report
+    files = _source_files()
+    fresh = info.get("format") == CACHE_FORMAT  # an older cache named its molecules by their place in the files
+    if fresh and files is not None and info.get("source_files") != _fingerprint(files):
+        fresh = False  # built from other qm9pack files
+    if fresh:
+        try:
+            mols, _ = read_sdf(sdf, on_error="raise", sanitize=False)
+        except InputError:  # a damaged cache is built again
+            mols = None
+        if mols is not None and len(mols) == info.get("n_kept"):  # a truncated SDF holds fewer records
+            report = ReadReport(str(sdf), len(mols), [BadRecord(**b) for b in info["skipped"]])
+            return mols, report
     raw, smiles, parts = _load_raw(cache)
     total = len(smiles)
     if n is not None and not 0 < n <= total:
@@ -213,5 +262,8 @@ def qm9_subset(
     write_sdf(sdf, mols)
     mols, _ = read_sdf(sdf, on_error="raise", sanitize=False)  # what a cached call returns (coordinates to 1e-4 A)
     skipped = [{"index": b.index, "line": b.line, "reason": b.reason, "source": b.source} for b in report.bad]
-    write_json(meta, {"format": CACHE_FORMAT, "n_requested": n, "seed": seed, "n_kept": len(mols), "skipped": skipped})
+    meta_info = {"format": CACHE_FORMAT, "n_requested": n, "seed": seed, "n_kept": len(mols), "skipped": skipped}
+    if files is not None:
+        meta_info["source_files"] = _fingerprint(files)
+    write_json(meta, meta_info)
     return mols, report
