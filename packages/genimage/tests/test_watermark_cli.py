@@ -137,7 +137,7 @@ def test_evaluate_writes_one_record_per_scheme_and_attack(tmp_path):
         ),
         (
             "watermark evaluate --run gaussian:1,8,8 --schemes molm --molm-fidelity -0.5 --json x".split(),
-            "--molm-fidelity must be at least 0, got -0.5",
+            "--molm-fidelity must be a finite number >= 0, got -0.5",
         ),
         (
             "watermark keygen --scheme gaussian-shading --out k.json --shape 1,8,8 --param hw_factor=0".split(),

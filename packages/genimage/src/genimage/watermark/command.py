@@ -68,6 +68,16 @@ def _generator(spec: str, steps: int, solver: str, device: str = "cpu"):
     return RunGenerator(spec, steps=steps, solver=solver, device=device)
 
 
+def _refuse_overwriting_run(output: str | Path | None, flag: str, run: str) -> None:
+    """Refuse an output file that is one of the files ``--run`` loads (its configs and weights): writing results over
+    them destroyed the run (a ``gaussian:`` spec has no files)."""
+    if output is None or run.startswith("gaussian:"):
+        return
+    root = Path(run)
+    files = [root / "config.json", *sorted(root.glob("model/*")), *sorted(root.glob("vae/*"))]
+    refuse_overwriting_input(output, flag, *files)
+
+
 def _read_images(paths: list[Path]) -> tuple[torch.Tensor, list[Path]]:
     from genimage.data.folder import GRAY_MODES, decode_still
     from genimage.imageio import from_uint8
@@ -133,6 +143,9 @@ def cmd_keygen(args: argparse.Namespace) -> int:
         shape = _generator(args.run, 1, "euler").noise_shape
     else:
         raise ConfigError("give --shape C,H,W or --run RUN_DIR to size the key.")
+    if args.scheme == "tree-ring" and (args.message is not None or args.bits is not None):  # were dropped silently
+        flag = "--message" if args.message is not None else "--bits"
+        raise ConfigError(f"{flag}: a tree-ring key is zero-bit and carries no message; leave {flag} out.")
     message = args.message
     if message is not None and args.bits is not None:  # --bits was dropped: it sizes a hex message, checks a 0/1 one
         message = parse_message(message, args.bits)
@@ -213,6 +226,10 @@ def cmd_attack(args: argparse.Namespace) -> int:
             raise StorageError(
                 f"--out {str(args.out)!r} would overwrite the input image {str(f)!r}; choose another folder."
             )
+        if target.exists():  # a second attack into one folder replaced the first's images
+            raise StorageError(
+                f"--out {str(args.out)!r} already holds {target.name} from an earlier attack; choose a new folder."
+            )
     attacked = apply_attack(images, args.attack, seed=args.seed)
     out = ensure_dir(args.out)
     for f, img in zip(files, attacked):
@@ -231,6 +248,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
     if args.scheme_dir is not None:
         return _detect_with_scheme_dir(args)
     refuse_overwriting_input(args.json, "--json", args.key)
+    _refuse_overwriting_run(args.json, "--json", args.run)
     key = WatermarkKey.load(args.key)
     wm = noise_scheme(key)
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
@@ -256,9 +274,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
 
 def _detect_with_scheme_dir(args: argparse.Namespace) -> int:
     """``detect --scheme-dir``: the trained scheme's decoder reads the pixels (no inversion); same JSON as a key's."""
-    from genimage.watermark.scheme_files import SCHEME_FILE, load_scheme
+    from genimage.watermark.scheme_files import load_scheme
 
-    refuse_overwriting_input(args.json, "--json", Path(args.scheme_dir) / SCHEME_FILE)
+    refuse_overwriting_input(args.json, "--json", *sorted(Path(args.scheme_dir).rglob("*")))  # its JSON and weights
+    _refuse_overwriting_run(args.json, "--json", args.run)
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     scheme = load_scheme(args.scheme_dir, gen)
     images, files = _read_images(args.images)
@@ -336,6 +355,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if s not in known_schemes():
             raise ConfigError(f"unknown scheme {s!r}; expected one of: {', '.join(known_schemes())}.")
     _check_scheme_options(args)
+    md = args.markdown or args.json.with_suffix(".md")
+    fig = args.figure or args.json.with_suffix(".png")
+    ex = args.examples or args.json.with_suffix(".examples.png")
+    outputs = {"--json": args.json, "--markdown": md, "--figure": fig, "--examples": ex}
+    for flag, path in outputs.items():
+        _refuse_overwriting_run(path, flag, args.run)
+    written: dict[str, str] = {}
+    for flag, path in outputs.items():  # the later write replaced the earlier: a .md in the JSON file, say
+        other = written.setdefault(os.path.abspath(path), flag)
+        if other != flag:
+            raise ConfigError(f"{flag} and {other} are both {str(path)!r}; give each output its own file.")
     gen = _generator(args.run, args.steps, args.solver, resolve_device(args.device))
     if args.bits is None:
         args.bits = default_message_bits(gen.noise_shape)
@@ -353,9 +383,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     records = evaluate_watermarks(
         gen, schemes, args.attacks, cfg, quality=_fd_quality if args.fd else None, examples=examples
     )
-    md = args.markdown or args.json.with_suffix(".md")
-    fig = args.figure or args.json.with_suffix(".png")
-    ex = args.examples or args.json.with_suffix(".examples.png")
     config = {
         "run": args.run,
         "schemes": list(args.schemes),
@@ -401,8 +428,8 @@ def _check_scheme_options(args: argparse.Namespace) -> None:
     for flag in ("sampler", "finetune"):
         if getattr(args, f"molm_{flag}_steps") < 0:
             raise ConfigError(f"--molm-{flag}-steps must be at least 0, got {getattr(args, f'molm_{flag}_steps')}.")
-    if not args.molm_fidelity >= 0:
-        raise ConfigError(f"--molm-fidelity must be at least 0, got {args.molm_fidelity}.")
+    if not (math.isfinite(args.molm_fidelity) and args.molm_fidelity >= 0):  # inf: trained to NaN scores
+        raise ConfigError(f"--molm-fidelity must be a finite number >= 0, got {args.molm_fidelity}.")
 
 
 def _image_scheme(name: str, gen, args: argparse.Namespace, shared: dict, message=None):

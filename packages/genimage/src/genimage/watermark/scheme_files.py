@@ -184,7 +184,8 @@ def load_scheme(directory: str | os.PathLike, gen):
 
     d = Path(directory)
     if not d.is_dir():
-        raise StorageError(f"scheme folder {str(d)!r} does not exist (write one with `genimage watermark train`).")
+        state = "is a file, not a folder" if d.exists() else "does not exist"
+        raise StorageError(f"scheme folder {str(d)!r} {state} (write one with `genimage watermark train`).")
     where = repr(str(d / SCHEME_FILE))
     record = read_json(d / SCHEME_FILE)
     if not isinstance(record, dict) or record.get("format") != SCHEME_FORMAT:
