@@ -265,11 +265,10 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from genimage.evaluate import evaluate_run
-    from genimage.runs import load_run
+    from genimage.runs import load_run, run_files
 
     _check_sampling_flags(args)
-    run_files = ("config.json", "model/config.json", "vae/config.json")  # what load_run reads
-    refuse_overwriting_input(args.json, "--json", *(Path(args.run) / name for name in run_files))
+    refuse_overwriting_input(args.json, "--json", *run_files(args.run))
     record = evaluate_run(
         load_run(args.run),
         n=args.n,

@@ -150,6 +150,13 @@ def _check_run_fields(config: dict[str, Any], where: Path) -> None:
         )
 
 
+def run_files(run_dir: str | os.PathLike) -> list[Path]:
+    """The files :func:`load_run` reads (``config.json`` and everything in ``model/`` and ``vae/``): a command's
+    output must never be one of them."""
+    root = Path(run_dir)
+    return [root / "config.json", *sorted(root.glob("model/*")), *sorted(root.glob("vae/*"))]
+
+
 def load_run(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> LoadedRun:
     """Load ``run_dir`` written by ``genimage train`` (EMA weights, eval mode, float32, on ``device``).
 

@@ -73,9 +73,9 @@ def _refuse_overwriting_run(output: str | Path | None, flag: str, run: str) -> N
     them destroyed the run (a ``gaussian:`` spec has no files)."""
     if output is None or run.startswith("gaussian:"):
         return
-    root = Path(run)
-    files = [root / "config.json", *sorted(root.glob("model/*")), *sorted(root.glob("vae/*"))]
-    refuse_overwriting_input(output, flag, *files)
+    from genimage.runs import run_files
+
+    refuse_overwriting_input(output, flag, *run_files(run))
 
 
 def _read_images(paths: list[Path]) -> tuple[torch.Tensor, list[Path]]:
