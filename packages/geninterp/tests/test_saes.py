@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gencore.errors import ConfigError, StorageError
+from gencore.errors import ConfigError, InputError, StorageError
 from geninterp.saes import ARCHITECTURES, SparseAutoencoder, make_objective, make_sae
 
 D, W, K = 8, 32, 4
@@ -44,6 +44,16 @@ def test_shapes(arch):
         torch.testing.assert_close(total, out.recon)
     else:
         torch.testing.assert_close(sae.decode(out.codes), out.recon)
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_input_of_another_precision_is_one_sentence(arch):
+    # before: a float32 SAE given float64 activations raised torch's matmul dtype traceback
+    sae = build(arch)
+    with pytest.raises(InputError, match=r"weights are torch\.float32 but its input is torch\.float64"):
+        sae(inputs(sae).double())
+    out = sae.double()(inputs(sae).double())  # the same precision on both sides works
+    assert out.recon.dtype == torch.float64
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHITECTURES))

@@ -92,10 +92,20 @@ class SparseAutoencoder(nn.Module, abc.ABC):
         """Unit-norm dictionary ``[width, d_in]``."""
         return self.W_dec / self.W_dec.norm(dim=1, keepdim=True).clamp_min(1e-8)
 
+    def check_dtype(self, x: torch.Tensor) -> None:
+        """One :class:`InputError` sentence when ``x`` is not in the weights' precision (torch's own error is a
+        matmul traceback that names neither)."""
+        if x.dtype != self.W_enc.dtype:
+            raise InputError(
+                f"the SAE's weights are {self.W_enc.dtype} but its input is {x.dtype}; cast one to the other "
+                f"(x.to({self.W_enc.dtype}) or sae.to({x.dtype}))."
+            )
+
     def pre_activation(self, x: torch.Tensor) -> torch.Tensor:
         """``(x * act_scale - b_dec) W_enc + b_enc``: ``[..., width]``."""
         if x.ndim < 1 or x.shape[-1] != self.config.d_in:
             raise InputError(f"the SAE takes inputs [..., {self.config.d_in}], got shape {tuple(x.shape)}.")
+        self.check_dtype(x)
         return (x * self.config.act_scale - self.b_dec) @ self.W_enc + self.b_enc
 
     @abc.abstractmethod

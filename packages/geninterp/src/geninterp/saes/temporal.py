@@ -101,6 +101,7 @@ class TemporalSAE(SparseAutoencoder):
     def forward(self, x: torch.Tensor) -> SAEOutput:
         if x.ndim != 3 or x.shape[-1] != self.config.d_in:
             raise InputError(f"a Temporal SAE takes sequences [B, L, {self.config.d_in}], got {tuple(x.shape)}.")
+        self.check_dtype(x)
         scale = self.config.act_scale
         atoms = self.atoms
         u = x * scale - self.b_dec
