@@ -194,6 +194,32 @@ def test_read_wav_decodes_pcm_widths_floats_and_averages_stereo(tmp_path) -> Non
         read_wav(tmp_path / "nan.wav", sr)
 
 
+def test_mel_inversion_is_as_good_as_librosas_on_the_true_mel_power() -> None:
+    # before: librosa's mel -> linear step (L-BFGS-B with an absolute tolerance) stopped far from its solution on
+    # power scaled to a loudest bin of 1; a tone's round trip was 15.9 dB off against 11.4 dB for librosa given the
+    # clip's true mel power, a chirp's 17.2 against 9.0
+    import librosa
+
+    cfg = MelConfig()
+    t = np.arange(cfg.clip_samples) / cfg.sr
+    tone = 0.5 * np.sin(2 * np.pi * 440 * t)
+    chirp = 0.5 * np.sin(2 * np.pi * (300 * t + 600 * t**2 / (2 * t[-1])))
+
+    def error_db(x: torch.Tensor, wave: np.ndarray) -> float:
+        again = audio_to_mel(wave.astype(np.float32), cfg)
+        return float((again - x).abs()[x > -1].mean()) * cfg.top_db / 2
+
+    for wave in (tone.astype(np.float32), chirp.astype(np.float32)):
+        x = audio_to_mel(wave, cfg)
+        true_power = librosa.feature.melspectrogram(
+            y=wave, sr=cfg.sr, n_fft=cfg.n_fft, hop_length=cfg.hop, n_mels=cfg.n_mels
+        )
+        reference = librosa.feature.inverse.mel_to_audio(
+            true_power, sr=cfg.sr, n_fft=cfg.n_fft, hop_length=cfg.hop, n_iter=64, length=cfg.clip_samples
+        )
+        assert error_db(x, mel_to_audio(x, cfg)) < error_db(x, reference) + 1.0
+
+
 def test_mel_to_audio_inverts_the_scaling_and_the_resizing(monkeypatch) -> None:
     import librosa
 
@@ -203,12 +229,18 @@ def test_mel_to_audio_inverts_the_scaling_and_the_resizing(monkeypatch) -> None:
     x = audio_to_mel(synth_clips(1, cfg, seed=2)[0][0], cfg)
     wave = mel_to_audio(resize_images(x[None], 64)[0], cfg, n_iter=4)  # a run trained at --image-size 64
     assert wave.shape == (cfg.clip_samples,) and np.isfinite(wave).all()
-    seen = []
-    monkeypatch.setattr(librosa.feature.inverse, "mel_to_audio", lambda power, **kw: seen.append(power) or np.zeros(1))
+    import scipy.optimize
+
+    frames = []  # the mel power handed to the mel -> linear step, one frame per call
+    monkeypatch.setattr(scipy.optimize, "nnls", lambda basis, b: frames.append(b) or (np.zeros(basis.shape[1]), 0.0))
+    monkeypatch.setattr(librosa, "griffinlim", lambda magnitude, **kw: np.zeros(kw["length"]))
     mel_to_audio(x, cfg)
+    seen = [np.stack(frames, axis=1)]
     db = (x[0].double().numpy() + 1) / 2 * cfg.top_db - cfg.top_db  # the inverse of x = 2 (dB + top_db) / top_db - 1
     np.testing.assert_allclose(seen[0], 10 ** (db / 10), rtol=1e-5)
+    frames.clear()
     mel_to_audio(resize_images(x[None], 64)[0], cfg)
+    seen.append(np.stack(frames, axis=1))
     assert seen[1].shape == (cfg.n_mels, cfg.frames)
     assert np.abs(10 * np.log10(seen[1]) - db).mean() < 3.0  # the 64 x 64 image resized back (not reshaped)
     with pytest.raises(InputError, match=r"one spectrogram image"):

@@ -128,6 +128,7 @@ def mel_to_audio(x: torch.Tensor, cfg: MelConfig, n_iter: int = 64) -> np.ndarra
     :func:`load_mel_set` resizes) is first resized back to ``n_mels x frames``.
     """
     import librosa
+    import scipy.optimize
 
     if not torch.is_tensor(x) or x.dim() not in (2, 3) or (x.dim() == 3 and x.shape[0] != 1) or 0 in x.shape:
         got = tuple(x.shape) if torch.is_tensor(x) else type(x).__name__
@@ -142,10 +143,15 @@ def mel_to_audio(x: torch.Tensor, cfg: MelConfig, n_iter: int = 64) -> np.ndarra
             a, size=(cfg.n_mels, cfg.frames), mode="bilinear", antialias=True, align_corners=False
         )
     a = a[0, 0].numpy()
-    db = (a.clip(-1, 1) + 1) / 2 * cfg.top_db - cfg.top_db
-    power = librosa.db_to_power(db)
-    return librosa.feature.inverse.mel_to_audio(
-        power, sr=cfg.sr, n_fft=cfg.n_fft, hop_length=cfg.hop, n_iter=n_iter, length=cfg.clip_samples
+    db = (a.clip(-1, 1).astype(np.float64) + 1) / 2 * cfg.top_db - cfg.top_db
+    power = librosa.db_to_power(db)  # the loudest bin is 1
+    # mel power -> linear-frequency power by exact non-negative least squares per frame; librosa's mel_to_stft
+    # stops its L-BFGS-B on an absolute gradient tolerance, far from the solution at this scale (17 % residual on
+    # a pure tone), which cost the round trip 5-8 dB against 2-4 dB here
+    basis = librosa.filters.mel(sr=cfg.sr, n_fft=cfg.n_fft, n_mels=cfg.n_mels).astype(np.float64)
+    stft_power = np.stack([scipy.optimize.nnls(basis, frame)[0] for frame in power.T], axis=1)
+    return librosa.griffinlim(
+        np.sqrt(stft_power), n_iter=n_iter, hop_length=cfg.hop, n_fft=cfg.n_fft, length=cfg.clip_samples, random_state=0
     ).astype(np.float32)
 
 
