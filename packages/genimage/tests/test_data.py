@@ -366,3 +366,33 @@ def test_write_grid_refuses_non_positive_rows_and_scale(tmp_path, nrow, scale) -
     with pytest.raises(ConfigError, match=r"nrow|scale"):
         write_grid(tmp_path / "g.png", torch.zeros(4, 1, 8, 8), nrow=nrow, scale=scale)
     assert not (tmp_path / "g.png").exists()
+
+
+def test_a_packing_killed_midway_leaves_no_folder_that_reads_as_a_set(tmp_path, monkeypatch) -> None:
+    # SIGKILL runs no cleanup: the shards finished before it stay, and classes.json is never written
+    import genimage.data.shards as shards_module
+
+    root = _write_folder(tmp_path / "imgs", n_per_class=3)
+    real_png, calls = shards_module._png, []
+
+    def dying_png(img):
+        calls.append(1)
+        if len(calls) == 6:  # two shards of two images are in place, the third is being written
+            raise SystemExit(137)
+        return real_png(img)
+
+    monkeypatch.setattr(shards_module, "_png", dying_png)
+    monkeypatch.setattr(shards_module._ShardWriter, "abort", lambda self, exc: None)  # no cleanup, as after a kill
+    out = tmp_path / "s"
+    with pytest.raises(SystemExit):
+        shards_module.shard_image_folder(root, out, shard_size=2, progress=False)
+    assert sorted(p.name for p in out.glob("shard-*.tar")) == ["shard-00000.tar", "shard-00001.tar"]
+    with pytest.raises(InputError, match=r"holds an interrupted 'genimage shards' run .*remove it and pack"):
+        ShardedImages(out, image_size=8)
+    monkeypatch.setattr(shards_module, "_png", real_png)
+    with pytest.raises(InputError, match=r"interrupted 'genimage shards' run; remove the folder and pack again"):
+        shards_module.shard_image_folder(root, out, shard_size=2, progress=False)
+    # a packing that finishes leaves no marker behind
+    shards_module.shard_image_folder(root, tmp_path / "ok", shard_size=2, progress=False)
+    assert not (tmp_path / "ok" / "shards.incomplete").exists()
+    assert sum(1 for _ in ShardedImages(tmp_path / "ok", image_size=8)) == 6

@@ -2,7 +2,9 @@
 
 A shard ``shard-00000.tar`` holds samples as consecutive members sharing a key: ``<key>.png`` (the
 image) and, for labelled sets, ``<key>.cls`` (the class index as ASCII). :func:`write_shards` writes
-such shards (each atomically) plus ``classes.json`` into a folder that holds no shards yet;
+such shards (each atomically) plus ``classes.json`` into a folder that holds no shards yet, with a marker
+``shards.incomplete`` there from before the first shard until after ``classes.json`` (a killed packing leaves it,
+and :class:`ShardedImages` refuses such a folder rather than read a part of the set as the whole);
 :class:`ShardedImages` streams them back as a ``torch.utils.data.IterableDataset``: every (rank,
 DataLoader worker) pair reads its own shards (shard ``i`` goes to consumer ``i mod count``,
 :func:`gencore.train.data_shard`), in an order shuffled per epoch from the seed, decoding and resizing
@@ -34,11 +36,23 @@ from torch.utils.data import IterableDataset
 
 from gencore.checks import check_int
 from gencore.errors import InputError
-from gencore.io import atomic_path, ensure_dir, read_json, write_json
+from gencore.io import atomic_path, ensure_dir, read_json, write_json, write_text
 from gencore.train import data_shard
 from genimage.data.folder import convert, decode_still
 from genimage.data.imageset import ImageSet
 from genimage.imageio import to_uint8
+
+INCOMPLETE_NAME = "shards.incomplete"
+
+
+def _refuse_existing(out: Path) -> None:
+    """Refuse an output folder that already holds shards (of another set, or of an interrupted packing)."""
+    if (out / INCOMPLETE_NAME).is_file():
+        raise InputError(
+            f"{str(out)!r} holds the shards of an interrupted 'genimage shards' run; remove the folder and pack again."
+        )
+    if out.is_dir() and any(out.glob("shard-*.tar")):  # stale shards of another set would be read with these
+        raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
 
 
 def _png(img) -> bytes:
@@ -62,6 +76,8 @@ class _ShardWriter:
         if shard_size < 1:  # refused before the folder is made: a failed call leaves no empty folder behind
             raise InputError(f"shard size must be a positive integer, got {shard_size}.")
         self.out, self.shard_size, self.paths, self.count = ensure_dir(out), shard_size, [], 0
+        # written before the first shard, removed after classes.json: a folder killed midway is never read as a set
+        write_text(self.out / INCOMPLETE_NAME, "packing by 'genimage shards' in progress or interrupted\n")
         self._tar: tarfile.TarFile | None = None
         self._atomic: Any = None
 
@@ -94,10 +110,12 @@ class _ShardWriter:
             self._tar = None
         for path in self.paths:
             path.unlink(missing_ok=True)
+        (self.out / INCOMPLETE_NAME).unlink(missing_ok=True)
 
     def finish(self, class_names: list[str] | None, channels: int) -> list[Path]:
         self._close()
         write_json(self.out / "classes.json", {"class_names": class_names, "channels": channels})
+        (self.out / INCOMPLETE_NAME).unlink()
         return self.paths
 
 
@@ -117,8 +135,7 @@ def write_shards(images: ImageSet, out_dir: str | os.PathLike, *, shard_size: in
                 f"{images.name}: labels must be in 0..{classes - 1} ({classes} class names), got {int(bad[0])}."
             )
     out = Path(out_dir)
-    if out.is_dir() and any(out.glob("shard-*.tar")):  # stale shards of another set would be read with these
-        raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
+    _refuse_existing(out)
     created = not out.exists()
     writer = _ShardWriter(out, shard_size)
     try:
@@ -155,8 +172,7 @@ def shard_image_folder(
 
     files, labels, classes = list_images(root)
     out = Path(out_dir)
-    if out.is_dir() and any(out.glob("shard-*.tar")):
-        raise InputError(f"{str(out)!r} already holds shards; choose a new folder so that they are not mixed.")
+    _refuse_existing(out)
     created = not out.exists()
     writer = _ShardWriter(out, shard_size)
     skipped: list[str] = []
@@ -203,6 +219,11 @@ class ShardedImages(IterableDataset):
         base = Path(root)
         if not base.is_dir():
             raise InputError(f"shard folder {str(base)!r} does not exist; pack an image folder with 'genimage shards'.")
+        if (base / INCOMPLETE_NAME).is_file():
+            raise InputError(
+                f"shard folder {str(base)!r} holds an interrupted 'genimage shards' run ({INCOMPLETE_NAME}); "
+                "remove it and pack the images again."
+            )
         self.shards = sorted(p for p in base.glob("*.tar") if not p.name.startswith("."))  # not macOS ``._*``
         if not self.shards:
             raise InputError(f"{str(base)!r} contains no .tar shards.")
