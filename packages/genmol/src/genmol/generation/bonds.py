@@ -10,6 +10,14 @@ elements, so a model trained on other molecules does not lose every bond to S, P
 table has no S=O double bond: sulfoxides and sulfones come out with single S-O bonds). Aromatic rings come
 out as alternating or uniform single/double assignments, exactly as in EDM's evaluation; the stability
 metric then judges the result. Formal charges are those the model generated.
+
+Every entry equals EDM's ``qm9/bond_analyze.py`` (``bonds1``/``bonds2``/``bonds3``, picometres here written
+in angstrom; margins 10/5/3 pm), and the comparison is made in picometres as there (``100 * d < length +
+margin`` with integer right-hand sides), so a distance exactly on a threshold gets EDM's answer. One
+deliberate reading: EDM lists C=S (160 pm) under C only, so its lookup finds the double bond for the pair
+ordered (C, S) and not (S, C); its GEOM evaluation orders each pair by atom type (C before S) and finds it,
+and here the table is symmetric. Testing triple, then double, then single is EDM's nested test because
+every entry's thresholds shrink with the order.
 """
 
 from __future__ import annotations
@@ -89,12 +97,14 @@ MARGINS = (0.10, 0.05, 0.03)
 
 
 def bond_order(z_a: int, z_b: int, distance: float) -> int:
+    """The highest order whose threshold exceeds ``distance`` (angstrom), compared in picometres as EDM does."""
     lengths = BOND_LENGTHS.get((min(z_a, z_b), max(z_a, z_b)))
     if lengths is None:
         return 0
+    d_pm = 100.0 * distance
     for order in (3, 2, 1):
         ref = lengths[order - 1]
-        if ref is not None and distance < ref + MARGINS[order - 1]:
+        if ref is not None and d_pm < round(100 * ref) + round(100 * MARGINS[order - 1]):
             return order
     return 0
 

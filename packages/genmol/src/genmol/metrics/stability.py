@@ -7,14 +7,19 @@ details differ; this module fixes them and the tests pin them with golden cases:
 * **Valence** = sum of bond orders over the atom's bonds + hydrogens attached as counts
   (``Molecule.num_hs``). Hydrogen atoms of the graph count through their bonds.
 * **Aromatic bonds are kekulised first** (RDKit ``Kekulize``) and count 1 or 2. Counting them 1.5,
-  as EDM's evaluation does, makes pyrrole's N-H nitrogen 4-valent (1.5 + 1.5 + 1) and calls it
-  unstable. When no Kekule structure exists the molecule is reported with ``kekulized=False`` and
-  every atom with an aromatic bond is unstable (counting 1.5 would call an impossible all-carbon
-  five-membered "aromatic" ring stable).
+  as MiDi-style evaluations of molecular graphs do (EDM's bonds from distances are never aromatic), makes
+  pyrrole's N-H nitrogen 4-valent (1.5 + 1.5 + 1) and calls it unstable. When no Kekule structure exists
+  the molecule is reported with ``kekulized=False`` and every atom with an aromatic bond is unstable
+  (counting 1.5 would call an impossible all-carbon five-membered "aromatic" ring stable).
 * **Formal charges are part of the key**: the allowed valences are looked up for the pair
   (element, formal charge). N+ (ammonium, pyridinium, nitro N) allows 4, O- allows 1, C- / C+ allow 3.
   EDM's table has one entry per element and no charges, so it calls every nitro group unstable.
 * An (element, charge) pair missing from the table is unstable, with that reason in the record.
+* **Neutral entries are EDM's** ``allowed_bonds`` (``qm9/bond_analyze.py``: H 1, B 3, C 4, N 3, O 2, F 1,
+  Al 3, Si 4, P 3/5, Cl 1, Br 1, I 1, Hg 1/2, Bi 3/5) except two deliberate changes: neutral S allows
+  2, 4 and 6 (EDM allows only 4, which calls every thiol and thioether sulfur unstable), and As
+  allows 3 and 5 like its congener P (EDM: 3, which calls arsonic acids unstable). On QM9 (H, C, N, O, F,
+  no charges) the table is EDM's and bonds from distances give EDM's numbers.
 
 Radical electrons are not counted (QM9 has none).
 
@@ -52,6 +57,7 @@ ALLOWED_VALENCES: dict[tuple[int, int], tuple[int, ...]] = {
     (8, 1): (3,),
     (8, -1): (1,),
     (9, 0): (1,),
+    (13, 0): (3,),  # Al, Hg, Bi: EDM's GEOM entries (no bond lengths, so only molecular graphs bond them)
     (14, 0): (4,),
     (15, 0): (3, 5),
     (15, 1): (4,),
@@ -62,6 +68,8 @@ ALLOWED_VALENCES: dict[tuple[int, int], tuple[int, ...]] = {
     (33, 0): (3, 5),  # As, in EDM's GEOM tables (genmol.generation.bonds), valences as its congener P
     (35, 0): (1,),
     (53, 0): (1,),
+    (80, 0): (1, 2),
+    (83, 0): (3, 5),
 }
 STABILITY_DEFINITION = "kekulized bond orders + attached H, allowed valence per (element, formal charge)"
 
