@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from gencore.errors import InputError
@@ -58,6 +60,8 @@ def test_xyz_errors_name_the_line_of_the_file_not_of_the_frame(tmp_path):
 def small_qm9(tmp_path, monkeypatch):
     from genmol.data import qm9
 
+    if importlib.util.find_spec("qm9pack") is None:
+        pytest.skip("needs genmol[qm9]")
     files = []
     for path in qm9.qm9pack_files():
         with path.open() as fh:
